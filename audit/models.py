@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+from django.db import models
+
+
+class EventType(models.TextChoices):
+    WORKSPACE_POLICY_SET = "context.workspace_policy_set"
+    WORKLOAD_POLICY_SET = "context.workload_policy_set"
+    ASSEMBLED = "context.assembled"
+    WORKLOAD_CREATED = "workload.created"
+    WORKLOAD_DELETED = "workload.deleted"
+    MEMORY_CHANGED = "memory.changed"
+    MAINTENANCE = "maintenance.executed"
+
+
+class AuditEvent(models.Model):
+    """An append-only, hash-chained record. The application never updates or deletes rows."""
+
+    workspace = models.ForeignKey(
+        "policies.Workspace", on_delete=models.PROTECT, related_name="audit_events"
+    )
+    type = models.CharField(max_length=50, choices=EventType.choices)
+    occurred_at = models.DateTimeField()
+    author = models.CharField(max_length=200)
+    # Plain values, not foreign keys: the trail must outlive the workloads and actors it names.
+    workload_id = models.UUIDField(null=True, blank=True)
+    environment = models.CharField(max_length=50, blank=True, default="")
+    actor_id = models.CharField(max_length=250, blank=True, default="")
+    payload = models.JSONField(default=dict)
+    prev_hash = models.CharField(max_length=64)
+    hash = models.CharField(max_length=64, unique=True)
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [
+            models.Index(fields=["workspace", "-id"], name="audit_ws_id_idx"),
+            models.Index(fields=["workspace", "type", "-id"], name="audit_ws_type_idx"),
+            models.Index(fields=["workspace", "-occurred_at"], name="audit_ws_time_idx"),
+            models.Index(
+                fields=["workspace", "actor_id", "workload_id", "environment", "type", "-id"],
+                name="audit_reuse_idx",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.type} #{self.pk}"
+
+
+class AuditChainHead(models.Model):
+    """The tip of a workspace's chain; its row lock serialises appends per workspace."""
+
+    workspace = models.OneToOneField(
+        "policies.Workspace", on_delete=models.PROTECT, related_name="audit_head"
+    )
+    last_hash = models.CharField(max_length=64)
+    length = models.PositiveBigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"audit head of workspace {self.workspace_id} ({self.length} events)"

@@ -1,0 +1,312 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Prefetch
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import status
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from policies import algebra, services
+from policies.api.serializers import (
+    EffectivePolicySerializer,
+    WorkloadPolicySerializer,
+    WorkloadSerializer,
+    WorkloadWriteSerializer,
+    WorkspaceCreateSerializer,
+    WorkspacePolicySerializer,
+    WorkspaceSerializer,
+    WorkspaceUpdateSerializer,
+)
+from policies.models import Environment, Workload, WorkloadPolicyVersion
+from policies.selectors import (
+    effective_policy_for,
+    environment_check,
+    workload_policy_current,
+    workspace_policy_current,
+)
+from portal.access import Caller, require_role, workspace_for, workspaces_for
+from portal.api.views import ApiView, json_object, reject_unknown
+from portal.errors import ForbiddenError, NotFoundError, ValidationFailed
+from portal.models import Role
+
+ENVIRONMENT_PARAM = OpenApiParameter(
+    "environment",
+    str,
+    description="Environment slug (dev, staging, prod, ...). "
+    "Omit it for the all-environments default.",
+)
+POLICY_BODY_DOC = (
+    "A flat policy document (axis -> value), optionally with `comment` (the change comment); "
+    "the workspace floor also takes `relaxableAxes`. The envelope form returned by GET "
+    '(`{"policy": {...}, "relaxableAxes": [...], "comment": "..."}`) is accepted too.'
+)
+
+
+def _split_policy_body(data: dict[str, Any], *, floor: bool) -> tuple[dict[str, Any], Any]:
+    """Accept the flat document or GET's envelope; return (document, comment)."""
+    data = dict(data)
+    comment = data.pop("comment", "")
+    if "policy" in data:
+        allowed = {"policy", "relaxableAxes"} if floor else {"policy"}
+        reject_unknown(
+            {k: v for k, v in data.items() if k not in {"version", "author", "createdAt"}},
+            allowed,
+        )
+        if not isinstance(data["policy"], dict):
+            raise ValidationFailed({"policy": "Send the policy as a JSON object."})
+        document = dict(data["policy"])
+        if floor and "relaxableAxes" in data:
+            document["relaxableAxes"] = data["relaxableAxes"]
+        return document, comment
+    return data, comment
+
+
+def _workload(caller: Caller, workload_id: Any, *, required: str = Role.VIEWER) -> Workload:
+    workload = (
+        Workload.objects.select_related("workspace")
+        .filter(pk=workload_id, workspace__in=workspaces_for(caller))
+        .first()
+    )
+    if workload is None:
+        raise NotFoundError(f"No workload {workload_id}.")
+    require_role(caller, workload.workspace, required)
+    return workload
+
+
+class WorkspaceListView(ApiView):
+    @extend_schema(responses=WorkspaceSerializer(many=True), summary="Workspaces you can see")
+    def get(self, request: Request) -> Response:
+        workspaces = workspaces_for(self.caller(request)).prefetch_related(
+            Prefetch("environments", queryset=Environment.objects.order_by("slug"))
+        )
+        return Response(WorkspaceSerializer(workspaces, many=True).data)
+
+    @extend_schema(
+        request=WorkspaceCreateSerializer,
+        responses={201: WorkspaceSerializer},
+        summary="Create a workspace (you become its operator)",
+    )
+    def post(self, request: Request) -> Response:
+        caller = self.caller(request)
+        if caller.token is not None:
+            raise ForbiddenError("API tokens belong to one workspace and cannot create workspaces.")
+        serializer = WorkspaceCreateSerializer(data=json_object(request))
+        serializer.is_valid(raise_exception=True)
+        workspace = services.workspace_create(
+            slug=serializer.validated_data["slug"],
+            name=serializer.validated_data["name"],
+            author=caller.label,
+            operator=None if caller.is_superuser else caller.user,
+        )
+        return Response(WorkspaceSerializer(workspace).data, status=status.HTTP_201_CREATED)
+
+
+class WorkspaceDetailView(ApiView):
+    @extend_schema(responses=WorkspaceSerializer)
+    def get(self, request: Request, slug: str) -> Response:
+        return Response(WorkspaceSerializer(workspace_for(self.caller(request), slug)).data)
+
+    @extend_schema(request=WorkspaceUpdateSerializer, responses=WorkspaceSerializer)
+    def patch(self, request: Request, slug: str) -> Response:
+        workspace = workspace_for(self.caller(request), slug, required=Role.OPERATOR)
+        data = json_object(request)
+        reject_unknown(data, {"name"})
+        serializer = WorkspaceUpdateSerializer(data=data)
+        serializer.is_valid(raise_exception=True)
+        workspace.name = serializer.validated_data["name"]
+        workspace.save(update_fields=["name"])
+        return Response(WorkspaceSerializer(workspace).data)
+
+
+class WorkspacePolicyView(ApiView):
+    @extend_schema(responses=WorkspacePolicySerializer, summary="The operator floor")
+    def get(self, request: Request, slug: str) -> Response:
+        workspace = workspace_for(self.caller(request), slug)
+        return Response(
+            WorkspacePolicySerializer(workspace_policy_current(workspace=workspace)).data
+        )
+
+    @extend_schema(
+        request=OpenApiTypes.OBJECT,
+        responses=WorkspacePolicySerializer,
+        summary="Replace the operator floor (a new version)",
+        description=POLICY_BODY_DOC + " Every axis is required.",
+    )
+    def put(self, request: Request, slug: str) -> Response:
+        caller = self.caller(request)
+        workspace = workspace_for(caller, slug, required=Role.OPERATOR)
+        document, comment = _split_policy_body(json_object(request), floor=True)
+        version = services.workspace_policy_save(
+            workspace=workspace, document=document, author=caller.label, comment=comment
+        )
+        return Response(WorkspacePolicySerializer(version).data)
+
+
+class WorkspacePolicyVersionListView(ApiView):
+    @extend_schema(responses=WorkspacePolicySerializer(many=True))
+    def get(self, request: Request, slug: str) -> Response:
+        workspace = workspace_for(self.caller(request), slug)
+        versions = workspace.policy_versions.order_by("-version")
+        paginator = self.pagination_class()
+        page = paginator.paginate_queryset(versions, request, view=self)
+        return paginator.get_paginated_response(WorkspacePolicySerializer(page, many=True).data)
+
+
+class WorkspacePolicyVersionDetailView(ApiView):
+    @extend_schema(responses=WorkspacePolicySerializer)
+    def get(self, request: Request, slug: str, version: int) -> Response:
+        workspace = workspace_for(self.caller(request), slug)
+        row = workspace.policy_versions.filter(version=version).first()
+        if row is None:
+            raise NotFoundError(f"Workspace {slug!r} has no policy version {version}.")
+        return Response(WorkspacePolicySerializer(row).data)
+
+
+class WorkloadListView(ApiView):
+    @extend_schema(responses=WorkloadSerializer(many=True))
+    def get(self, request: Request, slug: str) -> Response:
+        workspace = workspace_for(self.caller(request), slug)
+        workloads = workspace.workloads.select_related("workspace").order_by("name")
+        paginator = self.pagination_class()
+        page = paginator.paginate_queryset(workloads, request, view=self)
+        return paginator.get_paginated_response(WorkloadSerializer(page, many=True).data)
+
+    @extend_schema(request=WorkloadWriteSerializer, responses={201: WorkloadSerializer})
+    def post(self, request: Request, slug: str) -> Response:
+        caller = self.caller(request)
+        workspace = workspace_for(caller, slug, required=Role.EDITOR)
+        data = json_object(request)
+        reject_unknown(data, {"name", "description"})
+        serializer = WorkloadWriteSerializer(data=data)
+        serializer.is_valid(raise_exception=True)
+        workload = services.workload_create(
+            workspace=workspace, author=caller.label, **serializer.validated_data
+        )
+        return Response(WorkloadSerializer(workload).data, status=status.HTTP_201_CREATED)
+
+
+class WorkloadDetailView(ApiView):
+    @extend_schema(responses=WorkloadSerializer)
+    def get(self, request: Request, workload_id: str) -> Response:
+        return Response(WorkloadSerializer(_workload(self.caller(request), workload_id)).data)
+
+    @extend_schema(request=WorkloadWriteSerializer(partial=True), responses=WorkloadSerializer)
+    def patch(self, request: Request, workload_id: str) -> Response:
+        workload = _workload(self.caller(request), workload_id, required=Role.EDITOR)
+        data = json_object(request)
+        reject_unknown(data, {"name", "description"})
+        serializer = WorkloadWriteSerializer(data=data, partial=True)
+        serializer.is_valid(raise_exception=True)
+        workload = services.workload_update(workload=workload, **serializer.validated_data)
+        return Response(WorkloadSerializer(workload).data)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request: Request, workload_id: str) -> Response:
+        caller = self.caller(request)
+        workload = _workload(caller, workload_id, required=Role.OPERATOR)
+        services.workload_delete(workload=workload, author=caller.label)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class WorkloadPolicyView(ApiView):
+    @extend_schema(parameters=[ENVIRONMENT_PARAM], responses=WorkloadPolicySerializer)
+    def get(self, request: Request, workload_id: str) -> Response:
+        workload = _workload(self.caller(request), workload_id)
+        environment = environment_check(
+            workspace=workload.workspace, environment=request.query_params.get("environment")
+        )
+        version = workload_policy_current(workload=workload, environment=environment)
+        if version is None:
+            where = f"environment {environment!r}" if environment else "all environments"
+            raise NotFoundError(
+                f"Workload {workload.name!r} has no policy for {where}; the floor applies."
+            )
+        return Response(WorkloadPolicySerializer(version).data)
+
+    @extend_schema(
+        parameters=[ENVIRONMENT_PARAM],
+        request=OpenApiTypes.OBJECT,
+        responses=WorkloadPolicySerializer,
+        summary="Save the workload's policy for an environment (a new version)",
+        description=POLICY_BODY_DOC
+        + " Any subset of axes; each must be narrower than or equal to the floor, else 422 "
+        "WORKLOAD_RELAXES_OPERATOR_FLOOR lists the axes.",
+    )
+    def put(self, request: Request, workload_id: str) -> Response:
+        caller = self.caller(request)
+        workload = _workload(caller, workload_id, required=Role.EDITOR)
+        document, comment = _split_policy_body(json_object(request), floor=False)
+        version = services.workload_policy_save(
+            workload=workload,
+            environment=request.query_params.get("environment"),
+            document=document,
+            author=caller.label,
+            comment=comment,
+        )
+        return Response(WorkloadPolicySerializer(version).data)
+
+
+class WorkloadPolicyVersionListView(ApiView):
+    @extend_schema(parameters=[ENVIRONMENT_PARAM], responses=WorkloadPolicySerializer(many=True))
+    def get(self, request: Request, workload_id: str) -> Response:
+        workload = _workload(self.caller(request), workload_id)
+        environment = environment_check(
+            workspace=workload.workspace, environment=request.query_params.get("environment")
+        )
+        versions = WorkloadPolicyVersion.objects.filter(
+            workload=workload, environment=environment
+        ).order_by("-version")
+        paginator = self.pagination_class()
+        page = paginator.paginate_queryset(versions, request, view=self)
+        return paginator.get_paginated_response(WorkloadPolicySerializer(page, many=True).data)
+
+
+class EffectivePolicyView(ApiView):
+    @extend_schema(parameters=[ENVIRONMENT_PARAM], responses=EffectivePolicySerializer)
+    def get(self, request: Request, workload_id: str) -> Response:
+        workload = _workload(self.caller(request), workload_id)
+        environment = environment_check(
+            workspace=workload.workspace, environment=request.query_params.get("environment")
+        )
+        effective = effective_policy_for(workload=workload, environment=environment)
+        floor = workspace_policy_current(workspace=workload.workspace)
+        return Response(
+            {
+                "workloadId": str(workload.id),
+                "environment": environment or None,
+                "policy": effective.policy,
+                "relaxableAxes": floor.relaxable_axes,
+                "effectivePolicyHash": effective.policy_hash,
+                "effectiveBudgetHash": effective.budget_hash,
+                "compliant": effective.compliant,
+                "relaxingAxes": effective.relaxing_axes,
+                "floorVersion": effective.floor_version,
+                "workloadPolicyVersion": effective.workload_version,
+            }
+        )
+
+
+class PolicyAxesView(ApiView):
+    """The axis registry, so clients can build forms without hard-coding it."""
+
+    @extend_schema(responses=OpenApiTypes.OBJECT)
+    def get(self, request: Request) -> Response:
+        return Response(
+            {
+                "axes": [
+                    {
+                        "name": axis.name,
+                        "group": axis.group,
+                        "kind": axis.kind,
+                        "vocabulary": list(algebra.VOCABULARIES[axis.vocabulary])
+                        if axis.vocabulary
+                        else None,
+                        "description": axis.description,
+                    }
+                    for axis in algebra.AXES.values()
+                ]
+            }
+        )

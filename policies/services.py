@@ -1,0 +1,211 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import IntegrityError, transaction
+
+from audit.models import EventType
+from audit.services import audit_event_record
+from policies import algebra
+from policies.models import (
+    DEFAULT_ENVIRONMENTS,
+    Environment,
+    Workload,
+    WorkloadPolicyVersion,
+    Workspace,
+    WorkspacePolicyVersion,
+)
+from policies.selectors import environment_check, workload_policy_current, workspace_policy_current
+from portal.errors import DomainError, ValidationFailed
+from portal.models import Membership, Role
+
+COMMENT_MAX = 500
+
+
+def _comment(comment: Any) -> str:
+    if comment is None:
+        return ""
+    if not isinstance(comment, str):
+        raise ValidationFailed({"comment": "The change comment must be a string."})
+    if len(comment) > COMMENT_MAX:
+        raise ValidationFailed({"comment": f"Keep the comment under {COMMENT_MAX} characters."})
+    return comment.strip()
+
+
+@transaction.atomic
+def workspace_create(
+    *, slug: str, name: str, author: str, operator: Any | None = None
+) -> Workspace:
+    """A new workspace with the default environments and the default floor as version 1."""
+    if Workspace.objects.filter(slug=slug).exists():
+        raise DomainError(
+            "CONFLICT", f"A workspace {slug!r} already exists.", {"fields": {"slug": "Taken."}}
+        )
+    workspace = Workspace.objects.create(slug=slug, name=name)
+    Environment.objects.bulk_create(
+        [Environment(workspace=workspace, slug=env) for env in DEFAULT_ENVIRONMENTS]
+    )
+    if operator is not None:
+        Membership.objects.create(user=operator, workspace=workspace, role=Role.OPERATOR)
+    workspace_policy_save(
+        workspace=workspace,
+        document={**algebra.default_floor(), "relaxableAxes": []},
+        author=author,
+        comment="Initial operator floor",
+    )
+    return workspace
+
+
+@transaction.atomic
+def workspace_policy_save(
+    *, workspace: Workspace, document: Any, author: str, comment: Any = ""
+) -> WorkspacePolicyVersion:
+    floor, relaxable = algebra.normalize_floor(document)
+    comment = _comment(comment)
+    # Lock the workspace row so two concurrent saves cannot both become version n+1.
+    Workspace.objects.select_for_update().filter(pk=workspace.pk).first()
+    previous = workspace.policy_versions.order_by("-version").first()
+    version = WorkspacePolicyVersion.objects.create(
+        workspace=workspace,
+        version=(previous.version + 1) if previous else 1,
+        document=floor,
+        relaxable_axes=relaxable,
+        author=author,
+        comment=comment,
+    )
+    before = (
+        {"policy": previous.document, "relaxableAxes": previous.relaxable_axes}
+        if previous
+        else None
+    )
+    audit_event_record(
+        workspace=workspace,
+        type=EventType.WORKSPACE_POLICY_SET,
+        author=author,
+        payload={
+            "version": version.version,
+            "before": before,
+            "after": {"policy": floor, "relaxableAxes": relaxable},
+            "diff": algebra.diff_documents(previous.document if previous else None, floor),
+            "comment": comment,
+        },
+    )
+    return version
+
+
+@transaction.atomic
+def workload_create(
+    *, workspace: Workspace, name: Any, author: str, description: str = ""
+) -> Workload:
+    name = _workload_name(name)
+    try:
+        with transaction.atomic():
+            workload = Workload.objects.create(
+                workspace=workspace, name=name, description=description
+            )
+    except IntegrityError:
+        raise DomainError(
+            "CONFLICT",
+            f"A workload named {name!r} already exists in this workspace.",
+            {"fields": {"name": "Taken."}},
+        ) from None
+    audit_event_record(
+        workspace=workspace,
+        type=EventType.WORKLOAD_CREATED,
+        author=author,
+        workload_id=workload.id,
+        payload={"name": name},
+    )
+    return workload
+
+
+@transaction.atomic
+def workload_update(*, workload: Workload, name: Any = None, description: Any = None) -> Workload:
+    if name is not None:
+        workload.name = _workload_name(name)
+    if description is not None:
+        if not isinstance(description, str):
+            raise ValidationFailed({"description": "Must be a string."})
+        workload.description = description
+    try:
+        with transaction.atomic():
+            workload.save()
+    except IntegrityError:
+        raise DomainError(
+            "CONFLICT",
+            f"A workload named {workload.name!r} already exists in this workspace.",
+            {"fields": {"name": "Taken."}},
+        ) from None
+    return workload
+
+
+@transaction.atomic
+def workload_delete(*, workload: Workload, author: str) -> None:
+    audit_event_record(
+        workspace=workload.workspace,
+        type=EventType.WORKLOAD_DELETED,
+        author=author,
+        workload_id=workload.id,
+        payload={"name": workload.name},
+    )
+    workload.delete()
+
+
+def _workload_name(name: Any) -> str:
+    if not isinstance(name, str) or not name.strip():
+        raise ValidationFailed({"name": "A workload needs a non-empty name."})
+    if len(name) > 200:
+        raise ValidationFailed({"name": "Keep the name under 200 characters."})
+    return name.strip()
+
+
+def workload_policy_check(*, workload: Workload, document: Any) -> tuple[dict, list[str]]:
+    """Normalise a partial workload document and list the axes that relax the floor."""
+    normalized = algebra.normalize_document(document, partial=True)
+    floor = workspace_policy_current(workspace=workload.workspace).document
+    return normalized, algebra.check_workload(floor, normalized)
+
+
+@transaction.atomic
+def workload_policy_save(
+    *, workload: Workload, environment: str | None, document: Any, author: str, comment: Any = ""
+) -> WorkloadPolicyVersion:
+    environment = environment_check(workspace=workload.workspace, environment=environment)
+    comment = _comment(comment)
+    # Lock the floor while validating against it, so a concurrent floor change cannot slip in.
+    Workspace.objects.select_for_update().filter(pk=workload.workspace_id).first()
+    floor_version = workspace_policy_current(workspace=workload.workspace)
+    normalized = algebra.normalize_document(document, partial=True)
+    relaxing = algebra.check_workload(floor_version.document, normalized)
+    if relaxing:
+        raise algebra.PolicyError(
+            "WORKLOAD_RELAXES_OPERATOR_FLOOR",
+            "The workload policy relaxes the operator floor on: " + ", ".join(relaxing) + ".",
+            {"axes": relaxing, "floor": {axis: floor_version.document[axis] for axis in relaxing}},
+        )
+    algebra.validate_budget(algebra.narrow(floor_version.document, normalized))
+    previous = workload_policy_current(workload=workload, environment=environment)
+    version = WorkloadPolicyVersion.objects.create(
+        workload=workload,
+        environment=environment,
+        version=(previous.version + 1) if previous else 1,
+        document=normalized,
+        author=author,
+        comment=comment,
+    )
+    audit_event_record(
+        workspace=workload.workspace,
+        type=EventType.WORKLOAD_POLICY_SET,
+        author=author,
+        workload_id=workload.id,
+        environment=environment,
+        payload={
+            "version": version.version,
+            "before": previous.document if previous else None,
+            "after": normalized,
+            "diff": algebra.diff_documents(previous.document if previous else None, normalized),
+            "comment": comment,
+            "floorVersion": floor_version.version,
+        },
+    )
+    return version

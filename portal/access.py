@@ -1,0 +1,96 @@
+"""Who may see and change which workspace.
+
+Every query that reads workspace data goes through ``workspaces_for`` or ``workspace_for``,
+so isolation is decided in one place: a caller without a role in a workspace gets a 404
+(its existence is not revealed), a caller with too low a role gets a 403.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import QuerySet
+
+from policies.models import Workspace
+from portal.errors import ForbiddenError, NotFoundError
+from portal.models import ApiToken, Membership, Role, role_at_least
+
+
+@dataclass(frozen=True)
+class Caller:
+    """The authenticated party of a request: a portal user or an API token."""
+
+    user: Any
+    token: ApiToken | None
+
+    @property
+    def label(self) -> str:
+        if self.token is not None:
+            return self.token.label
+        return f"user:{self.user.get_username()}"
+
+    @property
+    def is_superuser(self) -> bool:
+        return self.token is None and bool(getattr(self.user, "is_superuser", False))
+
+
+def caller_of(request: Any) -> Caller:
+    token = request.auth if isinstance(getattr(request, "auth", None), ApiToken) else None
+    return Caller(user=request.user, token=token)
+
+
+def workspaces_for(caller: Caller) -> QuerySet[Workspace]:
+    if caller.token is not None:
+        return Workspace.objects.filter(pk=caller.token.workspace_id)
+    if caller.is_superuser:
+        return Workspace.objects.all()
+    return Workspace.objects.filter(memberships__user=caller.user)
+
+
+def role_in(caller: Caller, workspace: Workspace) -> str | None:
+    if caller.token is not None:
+        return caller.token.role if caller.token.workspace_id == workspace.pk else None
+    if caller.is_superuser:
+        return Role.OPERATOR
+    membership = Membership.objects.filter(user=caller.user, workspace=workspace).first()
+    return membership.role if membership else None
+
+
+def roles_by_workspace(caller: Caller) -> dict[int, str]:
+    if caller.token is not None:
+        return {caller.token.workspace_id: caller.token.role}
+    if caller.is_superuser:
+        return {pk: Role.OPERATOR for pk in Workspace.objects.values_list("pk", flat=True)}
+    return dict(Membership.objects.filter(user=caller.user).values_list("workspace_id", "role"))
+
+
+def workspace_for(caller: Caller, slug: str | None, *, required: str = Role.VIEWER) -> Workspace:
+    """The workspace a call acts on, checked for ``required`` role.
+
+    A token caller may omit the slug (its own workspace is used); a session caller must name it.
+    """
+    if slug is None:
+        if caller.token is None:
+            raise NotFoundError(
+                "Name the workspace with ?workspace=SLUG.", {"fields": {"workspace": "Required."}}
+            )
+        workspace = caller.token.workspace
+    else:
+        workspace = workspaces_for(caller).filter(slug=slug).first()
+        if workspace is None:
+            raise NotFoundError(f"No workspace {slug!r}.")
+    require_role(caller, workspace, required)
+    return workspace
+
+
+def require_role(caller: Caller, workspace: Workspace, required: str) -> str:
+    role = role_in(caller, workspace)
+    if role is None:
+        raise NotFoundError("No such resource.")
+    if not role_at_least(role, required):
+        raise ForbiddenError(
+            f"This needs the {required} role in workspace {workspace.slug!r}; you are {role}.",
+            {"requiredRole": required, "role": role},
+        )
+    return role

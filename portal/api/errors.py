@@ -1,0 +1,91 @@
+"""One exception handler: every API error is ``{"error": {"code", "message", "details"}}``."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, JsonResponse
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from policies.algebra import PolicyError
+from portal.errors import POLICY_ERROR_STATUS, DomainError
+
+logger = logging.getLogger(__name__)
+
+_DRF_CODES = {
+    exceptions.ParseError: "MALFORMED_REQUEST",
+    exceptions.NotAuthenticated: "NOT_AUTHENTICATED",
+    exceptions.AuthenticationFailed: "AUTHENTICATION_FAILED",
+    exceptions.PermissionDenied: "PERMISSION_DENIED",
+    exceptions.NotFound: "NOT_FOUND",
+    exceptions.MethodNotAllowed: "METHOD_NOT_ALLOWED",
+    exceptions.NotAcceptable: "NOT_ACCEPTABLE",
+    exceptions.UnsupportedMediaType: "UNSUPPORTED_MEDIA_TYPE",
+    exceptions.Throttled: "THROTTLED",
+    exceptions.ValidationError: "INVALID_REQUEST",
+}
+
+
+def error_body(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, "details": details or {}}}
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if isinstance(exc, PolicyError):
+        return Response(
+            error_body(exc.code, exc.message, exc.details),
+            status=POLICY_ERROR_STATUS.get(exc.code, 400),
+        )
+    if isinstance(exc, DomainError):
+        return Response(error_body(exc.code, exc.message, exc.details), status=exc.status)
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    elif isinstance(exc, PermissionDenied):
+        exc = exceptions.PermissionDenied()
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return None
+    code = next((c for cls, c in _DRF_CODES.items() if isinstance(exc, cls)), "ERROR")
+    if isinstance(exc, exceptions.ValidationError):
+        response.data = error_body(
+            code, "The request is not valid.", {"fields": _flatten(exc.detail)}
+        )
+    else:
+        detail = getattr(exc, "detail", str(exc))
+        response.data = error_body(code, str(detail))
+    return response
+
+
+def _flatten(detail: Any, prefix: str = "") -> dict[str, str]:
+    """Turn DRF's nested error lists into ``{"field.sub": "message"}``."""
+    if isinstance(detail, dict):
+        flat: dict[str, str] = {}
+        for key, value in detail.items():
+            name = f"{prefix}.{key}" if prefix else str(key)
+            flat.update(_flatten(value, name))
+        return flat
+    if isinstance(detail, list):
+        if all(not isinstance(item, (dict, list)) for item in detail):
+            return {prefix or "nonFieldErrors": " ".join(str(item) for item in detail)}
+        flat = {}
+        for index, item in enumerate(detail):
+            flat.update(_flatten(item, f"{prefix}[{index}]"))
+        return flat
+    return {prefix or "nonFieldErrors": str(detail)}
+
+
+def json_not_found(request: Any, exception: Exception | None = None) -> JsonResponse:
+    return JsonResponse(
+        error_body("NOT_FOUND", "No such resource."), status=status.HTTP_404_NOT_FOUND
+    )
+
+
+def json_server_error(request: Any) -> JsonResponse:
+    return JsonResponse(
+        error_body("SERVER_ERROR", "The server failed to handle this request."),
+        status=status.HTTP_500_INTERNAL_SERVER_ERROR,
+    )

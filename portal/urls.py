@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from portal import views
+
+api_patterns = [
+    path("", include("policies.api.urls")),
+    path("", include("audit.api.urls")),
+    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+]
+
+urlpatterns = [
+    path("v1/", include(api_patterns)),
+    path("healthz", views.healthz, name="healthz"),
+    path("readyz", views.readyz, name="readyz"),
+    path(
+        "login/",
+        auth_views.LoginView.as_view(
+            template_name="portal/login.html", redirect_authenticated_user=True
+        ),
+        name="login",
+    ),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("admin/", admin.site.urls),
+    path("", views.home, name="home"),
+    path("w/<slug:slug>/", views.dashboard, name="dashboard"),
+]
+
+handler404 = "portal.views.not_found"
+handler500 = "portal.views.server_error"

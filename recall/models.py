@@ -1,0 +1,119 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.db.models import Q
+from pgvector.django import HnswIndex, VectorField
+
+from policies.algebra import VOCABULARIES
+
+
+def _choices(vocabulary: str) -> list[tuple[str, str]]:
+    return [(value, value.replace("_", " ")) for value in VOCABULARIES[vocabulary]]
+
+
+ACTOR_KINDS = ("user", "agent", "team", "org", "service")
+
+
+class Actor(models.Model):
+    """Someone memories are about, addressed as ``kind:name`` (``user:ada``)."""
+
+    workspace = models.ForeignKey(
+        "policies.Workspace", on_delete=models.CASCADE, related_name="actors"
+    )
+    kind = models.CharField(max_length=20)
+    name = models.CharField(max_length=200)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["kind", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["workspace", "kind", "name"], name="actor_unique")
+        ]
+
+    def __str__(self) -> str:
+        return self.external_id
+
+    @property
+    def external_id(self) -> str:
+        return f"{self.kind}:{self.name}"
+
+
+class LifecycleStatus(models.TextChoices):
+    ACTIVE = "active"
+    INACTIVE = "inactive"
+    STALE = "stale"
+    SUPPRESSED = "suppressed"
+    DISABLED = "disabled"
+    EXPIRED = "expired"
+
+
+class MemoryRecord(models.Model):
+    workspace = models.ForeignKey(
+        "policies.Workspace", on_delete=models.CASCADE, related_name="memories"
+    )
+    actor = models.ForeignKey(Actor, on_delete=models.CASCADE, related_name="memories")
+    content = models.TextField()
+    memory_type = models.CharField(max_length=20, choices=_choices("memoryType"))
+    source_kind = models.CharField(max_length=20, choices=_choices("sourceKind"))
+    confirmation_status = models.CharField(
+        max_length=20, choices=_choices("confirmationStatus"), default="unknown"
+    )
+    confidence = models.FloatField(
+        default=1.0, validators=[MinValueValidator(0.0), MaxValueValidator(1.0)]
+    )
+    sensitivity = models.CharField(
+        max_length=20, choices=_choices("sensitivity"), default="internal"
+    )
+    consent_policy = models.CharField(
+        max_length=20, choices=_choices("consentPolicy"), default="unknown"
+    )
+    segment_kind = models.CharField(
+        max_length=20, choices=_choices("segmentKind"), default="memory"
+    )
+    lifecycle_status = models.CharField(
+        max_length=20, choices=LifecycleStatus.choices, default=LifecycleStatus.ACTIVE
+    )
+    is_current = models.BooleanField(default=True)
+    superseded_by = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="supersedes"
+    )
+    expires_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField(auto_now=True)
+    last_accessed_at = models.DateTimeField(null=True, blank=True)
+    hit_count = models.PositiveIntegerField(default=0)
+    token_count = models.PositiveIntegerField(default=0)
+    embedding = VectorField(dimensions=settings.RECALL_EMBEDDING_DIM, null=True, blank=True)
+    embedding_model = models.CharField(max_length=100, blank=True, default="")
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            # Per-actor candidate filtering: only rows that can ever be recalled are indexed,
+            # so the fail-closed filter is answered by the index itself.
+            models.Index(
+                fields=["actor", "memory_type", "sensitivity"],
+                name="memory_recallable_idx",
+                condition=Q(lifecycle_status="active", is_current=True),
+            ),
+            models.Index(fields=["actor", "-created_at"], name="memory_actor_created_idx"),
+            models.Index(fields=["workspace", "-created_at"], name="memory_ws_created_idx"),
+            HnswIndex(
+                name="memory_embedding_hnsw",
+                fields=["embedding"],
+                m=16,
+                ef_construction=64,
+                opclasses=["vector_cosine_ops"],
+            ),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(confidence__gte=0.0) & Q(confidence__lte=1.0),
+                name="memory_confidence_range",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"memory {self.pk} of {self.actor_id}"

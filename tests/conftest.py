@@ -1,0 +1,96 @@
+"""Shared fixtures: a temporary embedded PostgreSQL per test session, and personas.
+
+Personas: an operator, an editor and a viewer of workspace A, and an outsider who is the
+operator of workspace B. Every endpoint is tested against the outsider.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from django.contrib.auth import get_user_model
+from rest_framework.test import APIClient
+
+from policies.models import Workload, Workspace
+from policies.services import workload_create, workspace_create
+from portal.models import Membership, Role
+from portal.services import api_token_create
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings() -> None:
+    """Without DATABASE_URL, point the embedded server at a throw-away data folder."""
+    from django.conf import settings
+
+    db = settings.DATABASES["default"]
+    if db.get("EMBEDDED_PGDATA"):
+        db["EMBEDDED_PGDATA"] = tempfile.mkdtemp(prefix="crp-test-pg-")
+        db["EMBEDDED_TEMPORARY"] = True
+
+
+@dataclass
+class Persona:
+    user: Any
+    token: str
+    role: str
+    workspace: Workspace
+
+    def api(self) -> APIClient:
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {self.token}")
+        return client
+
+    def session(self) -> APIClient:
+        client = APIClient(enforce_csrf_checks=True)
+        client.force_login(self.user)
+        return client
+
+
+def _persona(workspace: Workspace, username: str, role: str) -> Persona:
+    user = get_user_model().objects.create_user(username=username, password="pw-" + username)
+    Membership.objects.create(user=user, workspace=workspace, role=role)
+    _, raw = api_token_create(workspace=workspace, name=f"{username}-token", role=role)
+    return Persona(user=user, token=raw, role=role, workspace=workspace)
+
+
+@pytest.fixture
+def workspace_a(db: Any) -> Workspace:
+    return workspace_create(slug="team-a", name="Team A", author="system:test")
+
+
+@pytest.fixture
+def workspace_b(db: Any) -> Workspace:
+    return workspace_create(slug="team-b", name="Team B", author="system:test")
+
+
+@pytest.fixture
+def operator(workspace_a: Workspace) -> Persona:
+    return _persona(workspace_a, "olga", Role.OPERATOR)
+
+
+@pytest.fixture
+def editor(workspace_a: Workspace) -> Persona:
+    return _persona(workspace_a, "eddie", Role.EDITOR)
+
+
+@pytest.fixture
+def viewer(workspace_a: Workspace) -> Persona:
+    return _persona(workspace_a, "vera", Role.VIEWER)
+
+
+@pytest.fixture
+def outsider(workspace_b: Workspace) -> Persona:
+    return _persona(workspace_b, "otto", Role.OPERATOR)
+
+
+@pytest.fixture
+def workload_a(workspace_a: Workspace) -> Workload:
+    return workload_create(workspace=workspace_a, name="support-bot", author="system:test")
+
+
+@pytest.fixture
+def workload_b(workspace_b: Workspace) -> Workload:
+    return workload_create(workspace=workspace_b, name="other-bot", author="system:test")
