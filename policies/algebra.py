@@ -1,0 +1,738 @@
+"""The policy algebra, in plain Python (no Django).
+
+A policy is a flat JSON object of *axes*. The workspace policy is the operator floor: every
+axis set. A workload policy may only narrow it, and a request override may only touch the axes
+the floor marks relaxable, never past the floor. Everything here works on plain dicts so the
+API, the UI and the recall engine all share one definition of "narrower".
+
+Normalized form (what every function below expects and returns):
+- set axes are sorted lists of unique labels,
+- maps are ``{segmentKind: int}`` holding only the given keys,
+- ``confidenceMin`` is a float, ``dropOrder`` keeps its order.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeGuard
+
+# --- vocabularies ------------------------------------------------------------------------------
+
+SENSITIVITY_ORDER: tuple[str, ...] = ("public", "internal", "confidential", "restricted")
+VERBOSITY_ORDER: tuple[str, ...] = ("none", "summary", "full")
+SEGMENT_KINDS: tuple[str, ...] = ("system_policy", "memory", "retrieval", "tool_result")
+
+VOCABULARIES: dict[str, tuple[str, ...]] = {
+    "memoryType": (
+        "fact",
+        "preference",
+        "decision",
+        "instruction",
+        "episode",
+        "summary",
+        "insight",
+        "entity",
+    ),
+    "sourceKind": ("user", "assistant", "tool", "retrieval", "operator", "system", "import"),
+    "confirmationStatus": (
+        "user_confirmed",
+        "operator_confirmed",
+        "observed",
+        "inferred",
+        "imported",
+        "unknown",
+    ),
+    "sensitivity": SENSITIVITY_ORDER,
+    "consentPolicy": (
+        "explicit",
+        "contractual",
+        "legitimate_interest",
+        "implied",
+        "unknown",
+        "withdrawn",
+    ),
+    "segmentKind": SEGMENT_KINDS,
+    "diagnosticsVerbosity": VERBOSITY_ORDER,
+}
+
+# --- error codes -------------------------------------------------------------------------------
+
+INVALID_POLICY = "INVALID_POLICY"
+WORKLOAD_RELAXES_OPERATOR_FLOOR = "WORKLOAD_RELAXES_OPERATOR_FLOOR"
+USER_OVERRIDE_NOT_PERMITTED = "USER_OVERRIDE_NOT_PERMITTED"
+BUDGET_NOT_HONOURABLE = "BUDGET_NOT_HONOURABLE"
+
+# Stored beside the floor's axes, but not an axis: it says which axes a request may override.
+RELAXABLE_KEY = "relaxableAxes"
+# Field name used when the document as a whole is wrong (not an object).
+DOCUMENT_FIELD = "document"
+
+
+class PolicyError(Exception):
+    """A policy is malformed or breaks a rule; ``code`` is stable, ``message`` is for people."""
+
+    def __init__(self, code: str, message: str, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.details: dict[str, Any] = details or {}
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "message": self.message, "details": self.details}
+
+
+class _FieldError(Exception):
+    """One axis value is malformed; the message goes to the user verbatim."""
+
+
+# --- the axis registry -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Axis:
+    name: str
+    group: str
+    kind: str
+    vocabulary: str | None
+    description: str
+
+
+_AXIS_LIST: tuple[Axis, ...] = (
+    Axis(
+        "memoryTypeAllowed", "recall", "set", "memoryType", "Memory types that recall may return."
+    ),
+    Axis(
+        "sourceKindAllowed",
+        "recall",
+        "set",
+        "sourceKind",
+        "Sources a recalled memory may come from.",
+    ),
+    Axis(
+        "confirmationStatusAllowed",
+        "recall",
+        "set",
+        "confirmationStatus",
+        "Confirmation statuses a recalled memory may have.",
+    ),
+    Axis(
+        "consentPolicyAllowed",
+        "recall",
+        "set",
+        "consentPolicy",
+        "Consent bases under which a memory may be recalled.",
+    ),
+    Axis(
+        "confidenceMin",
+        "recall",
+        "min_number",
+        None,
+        "Lowest confidence (0 to 1) a recalled memory may have.",
+    ),
+    Axis(
+        "sensitivityCeiling",
+        "recall",
+        "ordered_max",
+        "sensitivity",
+        "Most sensitive level a recalled memory may carry.",
+    ),
+    Axis(
+        "maxAgeSeconds",
+        "recall",
+        "max_age",
+        None,
+        "Oldest a recalled memory may be, in seconds; null means no limit.",
+    ),
+    Axis(
+        "totalTokenBudget",
+        "budget",
+        "max_int",
+        None,
+        "Total tokens the assembled context may use.",
+    ),
+    Axis(
+        "perSegmentCeiling",
+        "budget",
+        "ceiling_map",
+        "segmentKind",
+        "Most tokens each segment kind may use; a kind left out has no cap.",
+    ),
+    Axis(
+        "perSegmentReservation",
+        "budget",
+        "reservation_map",
+        "segmentKind",
+        "Tokens set aside for each segment kind; a kind left out reserves none.",
+    ),
+    Axis(
+        "forbiddenSegmentKinds",
+        "budget",
+        "superset",
+        "segmentKind",
+        "Segment kinds never placed in the context.",
+    ),
+    Axis(
+        "pinned",
+        "budget",
+        "superset",
+        "segmentKind",
+        "Segment kinds never dropped when the budget is tight.",
+    ),
+    Axis(
+        "dropOrder",
+        "budget",
+        "ordered_list",
+        "segmentKind",
+        "Order in which segment kinds are trimmed when over budget.",
+    ),
+    Axis(
+        "diagnosticsVerbosity",
+        "budget",
+        "ordered_max",
+        "diagnosticsVerbosity",
+        "How much budget-planning detail is reported: none, summary or full.",
+    ),
+)
+
+AXES: dict[str, Axis] = {axis.name: axis for axis in _AXIS_LIST}
+RECALL_AXES: tuple[str, ...] = tuple(a.name for a in _AXIS_LIST if a.group == "recall")
+BUDGET_AXES: tuple[str, ...] = tuple(a.name for a in _AXIS_LIST if a.group == "budget")
+
+# Kinds whose value is an unordered set of labels (sorted in normalized and canonical form).
+_SET_KINDS = frozenset({"set", "superset"})
+_MAP_KINDS = frozenset({"ceiling_map", "reservation_map"})
+
+
+# --- normalization -----------------------------------------------------------------------------
+
+
+def _is_int(value: object) -> TypeGuard[int]:
+    # bool is an int subclass in Python, but `true` is never a token count.
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> TypeGuard[int | float]:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _show(values: Iterable[object]) -> str:
+    return ", ".join(v if isinstance(v, str) else repr(v) for v in values)
+
+
+def _vocabulary(axis: Axis) -> tuple[str, ...]:
+    return VOCABULARIES[axis.vocabulary] if axis.vocabulary else ()
+
+
+def _labels(value: object, axis: Axis, *, ordered: bool) -> list[str]:
+    # Sets may arrive as Python sets from internal callers; an ordered list must be a sequence.
+    containers = (list, tuple) if ordered else (list, tuple, set, frozenset)
+    if not isinstance(value, containers):
+        raise _FieldError("Expected a list of labels.")
+    vocab = _vocabulary(axis)
+    bad = [v for v in value if not isinstance(v, str) or v not in vocab]
+    if bad:
+        raise _FieldError(f"Unknown label(s): {_show(bad)}. Allowed: {', '.join(vocab)}.")
+    return list(value)
+
+
+def _norm_set(value: object, axis: Axis) -> list[str]:
+    return sorted(set(_labels(value, axis, ordered=False)))
+
+
+def _norm_ordered_list(value: object, axis: Axis) -> list[str]:
+    labels = _labels(value, axis, ordered=True)
+    repeated = sorted({v for v in labels if labels.count(v) > 1})
+    if repeated:
+        raise _FieldError(f"Segment kinds must not repeat: {', '.join(repeated)}.")
+    return labels
+
+
+def _norm_min_number(value: object, axis: Axis) -> float:
+    if not _is_number(value) or not math.isfinite(value):
+        raise _FieldError("Expected a number between 0 and 1.")
+    if not 0 <= value <= 1:
+        raise _FieldError(f"Must be between 0 and 1, got {value}.")
+    return float(value)
+
+
+def _norm_ordered_max(value: object, axis: Axis) -> str:
+    vocab = _vocabulary(axis)
+    if not isinstance(value, str) or value not in vocab:
+        raise _FieldError(f"Expected one of: {', '.join(vocab)}.")
+    return value
+
+
+def _norm_max_age(value: object, axis: Axis) -> int | None:
+    if value is None:
+        return None
+    if not _is_int(value) or value <= 0:
+        raise _FieldError("Expected a positive whole number of seconds, or null for no limit.")
+    return value
+
+
+def _norm_max_int(value: object, axis: Axis) -> int:
+    if not _is_int(value) or value <= 0:
+        raise _FieldError("Expected a positive whole number of tokens.")
+    return value
+
+
+def _norm_map(value: object, axis: Axis) -> dict[str, int]:
+    if not isinstance(value, Mapping):
+        raise _FieldError("Expected an object mapping segment kinds to token counts.")
+    unknown = [k for k in value if k not in SEGMENT_KINDS]
+    if unknown:
+        raise _FieldError(
+            f"Unknown segment kind(s): {_show(unknown)}. Allowed: {', '.join(SEGMENT_KINDS)}."
+        )
+    bad = [k for k, v in value.items() if not _is_int(v) or v < 0]
+    if bad:
+        raise _FieldError(f"Token counts must be whole numbers of 0 or more (see {_show(bad)}).")
+    return {k: value[k] for k in sorted(value)}
+
+
+_NORMALIZERS: dict[str, Callable[[object, Axis], Any]] = {
+    "set": _norm_set,
+    "superset": _norm_set,
+    "min_number": _norm_min_number,
+    "ordered_max": _norm_ordered_max,
+    "max_age": _norm_max_age,
+    "max_int": _norm_max_int,
+    "ceiling_map": _norm_map,
+    "reservation_map": _norm_map,
+    "ordered_list": _norm_ordered_list,
+}
+
+
+def _invalid(fields: dict[str, str]) -> PolicyError:
+    return PolicyError(
+        INVALID_POLICY,
+        f"The policy is not valid: {', '.join(fields)}.",
+        {"fields": fields},
+    )
+
+
+def _not_an_object() -> PolicyError:
+    return _invalid({DOCUMENT_FIELD: "A policy must be a JSON object of axes."})
+
+
+def normalize_document(doc: object, *, partial: bool) -> dict[str, Any]:
+    """Validate every axis of ``doc`` and return a normalized copy in registry order.
+
+    All field errors are collected so a form can show them at once. With ``partial=False``
+    every axis must be present (a floor or a merged effective policy).
+    """
+    if not isinstance(doc, Mapping):
+        raise _not_an_object()
+    fields = {str(key): "Unknown axis." for key in doc if key not in AXES}
+    result: dict[str, Any] = {}
+    for name, axis in AXES.items():
+        if name not in doc:
+            if not partial:
+                fields[name] = "This axis is required."
+            continue
+        try:
+            result[name] = _NORMALIZERS[axis.kind](doc[name], axis)
+        except _FieldError as exc:
+            fields[name] = str(exc)
+    if fields:
+        raise _invalid(fields)
+    return result
+
+
+def _normalize_relaxable(value: object) -> list[str]:
+    if not isinstance(value, (list, tuple)):
+        raise _FieldError("Expected a list of axis names.")
+    unknown = [v for v in value if not isinstance(v, str) or v not in AXES]
+    if unknown:
+        raise _FieldError(f"Unknown axis name(s): {_show(unknown)}.")
+    return sorted(set(value))
+
+
+def normalize_floor(doc: object) -> tuple[dict[str, Any], list[str]]:
+    """Validate a workspace floor (all axes, plus optional ``relaxableAxes``).
+
+    Returns ``(floor without relaxableAxes, sorted relaxable axis names)``. The floor must also
+    be an honourable budget, since every effective policy starts from it.
+    """
+    if not isinstance(doc, Mapping):
+        raise _not_an_object()
+    fields: dict[str, str] = {}
+    normalized: dict[str, Any] = {}
+    relaxable: list[str] = []
+    try:
+        normalized = normalize_document(
+            {k: v for k, v in doc.items() if k != RELAXABLE_KEY}, partial=False
+        )
+    except PolicyError as exc:
+        fields.update(exc.details["fields"])
+    try:
+        relaxable = _normalize_relaxable(doc.get(RELAXABLE_KEY, []))
+    except _FieldError as exc:
+        fields[RELAXABLE_KEY] = str(exc)
+    if fields:
+        raise _invalid(fields)
+    validate_budget(normalized)
+    return normalized, relaxable
+
+
+# --- budget validation -------------------------------------------------------------------------
+
+
+def _reservation_problems(policy: Mapping[str, Any], forbidden: set[str]) -> list[str]:
+    reservations: Mapping[str, int] = policy.get("perSegmentReservation", {})
+    ceilings: Mapping[str, int] = policy.get("perSegmentCeiling", {})
+    problems = [
+        f"The reservation for {kind} ({value}) is above its ceiling ({ceilings[kind]})."
+        for kind, value in sorted(reservations.items())
+        if kind in ceilings and value > ceilings[kind]
+    ]
+    # Forbidden kinds are given 0 tokens, so what they reserve is never actually set aside.
+    counted = sum(v for k, v in reservations.items() if k not in forbidden)
+    total = policy.get("totalTokenBudget")
+    if total is not None and counted > total:
+        problems.append(
+            f"Reservations add up to {counted} tokens, more than the totalTokenBudget of {total}."
+        )
+    return problems
+
+
+def validate_budget(policy: Mapping[str, Any]) -> None:
+    """Reject a full policy whose budget the planner could not honour."""
+    fields: dict[str, str] = {}
+    pinned = set(policy.get("pinned", []))
+    forbidden = set(policy.get("forbiddenSegmentKinds", []))
+    clash = sorted(pinned & forbidden)
+    if clash:
+        message = f"Segment kinds cannot be both pinned and forbidden: {', '.join(clash)}."
+        fields["pinned"] = message
+        fields["forbiddenSegmentKinds"] = message
+    problems = _reservation_problems(policy, forbidden)
+    if problems:
+        fields["perSegmentReservation"] = " ".join(problems)
+    if fields:
+        raise PolicyError(
+            BUDGET_NOT_HONOURABLE,
+            f"The token budget cannot be honoured: {', '.join(fields)}.",
+            {"fields": fields},
+        )
+
+
+# --- "narrower than" ---------------------------------------------------------------------------
+
+
+def _rank(axis: Axis, label: str) -> int:
+    return _vocabulary(axis).index(label)
+
+
+def _age_bound(value: int | None) -> float:
+    # null means "no bound", which is the widest possible value.
+    return math.inf if value is None else value
+
+
+def _ceilings_relax(floor_caps: Mapping[str, int], caps: Mapping[str, int]) -> bool:
+    # Dropping a cap the floor has is relaxing; adding a cap the floor lacks is narrowing.
+    return any(kind not in caps or caps[kind] > cap for kind, cap in floor_caps.items())
+
+
+_RELAXES: dict[str, Callable[[Axis, Any, Any], bool]] = {
+    "set": lambda axis, floor, value: not set(value) <= set(floor),
+    "superset": lambda axis, floor, value: not set(value) >= set(floor),
+    "min_number": lambda axis, floor, value: value < floor,
+    "ordered_max": lambda axis, floor, value: _rank(axis, value) > _rank(axis, floor),
+    "max_age": lambda axis, floor, value: _age_bound(value) > _age_bound(floor),
+    "max_int": lambda axis, floor, value: value > floor,
+    "ceiling_map": lambda axis, floor, value: _ceilings_relax(floor, value),
+    # A tuning axis: any order is as safe as any other.
+    "ordered_list": lambda axis, floor, value: False,
+}
+
+
+def _reservations_relax(floor: Mapping[str, Any], workload: Mapping[str, Any]) -> bool:
+    """Floor-pinned kinds may not reserve less; other kinds must fit their effective ceiling.
+
+    "Pinned" means pinned by the floor: a kind pinned only by the workload carries no operator
+    guarantee, and judging it against the floor's reservation would make narrowing
+    non-transitive.
+    """
+    ceilings = _narrow_ceilings(floor["perSegmentCeiling"], workload.get("perSegmentCeiling"))
+    floor_reservations = floor["perSegmentReservation"]
+    reservations = workload["perSegmentReservation"]
+    pinned = set(floor["pinned"])
+    for kind in SEGMENT_KINDS:
+        value = reservations.get(kind, 0)
+        if kind in pinned:
+            if value < floor_reservations.get(kind, 0):
+                return True
+        elif kind in ceilings and value > ceilings[kind]:
+            return True
+    return False
+
+
+def _axis_relaxes(axis: Axis, floor: Mapping[str, Any], workload: Mapping[str, Any]) -> bool:
+    if axis.kind == "reservation_map":
+        return _reservations_relax(floor, workload)
+    return _RELAXES[axis.kind](axis, floor[axis.name], workload[axis.name])
+
+
+def check_workload(floor: Mapping[str, Any], workload: Mapping[str, Any]) -> list[str]:
+    """Axes (registry order) where the partial ``workload`` is wider than the full ``floor``."""
+    return [
+        name
+        for name, axis in AXES.items()
+        if name in workload and _axis_relaxes(axis, floor, workload)
+    ]
+
+
+def validate_workload(floor: Mapping[str, Any], doc: object) -> dict[str, Any]:
+    """Normalize a raw workload document and reject it if it relaxes the floor.
+
+    Also rejects a workload whose narrowed budget cannot be honoured. Returns the normalized
+    partial document, ready to be stored.
+    """
+    workload = normalize_document(doc, partial=True)
+    relaxed = check_workload(floor, workload)
+    if relaxed:
+        raise PolicyError(
+            WORKLOAD_RELAXES_OPERATOR_FLOOR,
+            f"The workload policy relaxes the operator floor on: {', '.join(relaxed)}.",
+            {"axes": relaxed, "floor": {name: copy.deepcopy(floor[name]) for name in relaxed}},
+        )
+    validate_budget(narrow(floor, workload))
+    return workload
+
+
+# --- narrowing ---------------------------------------------------------------------------------
+
+
+def _narrow_ceilings(
+    floor_caps: Mapping[str, int], caps: Mapping[str, int] | None
+) -> dict[str, int]:
+    # Per-kind minimum; a floor cap the workload leaves out is kept, never lifted.
+    merged = dict(floor_caps)
+    for kind, cap in (caps or {}).items():
+        merged[kind] = min(cap, merged.get(kind, cap))
+    return {kind: merged[kind] for kind in sorted(merged)}
+
+
+def _narrow_age(floor: int | None, value: int | None) -> int | None:
+    bounds = [v for v in (floor, value) if v is not None]
+    return min(bounds) if bounds else None
+
+
+def _lower(axis: Axis, floor: str, value: str) -> str:
+    return min(floor, value, key=lambda label: _rank(axis, label))
+
+
+_NARROW: dict[str, Callable[[Axis, Any, Any], Any]] = {
+    "set": lambda axis, floor, value: sorted(set(floor) & set(value)),
+    "superset": lambda axis, floor, value: sorted(set(floor) | set(value)),
+    "min_number": lambda axis, floor, value: float(max(floor, value)),
+    "ordered_max": _lower,
+    "max_age": lambda axis, floor, value: _narrow_age(floor, value),
+    "max_int": lambda axis, floor, value: min(floor, value),
+    "ceiling_map": lambda axis, floor, value: _narrow_ceilings(floor, value),
+    "ordered_list": lambda axis, floor, value: list(value),
+}
+
+
+def _narrow_reservations(
+    floor: Mapping[str, Any], workload: Mapping[str, Any], ceilings: Mapping[str, int]
+) -> dict[str, int]:
+    floor_reservations: Mapping[str, int] = floor["perSegmentReservation"]
+    source: Mapping[str, int] = workload.get("perSegmentReservation", floor_reservations)
+    pinned = set(floor["pinned"])
+    # A floor-pinned reservation survives even if the workload's map leaves its kind out.
+    kinds = set(source) | {k for k in pinned if floor_reservations.get(k, 0) > 0}
+    result: dict[str, int] = {}
+    for kind in sorted(kinds):
+        value = source.get(kind, 0)
+        if kind in pinned:
+            result[kind] = max(value, floor_reservations.get(kind, 0))
+        else:
+            result[kind] = min(value, ceilings.get(kind, value))
+    return result
+
+
+def narrow(floor: Mapping[str, Any], workload: Mapping[str, Any]) -> dict[str, Any]:
+    """The floor with every workload axis applied, clamped so it never passes the floor.
+
+    Clamping (rather than rejecting) matters when the floor is narrowed after a workload
+    policy was saved: the old workload must not reopen what the operator closed.
+    """
+    result: dict[str, Any] = {}
+    for name, axis in AXES.items():
+        if axis.kind == "reservation_map":
+            continue  # needs the narrowed ceilings, filled in below
+        if name in workload:
+            result[name] = _NARROW[axis.kind](axis, floor[name], workload[name])
+        else:
+            result[name] = copy.deepcopy(floor[name])
+    result["perSegmentReservation"] = _narrow_reservations(
+        floor, workload, result["perSegmentCeiling"]
+    )
+    return {name: result[name] for name in AXES}
+
+
+# --- overrides and the effective policy --------------------------------------------------------
+
+
+def _not_permitted(axes: list[str], message: str) -> PolicyError:
+    return PolicyError(USER_OVERRIDE_NOT_PERMITTED, message, {"axes": axes})
+
+
+def apply_override(
+    floor: Mapping[str, Any],
+    workload: Mapping[str, Any],
+    override: object,
+    relaxable: Iterable[str],
+) -> dict[str, Any]:
+    """Effective policy with a raw request override replacing the workload's relaxable axes."""
+    normalized = normalize_document(override, partial=True)
+    allowed = set(relaxable)
+    locked = [name for name in normalized if name not in allowed]
+    if locked:
+        raise _not_permitted(
+            locked, f"These axes may not be overridden by a request: {', '.join(locked)}."
+        )
+    merged = {**workload, **normalized}
+    # Judge in the merged context: a reservation is checked against the effective ceiling.
+    past = [name for name in check_workload(floor, merged) if name in normalized]
+    if past:
+        raise _not_permitted(
+            past, f"The override goes past the operator floor on: {', '.join(past)}."
+        )
+    result = narrow(floor, merged)
+    validate_budget(result)
+    return result
+
+
+def effective_policy(
+    floor: Mapping[str, Any],
+    workload: Mapping[str, Any] | None,
+    override: object | None,
+    relaxable: Iterable[str],
+) -> dict[str, Any]:
+    """Floor, narrowed by the (normalized) workload, then the raw override applied."""
+    if override:
+        return apply_override(floor, workload or {}, override, relaxable)
+    result = narrow(floor, workload or {})
+    validate_budget(result)
+    return result
+
+
+# --- canonical form and hashes -----------------------------------------------------------------
+
+
+def _plain(obj: object) -> Any:
+    if isinstance(obj, Mapping):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (set, frozenset)):
+        return sorted((_plain(v) for v in obj), key=canonical_json)
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    return obj
+
+
+def canonical_json(obj: object) -> str:
+    """Deterministic JSON: sorted keys, no whitespace, Python sets as sorted lists.
+
+    Lists keep their order (dropOrder is meaningful); use ``canonical_policy`` first to sort
+    a policy's set axes.
+    """
+    return json.dumps(
+        _plain(obj), sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
+
+
+def sha256_hex(obj: object) -> str:
+    return hashlib.sha256(canonical_json(obj).encode("utf-8")).hexdigest()
+
+
+def _canonical_value(name: str, value: Any) -> Any:
+    axis = AXES.get(name)
+    if axis is None:
+        return value
+    if axis.kind in _SET_KINDS:
+        return sorted(set(value))
+    if axis.kind == "min_number" and _is_number(value):
+        # jsonb may return 1.0 as 1; both must hash alike.
+        return float(value)
+    if axis.kind in _MAP_KINDS:
+        return dict(value)
+    return value
+
+
+def canonical_policy(policy: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy with set axes sorted and numbers in one form, so equal policies hash alike."""
+    return {name: _canonical_value(name, value) for name, value in policy.items()}
+
+
+def policy_hashes(policy: Mapping[str, Any]) -> tuple[str, str]:
+    """``(effectivePolicyHash, effectiveBudgetHash)`` over the recall and budget axes."""
+    canonical = canonical_policy(policy)
+    recall = {name: canonical[name] for name in RECALL_AXES if name in canonical}
+    budget = {name: canonical[name] for name in BUDGET_AXES if name in canonical}
+    return sha256_hex(recall), sha256_hex(budget)
+
+
+# --- history and defaults ----------------------------------------------------------------------
+
+
+def _same(name: str, before: Mapping[str, Any], after: Mapping[str, Any]) -> bool:
+    if (name in before) != (name in after):
+        return False
+    if name not in after:
+        return True
+    return canonical_json(_canonical_value(name, before[name])) == canonical_json(
+        _canonical_value(name, after[name])
+    )
+
+
+def diff_documents(before: Mapping[str, Any] | None, after: Mapping[str, Any]) -> dict[str, Any]:
+    """``{key: {"before", "after"}}`` for every changed key; axes first, in registry order.
+
+    Keys other than axes (``relaxableAxes``) are compared too, since they are versioned with
+    the floor. A key missing on one side shows as None there.
+    """
+    previous: Mapping[str, Any] = before or {}
+    extra = sorted({*previous, *after} - set(AXES))
+    keys = [name for name in AXES if name in previous or name in after] + extra
+    return {
+        key: {"before": previous.get(key), "after": after.get(key)}
+        for key in keys
+        if not _same(key, previous, after)
+    }
+
+
+def default_floor() -> dict[str, Any]:
+    """A sensible operator floor: recall everything consented, the seed's token budget."""
+    consent = [c for c in VOCABULARIES["consentPolicy"] if c != "withdrawn"]
+    return normalize_document(
+        {
+            "memoryTypeAllowed": list(VOCABULARIES["memoryType"]),
+            "sourceKindAllowed": list(VOCABULARIES["sourceKind"]),
+            "confirmationStatusAllowed": list(VOCABULARIES["confirmationStatus"]),
+            "consentPolicyAllowed": consent,
+            "confidenceMin": 0.0,
+            "sensitivityCeiling": "confidential",
+            "maxAgeSeconds": None,
+            "totalTokenBudget": 3200,
+            "perSegmentCeiling": {"memory": 1200, "retrieval": 1200},
+            "perSegmentReservation": {
+                "system_policy": 500,
+                "memory": 800,
+                "retrieval": 900,
+                "tool_result": 300,
+            },
+            "forbiddenSegmentKinds": [],
+            "pinned": ["system_policy"],
+            "dropOrder": ["tool_result", "retrieval", "memory"],
+            "diagnosticsVerbosity": "summary",
+        },
+        partial=False,
+    )
