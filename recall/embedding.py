@@ -31,16 +31,19 @@ def _features(text: str) -> list[str]:
 class HashingEmbedder:
     def __init__(self, dimensions: int):
         self.dimensions = dimensions
-        self.model_name = f"hashing-v1-{dimensions}"
+        self.model_name = f"hashing-v2-{dimensions}"
 
     def embed_one(self, text: str) -> list[float]:
         vector = [0.0] * self.dimensions
         for feature in _features(text):
-            digest = hashlib.blake2b(feature.encode(), digest_size=8).digest()
-            bucket = int.from_bytes(digest[:4], "little") % self.dimensions
-            sign = 1.0 if digest[4] & 1 else -1.0
+            digest = hashlib.blake2b(feature.encode(), digest_size=16).digest()
             # Bigrams weigh less than words: they sharpen ranking without dominating it.
-            vector[bucket] += sign * (0.5 if " " in feature else 1.0)
+            weight = 0.5 if " " in feature else 1.0
+            # Two probes per feature, so one bucket collision cannot cancel a shared word.
+            for offset in (0, 8):
+                bucket = int.from_bytes(digest[offset : offset + 4], "little") % self.dimensions
+                sign = 1.0 if digest[offset + 4] & 1 else -1.0
+                vector[bucket] += sign * weight
         norm = math.sqrt(sum(v * v for v in vector))
         if norm == 0.0:
             # An empty or symbol-only text still needs a valid, non-zero vector for cosine.

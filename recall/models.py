@@ -91,12 +91,23 @@ class MemoryRecord(models.Model):
     class Meta:
         ordering = ["-created_at", "-id"]
         indexes = [
-            # Per-actor candidate filtering: only rows that can ever be recalled are indexed,
-            # so the fail-closed filter is answered by the index itself.
+            # Covers every column the recall filter reads, so the per-actor funnel and the
+            # exact search's filter are index-only scans that never touch the wide heap rows.
             models.Index(
-                fields=["actor", "memory_type", "sensitivity"],
-                name="memory_recallable_idx",
-                condition=Q(lifecycle_status="active", is_current=True),
+                fields=["actor"],
+                include=[
+                    "lifecycle_status",
+                    "is_current",
+                    "expires_at",
+                    "consent_policy",
+                    "memory_type",
+                    "source_kind",
+                    "confirmation_status",
+                    "confidence",
+                    "sensitivity",
+                    "created_at",
+                ],
+                name="memory_recall_cover_idx",
             ),
             models.Index(fields=["actor", "-created_at"], name="memory_actor_created_idx"),
             models.Index(fields=["workspace", "-created_at"], name="memory_ws_created_idx"),

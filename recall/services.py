@@ -1,15 +1,33 @@
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
-from policies.models import Workspace
+from audit.models import AuditEvent, EventType
+from audit.services import audit_event_record
+from policies.models import Workload, Workspace
+from policies.selectors import EffectivePolicy, effective_policy_for
 from portal.errors import ValidationFailed
+from recall.envelope import content_hash, context_digest, prefix_fingerprint
 from recall.models import ACTOR_KINDS, Actor, MemoryRecord
+from recall.planner import BudgetPlan, BudgetPolicy, Candidate, plan_budget
 from recall.runtime import embedder, token_estimator
+from recall.scoring import inclusion_score
+from recall.selectors import (
+    Funnel,
+    RankedRow,
+    actor_lookup,
+    memory_funnel,
+    memory_policy_rejections,
+    memory_ranked,
+)
 
 
 def actor_parse(actor_id: str) -> tuple[str, str]:
@@ -58,3 +76,318 @@ def memory_create_many(
 ) -> list[MemoryRecord]:
     rows = memory_records_build(workspace=workspace, actor=actor, items=items)
     return MemoryRecord.objects.bulk_create(rows, batch_size=500)
+
+
+# --- recall -------------------------------------------------------------------------------------
+
+TOP_K_MAX = 200
+DECISIONS_MAX = 200
+RERANK_POOL_MIN = 30
+RERANK_POOL_FACTOR = 3
+
+
+@dataclass(frozen=True)
+class RecallRequest:
+    workspace: Workspace
+    workload: Workload
+    environment: str
+    actor_id: str
+    query: str
+    top_k: int
+    override: dict[str, Any] | None
+    author: str
+
+
+def recall_assemble(*, request: RecallRequest) -> dict[str, Any]:
+    """Run the recall pipeline (SPEC §5) and return the envelope.
+
+    The audit event and the hit counts are written in the same transaction as the read, so an
+    envelope is never returned without its ``context.assembled`` record.
+    """
+    effective = effective_policy_for(
+        workload=request.workload, environment=request.environment, override=request.override
+    )
+    policy = effective.policy
+    now = timezone.now()
+    query_vector = embedder().embed([request.query])[0]
+    with transaction.atomic():
+        actor = actor_lookup(workspace=request.workspace, actor_id=request.actor_id)
+        ranked, funnel, path = _rank(actor, policy, query_vector, request.top_k, now)
+        plan = plan_budget(
+            [
+                Candidate(str(row.id), row.segment_kind, row.token_count, score)
+                for row, score in ranked
+            ],
+            BudgetPolicy.from_policy(policy),
+        )
+        envelope = _envelope(request, effective, ranked, funnel, plan, path, now)
+        rejections = (
+            memory_policy_rejections(actor_pk=actor.pk, policy=policy, now=now, limit=DECISIONS_MAX)
+            if actor is not None and policy["diagnosticsVerbosity"] == "full"
+            else []
+        )
+        if rejections:
+            room = DECISIONS_MAX - len(envelope["diagnostics"]["decisions"])
+            envelope["diagnostics"]["decisions"] += [
+                {"id": str(pk), "code": code} for pk, code in rejections[: max(room, 0)]
+            ]
+        envelope["reused"] = _reused(request, envelope["prefixFingerprint"])
+        audit_event_record(
+            workspace=request.workspace,
+            type=EventType.ASSEMBLED,
+            author=request.author,
+            workload_id=request.workload.id,
+            environment=request.environment,
+            actor_id=request.actor_id,
+            payload={
+                "envelopeId": envelope["envelopeId"],
+                "effectivePolicyHash": envelope["effectivePolicyHash"],
+                "effectiveBudgetHash": envelope["effectiveBudgetHash"],
+                "prefixFingerprint": envelope["prefixFingerprint"],
+                "digest": envelope["digest"],
+                "tokenCounts": envelope["tokenCounts"],
+                "reused": envelope["reused"],
+                "counts": envelope["diagnostics"]["counts"],
+                "topK": request.top_k,
+                "accessPath": path,
+            },
+        )
+        included = [int(pk) for pk in plan.included_ids]
+        if included:
+            MemoryRecord.objects.filter(pk__in=included).update(
+                hit_count=F("hit_count") + 1, last_accessed_at=now
+            )
+    return envelope
+
+
+def _rank(
+    actor: Actor | None,
+    policy: dict[str, Any],
+    query_vector: list[float],
+    top_k: int,
+    now: datetime,
+) -> tuple[list[tuple[RankedRow, float]], Funnel, str]:
+    """Eligible rows nearest the query, re-scored, cut to ``top_k`` (best score first)."""
+    if actor is None:
+        return [], Funnel(0, 0, 0, {}), "none"
+    funnel = memory_funnel(actor_pk=actor.pk, policy=policy, now=now)
+    if funnel.after_policy == 0:
+        return [], funnel, "none"
+    pool = max(top_k * RERANK_POOL_FACTOR, RERANK_POOL_MIN)
+    rows, path = memory_ranked(
+        actor_pk=actor.pk,
+        policy=policy,
+        query_vector=query_vector,
+        limit=pool,
+        eligible=funnel.after_policy,
+        now=now,
+    )
+    scored = [
+        (row, inclusion_score(row.similarity, row.created_at, row.hit_count, now)) for row in rows
+    ]
+    # Ties broken by id so the same inputs always give the same order.
+    scored.sort(key=lambda pair: (-pair[1], pair[0].id))
+    return scored[:top_k], funnel, path
+
+
+def _envelope(
+    request: RecallRequest,
+    effective: EffectivePolicy,
+    ranked: list[tuple[RankedRow, float]],
+    funnel: Funnel,
+    plan: BudgetPlan,
+    path: str,
+    now: datetime,
+) -> dict[str, Any]:
+    policy = effective.policy
+    by_id = {str(row.id): (row, score) for row, score in ranked}
+    entries = [_entry(*by_id[pk]) for pk in plan.included_ids]
+    truncated = [
+        {
+            "id": pk,
+            "segmentKind": by_id[pk][0].segment_kind,
+            "memoryType": by_id[pk][0].memory_type,
+            "tokens": by_id[pk][0].token_count,
+        }
+        for pk in plan.truncated_ids
+    ]
+    hashes = {pk: content_hash(by_id[pk][0].content) for pk in by_id}
+    pinned = set(policy["pinned"])
+    counts = {
+        "candidates": funnel.candidates,
+        "afterPolicy": funnel.after_policy,
+        "afterRanking": len(ranked),
+        "afterBudgetAllocation": len(entries) + len(truncated),
+    }
+    verbosity = policy["diagnosticsVerbosity"]
+    diagnostics: dict[str, Any] = {"verbosity": verbosity, "counts": counts}
+    if verbosity != "none":
+        diagnostics["reasons"] = {
+            **(
+                {"lifecycle_excluded": funnel.lifecycle_excluded}
+                if funnel.lifecycle_excluded
+                else {}
+            ),
+            **funnel.reasons,
+            **({"passes_policy": funnel.after_policy} if funnel.after_policy else {}),
+            **(
+                {"below_top_k": funnel.after_policy - len(ranked)}
+                if funnel.after_policy > len(ranked)
+                else {}
+            ),
+            **plan.reason_counts(),
+        }
+        diagnostics["accessPath"] = path
+        diagnostics["warnings"] = plan.warnings
+    if verbosity == "full":
+        diagnostics["decisions"] = [
+            {
+                "id": d.id,
+                "code": d.code.value,
+                "segmentKind": d.segment_kind,
+                "tokens": by_id[d.id][0].token_count,
+                "similarity": round(by_id[d.id][0].similarity, 6),
+                "score": round(by_id[d.id][1], 6),
+            }
+            for d in plan.decisions
+        ][:DECISIONS_MAX]
+    else:
+        diagnostics["decisions"] = []
+    query_tokens = token_estimator()(request.query)
+    return {
+        "envelopeId": str(uuid.uuid4()),
+        "entries": entries,
+        "truncatedRefs": truncated,
+        "budget": {
+            "totalTokenBudget": plan.total_token_budget,
+            "perKind": {
+                kind: {
+                    "reserved": a.reserved,
+                    "ceiling": a.ceiling,
+                    "demand": a.demand,
+                    "allocated": a.allocated,
+                    "used": a.used,
+                }
+                for kind, a in plan.per_kind.items()
+            },
+            "usedTokens": plan.used_tokens,
+            "pressure": plan.pressure,
+            "pinnedOverflow": plan.pinned_overflow,
+        },
+        "diagnostics": diagnostics,
+        "effectivePolicyHash": effective.policy_hash,
+        "effectiveBudgetHash": effective.budget_hash,
+        "prefixFingerprint": prefix_fingerprint(
+            [(e["id"], hashes[e["id"]]) for e in entries if e["segmentKind"] in pinned],
+            effective.policy_hash,
+            effective.budget_hash,
+        ),
+        "digest": context_digest(
+            [(e["id"], hashes[e["id"]]) for e in entries]
+            + [(t["id"], hashes[t["id"]]) for t in truncated]
+        ),
+        "tokenCounts": {
+            "entries": sum(e["tokens"] for e in entries),
+            "truncatedRefs": len(truncated),
+            "used": plan.used_tokens,
+            "budget": plan.total_token_budget,
+            "query": query_tokens,
+            "perKind": {kind: a.used for kind, a in plan.per_kind.items()},
+        },
+        "reused": False,
+        "generatedAt": now.isoformat(),
+    }
+
+
+def _entry(row: RankedRow, score: float) -> dict[str, Any]:
+    return {
+        "id": str(row.id),
+        "segmentKind": row.segment_kind,
+        "memoryType": row.memory_type,
+        "sourceKind": row.source_kind,
+        "confirmationStatus": row.confirmation_status,
+        "confidence": row.confidence,
+        "sensitivity": row.sensitivity,
+        "content": row.content,
+        "tokens": row.token_count,
+        "similarity": round(row.similarity, 6),
+        "score": round(score, 6),
+        "createdAt": row.created_at.isoformat(),
+    }
+
+
+def _reused(request: RecallRequest, fingerprint: str) -> bool:
+    previous = (
+        AuditEvent.objects.filter(
+            workspace=request.workspace,
+            actor_id=request.actor_id,
+            workload_id=request.workload.id,
+            environment=request.environment,
+            type=EventType.ASSEMBLED,
+        )
+        .order_by("-id")
+        .values_list("payload__prefixFingerprint", flat=True)
+        .first()
+    )
+    return previous == fingerprint
+
+
+# --- memory writes ------------------------------------------------------------------------------
+
+
+@transaction.atomic
+def memory_import(
+    *, workspace: Workspace, actor_id: str, items: Sequence[dict[str, Any]], author: str
+) -> list[MemoryRecord]:
+    """Create a batch of already-validated memories, all or nothing, with one audit event."""
+    actor = actor_get_or_create(workspace=workspace, actor_id=actor_id)
+    rows = memory_create_many(workspace=workspace, actor=actor, items=items)
+    audit_event_record(
+        workspace=workspace,
+        type=EventType.MEMORY_CHANGED,
+        author=author,
+        actor_id=actor.external_id,
+        payload={"action": "created", "count": len(rows), "ids": [str(r.pk) for r in rows][:1000]},
+    )
+    return rows
+
+
+@transaction.atomic
+def memory_update(*, memory: MemoryRecord, changes: dict[str, Any], author: str) -> MemoryRecord:
+    """Apply a validated partial edit; content edits re-embed and re-count tokens."""
+    before = {field: getattr(memory, field) for field in changes}
+    for field, value in changes.items():
+        setattr(memory, field, value)
+    if "content" in changes and changes["content"] != before["content"]:
+        memory.embedding = embedder().embed([memory.content])[0]
+        memory.embedding_model = embedder().model_name
+        memory.token_count = token_estimator()(memory.content)
+    memory.save()
+    _memory_event(memory, "updated", author, sorted(changes))
+    return memory
+
+
+@transaction.atomic
+def memory_set_status(*, memory: MemoryRecord, status: str, author: str) -> MemoryRecord:
+    if memory.lifecycle_status != status:
+        memory.lifecycle_status = status
+        memory.save(update_fields=["lifecycle_status", "updated_at"])
+        _memory_event(memory, "suppressed" if status == "suppressed" else "restored", author, [])
+    return memory
+
+
+@transaction.atomic
+def memory_delete(*, memory: MemoryRecord, author: str) -> None:
+    _memory_event(memory, "deleted", author, [])
+    memory.delete()
+
+
+def _memory_event(memory: MemoryRecord, action: str, author: str, fields: list[str]) -> None:
+    # The event names the memory and what changed, never its content: the trail is exported.
+    audit_event_record(
+        workspace=memory.workspace,
+        type=EventType.MEMORY_CHANGED,
+        author=author,
+        actor_id=memory.actor.external_id,
+        payload={"action": action, "ids": [str(memory.pk)], "fields": fields},
+    )

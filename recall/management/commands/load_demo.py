@@ -64,6 +64,7 @@ class Command(BaseCommand):
             )
             floor = {
                 **algebra.default_floor(),
+                "diagnosticsVerbosity": "full",
                 "relaxableAxes": ["memoryTypeAllowed", "diagnosticsVerbosity", "confidenceMin"],
             }
             services.workspace_policy_save(

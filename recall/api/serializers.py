@@ -1,0 +1,112 @@
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from policies.algebra import VOCABULARIES
+from recall.models import LifecycleStatus, MemoryRecord
+
+MEMORY_BATCH_MAX = 1000
+
+# camelCase wire name -> model field
+MEMORY_FIELDS = {
+    "content": "content",
+    "memoryType": "memory_type",
+    "sourceKind": "source_kind",
+    "confirmationStatus": "confirmation_status",
+    "confidence": "confidence",
+    "sensitivity": "sensitivity",
+    "consentPolicy": "consent_policy",
+    "segmentKind": "segment_kind",
+    "lifecycleStatus": "lifecycle_status",
+    "isCurrent": "is_current",
+    "expiresAt": "expires_at",
+    "createdAt": "created_at",
+    "lastAccessedAt": "last_accessed_at",
+    "hitCount": "hit_count",
+}
+
+
+def _choice(vocabulary: str, **kwargs: Any) -> serializers.ChoiceField:
+    return serializers.ChoiceField(choices=list(VOCABULARIES[vocabulary]), **kwargs)
+
+
+class StrictSerializer(serializers.Serializer):
+    """Unknown keys are errors, not silently ignored: a typo must not drop data."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, dict):
+            unknown = sorted(set(data) - set(self.fields))
+            if unknown:
+                raise serializers.ValidationError({key: ["Unknown field."] for key in unknown})
+        return super().to_internal_value(data)
+
+
+class MemoryInputSerializer(StrictSerializer):
+    content = serializers.CharField(max_length=20_000, trim_whitespace=True)
+    memoryType = _choice("memoryType")
+    sourceKind = _choice("sourceKind")
+    confirmationStatus = _choice("confirmationStatus", default="unknown")
+    confidence = serializers.FloatField(min_value=0.0, max_value=1.0, default=1.0)
+    sensitivity = _choice("sensitivity", default="internal")
+    consentPolicy = _choice("consentPolicy", default="unknown")
+    segmentKind = _choice("segmentKind", default="memory")
+    lifecycleStatus = serializers.ChoiceField(
+        choices=LifecycleStatus.values, default=LifecycleStatus.ACTIVE
+    )
+    isCurrent = serializers.BooleanField(default=True)
+    expiresAt = serializers.DateTimeField(required=False, allow_null=True)
+    createdAt = serializers.DateTimeField(required=False)
+    lastAccessedAt = serializers.DateTimeField(required=False, allow_null=True)
+    hitCount = serializers.IntegerField(min_value=0, max_value=2_000_000_000, default=0)
+
+    def to_model_fields(self) -> dict[str, Any]:
+        return {MEMORY_FIELDS[key]: value for key, value in self.validated_data.items()}
+
+
+class MemoryPatchSerializer(MemoryInputSerializer):
+    """PATCH: any subset; import-only fields (createdAt, hitCount) cannot be edited."""
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        fields = super().get_fields()
+        for name in ("createdAt", "lastAccessedAt", "hitCount"):
+            fields.pop(name)
+        return fields
+
+
+class MemorySerializer(serializers.ModelSerializer):
+    actorId = serializers.CharField(source="actor.external_id")
+    memoryType = serializers.CharField(source="memory_type")
+    sourceKind = serializers.CharField(source="source_kind")
+    confirmationStatus = serializers.CharField(source="confirmation_status")
+    consentPolicy = serializers.CharField(source="consent_policy")
+    segmentKind = serializers.CharField(source="segment_kind")
+    lifecycleStatus = serializers.CharField(source="lifecycle_status")
+    isCurrent = serializers.BooleanField(source="is_current")
+    supersededBy = serializers.CharField(source="superseded_by_id", allow_null=True)
+    expiresAt = serializers.DateTimeField(source="expires_at", allow_null=True)
+    createdAt = serializers.DateTimeField(source="created_at")
+    updatedAt = serializers.DateTimeField(source="updated_at")
+    lastAccessedAt = serializers.DateTimeField(source="last_accessed_at", allow_null=True)
+    hitCount = serializers.IntegerField(source="hit_count")
+    tokenCount = serializers.IntegerField(source="token_count")
+    embeddingModel = serializers.CharField(source="embedding_model")
+    id = serializers.CharField()
+
+    class Meta:
+        model = MemoryRecord
+        fields = [
+            "id", "actorId", "content", "memoryType", "sourceKind", "confirmationStatus",
+            "confidence", "sensitivity", "consentPolicy", "segmentKind", "lifecycleStatus",
+            "isCurrent", "supersededBy", "expiresAt", "createdAt", "updatedAt", "lastAccessedAt",
+            "hitCount", "tokenCount", "embeddingModel",
+        ]  # fmt: skip
+
+
+class RecallRequestSerializer(StrictSerializer):
+    workloadId = serializers.UUIDField()
+    environment = serializers.SlugField(max_length=50)
+    query = serializers.CharField(max_length=10_000, allow_blank=True)
+    topK = serializers.IntegerField(min_value=1, max_value=200, default=10)
+    policyOverride = serializers.DictField(required=False, allow_null=True)

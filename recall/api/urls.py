@@ -1,0 +1,25 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from recall.api import views
+
+urlpatterns = [
+    path(
+        "memory/actors/<str:actor_id>/memories",
+        views.ActorMemoriesView.as_view(),
+        name="api-actor-memories",
+    ),
+    path("memory/actors/<str:actor_id>/recall", views.RecallView.as_view(), name="api-recall"),
+    path("memory/memories/<str:memory_id>", views.MemoryDetailView.as_view(), name="api-memory"),
+    path(
+        "memory/memories/<str:memory_id>/suppress",
+        views.MemorySuppressView.as_view(),
+        name="api-memory-suppress",
+    ),
+    path(
+        "memory/memories/<str:memory_id>/restore",
+        views.MemoryRestoreView.as_view(),
+        name="api-memory-restore",
+    ),
+]

@@ -1,0 +1,216 @@
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import status
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from policies.models import Workload
+from policies.selectors import environment_check
+from portal.access import Caller, require_role, workspace_for, workspaces_for
+from portal.api.views import ApiView, json_object
+from portal.errors import NotFoundError, ValidationFailed
+from portal.models import Role
+from recall import services
+from recall.api.serializers import (
+    MEMORY_BATCH_MAX,
+    MemoryInputSerializer,
+    MemoryPatchSerializer,
+    MemorySerializer,
+    RecallRequestSerializer,
+)
+from recall.models import LifecycleStatus, MemoryRecord
+from recall.selectors import actor_lookup, memory_list
+
+WORKSPACE_PARAM = OpenApiParameter(
+    "workspace", str, description="Workspace slug (session callers; tokens imply their workspace)."
+)
+MEMORY_FILTER_PARAMS = [
+    OpenApiParameter(name, str, description=text)
+    for name, text in [
+        ("type", "memoryType"),
+        ("source", "sourceKind"),
+        ("status", "lifecycleStatus"),
+        ("sensitivity", "sensitivity label"),
+        ("segment", "segmentKind"),
+        ("q", "text the content contains (case-insensitive)"),
+        ("createdAfter", "ISO 8601 datetime"),
+        ("createdBefore", "ISO 8601 datetime"),
+    ]
+]
+
+
+def _memory(caller: Caller, memory_id: Any, *, required: str = Role.VIEWER) -> MemoryRecord:
+    try:
+        pk = int(memory_id)
+    except (TypeError, ValueError):
+        raise NotFoundError(f"No memory {memory_id}.") from None
+    memory = (
+        MemoryRecord.objects.select_related("actor", "workspace")
+        .defer("embedding")
+        .filter(pk=pk, workspace__in=workspaces_for(caller))
+        .first()
+    )
+    if memory is None:
+        raise NotFoundError(f"No memory {memory_id}.")
+    require_role(caller, memory.workspace, required)
+    return memory
+
+
+def _validate_batch(data: Any) -> list[dict[str, Any]]:
+    """One object or {"memories": [...]}; every item is checked before anything is written."""
+    if isinstance(data, dict) and set(data) == {"memories"}:
+        items = data["memories"]
+        if not isinstance(items, list) or not items:
+            raise ValidationFailed({"memories": "Send a non-empty list of memory objects."})
+        if len(items) > MEMORY_BATCH_MAX:
+            raise ValidationFailed(
+                {"memories": f"At most {MEMORY_BATCH_MAX} memories per call; got {len(items)}."}
+            )
+    elif isinstance(data, dict):
+        items = [data]
+    else:
+        raise ValidationFailed({"body": 'Send one memory object or {"memories": [...]}.'})
+    valid: list[dict[str, Any]] = []
+    errors: dict[str, Any] = {}
+    for index, item in enumerate(items):
+        serializer = MemoryInputSerializer(data=item)
+        if not isinstance(item, dict):
+            errors[str(index)] = {"item": "Each memory must be a JSON object."}
+        elif serializer.is_valid():
+            valid.append(serializer.to_model_fields())
+        else:
+            errors[str(index)] = {k: " ".join(map(str, v)) for k, v in serializer.errors.items()}
+    if errors:
+        if len(items) == 1 and "memories" not in data:
+            raise ValidationFailed(errors["0"], "The memory is not valid; nothing was saved.")
+        raise ValidationFailed(
+            {
+                f"memories[{i}].{field}": msg
+                for i, fields in errors.items()
+                for field, msg in fields.items()
+            },
+            f"{len(errors)} of {len(items)} memories are not valid; nothing was saved.",
+        )
+    return valid
+
+
+class ActorMemoriesView(ApiView):
+    @extend_schema(
+        parameters=[WORKSPACE_PARAM, *MEMORY_FILTER_PARAMS], responses=MemorySerializer(many=True)
+    )
+    def get(self, request: Request, actor_id: str) -> Response:
+        workspace = workspace_for(self.caller(request), request.query_params.get("workspace"))
+        services.actor_parse(actor_id)
+        actor = actor_lookup(workspace=workspace, actor_id=actor_id)
+        if actor is None:
+            raise NotFoundError(f"No actor {actor_id} in workspace {workspace.slug!r}.")
+        paginator = self.pagination_class()
+        page = paginator.paginate_queryset(
+            memory_list(actor=actor, filters=request.query_params), request, view=self
+        )
+        return paginator.get_paginated_response(MemorySerializer(page, many=True).data)
+
+    @extend_schema(
+        parameters=[WORKSPACE_PARAM],
+        request=OpenApiTypes.OBJECT,
+        responses={201: MemorySerializer(many=True)},
+        summary='Add one memory, or up to 1,000 as {"memories": [...]} (all or nothing)',
+    )
+    def post(self, request: Request, actor_id: str) -> Response:
+        caller = self.caller(request)
+        workspace = workspace_for(
+            caller, request.query_params.get("workspace"), required=Role.EDITOR
+        )
+        services.actor_parse(actor_id)
+        data = request.data
+        items = _validate_batch(data)
+        rows = services.memory_import(
+            workspace=workspace, actor_id=actor_id, items=items, author=caller.label
+        )
+        body = MemorySerializer(rows, many=True).data
+        if isinstance(data, dict) and "memories" in data:
+            return Response({"memories": body, "count": len(body)}, status=status.HTTP_201_CREATED)
+        return Response(body[0], status=status.HTTP_201_CREATED)
+
+
+class MemoryDetailView(ApiView):
+    @extend_schema(responses=MemorySerializer)
+    def get(self, request: Request, memory_id: str) -> Response:
+        return Response(MemorySerializer(_memory(self.caller(request), memory_id)).data)
+
+    @extend_schema(request=MemoryPatchSerializer(partial=True), responses=MemorySerializer)
+    def patch(self, request: Request, memory_id: str) -> Response:
+        caller = self.caller(request)
+        memory = _memory(caller, memory_id, required=Role.EDITOR)
+        serializer = MemoryPatchSerializer(data=json_object(request), partial=True)
+        serializer.is_valid(raise_exception=True)
+        memory = services.memory_update(
+            memory=memory, changes=serializer.to_model_fields(), author=caller.label
+        )
+        return Response(MemorySerializer(memory).data)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request: Request, memory_id: str) -> Response:
+        caller = self.caller(request)
+        memory = _memory(caller, memory_id, required=Role.EDITOR)
+        services.memory_delete(memory=memory, author=caller.label)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class MemorySuppressView(ApiView):
+    target = LifecycleStatus.SUPPRESSED
+
+    @extend_schema(request=None, responses=MemorySerializer)
+    def post(self, request: Request, memory_id: str) -> Response:
+        caller = self.caller(request)
+        memory = _memory(caller, memory_id, required=Role.EDITOR)
+        memory = services.memory_set_status(memory=memory, status=self.target, author=caller.label)
+        return Response(MemorySerializer(memory).data)
+
+
+class MemoryRestoreView(MemorySuppressView):
+    target = LifecycleStatus.ACTIVE
+
+
+class RecallView(ApiView):
+    @extend_schema(
+        parameters=[WORKSPACE_PARAM],
+        request=RecallRequestSerializer,
+        responses=OpenApiTypes.OBJECT,
+        summary="Recall: the governed context envelope for one actor (SPEC §5)",
+    )
+    def post(self, request: Request, actor_id: str) -> Response:
+        caller = self.caller(request)
+        workspace = workspace_for(
+            caller, request.query_params.get("workspace"), required=Role.EDITOR
+        )
+        services.actor_parse(actor_id)
+        serializer = RecallRequestSerializer(data=json_object(request))
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        workload = Workload.objects.filter(pk=data["workloadId"], workspace=workspace).first()
+        if workload is None:
+            raise NotFoundError(
+                f"No workload {data['workloadId']} in workspace {workspace.slug!r}.",
+                {"fields": {"workloadId": "Unknown workload."}},
+            )
+        workload.workspace = workspace
+        environment = environment_check(workspace=workspace, environment=data["environment"])
+        override = data.get("policyOverride")
+        envelope = services.recall_assemble(
+            request=services.RecallRequest(
+                workspace=workspace,
+                workload=workload,
+                environment=environment,
+                actor_id=actor_id,
+                query=data["query"],
+                top_k=data["topK"],
+                override=override or None,
+                author=caller.label,
+            )
+        )
+        return Response(envelope)

@@ -1,0 +1,227 @@
+"""Reads for recall: the policy funnel and the vector ranking, in SQL.
+
+The fail-closed rules and every recall axis are evaluated in PostgreSQL, before ranking.
+Ranking takes one of two access paths, chosen by the size of the eligible set:
+
+* **exact** (eligible set up to ``EXACT_SEARCH_MAX`` rows): the eligible rows are
+  materialised first and ordered by true cosine distance. The covering partial index
+  ``memory_recall_cover_idx`` answers the filter without touching the heap, so the cost is
+  one distance per eligible row. Always complete.
+* **hnsw**: the HNSW index with pgvector's iterative scan, which keeps walking the graph
+  until enough rows pass the filter. If it still returns fewer rows than asked while more
+  are eligible (the scan hit ``hnsw.max_scan_tuples``), the exact path runs instead, so
+  recall never silently returns fewer than ``topK`` rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import connection
+from django.db.models import QuerySet
+
+from policies.algebra import SENSITIVITY_ORDER
+from policies.models import Workspace
+from portal.errors import ValidationFailed
+from recall.filtersets import MemoryFilterSet
+from recall.models import Actor, MemoryRecord
+
+EXACT_SEARCH_MAX = 20_000
+HNSW_EF_SEARCH = 100
+HNSW_MAX_SCAN_TUPLES = 40_000
+
+# The fail-closed rule, whatever any policy says (SPEC §3). ``%(now)s`` is bound per call.
+FAIL_CLOSED_SQL = (
+    "m.lifecycle_status = 'active' AND m.is_current"
+    " AND (m.expires_at IS NULL OR m.expires_at > %(now)s)"
+    " AND m.consent_policy <> 'withdrawn'"
+)
+
+# Policy axes in the order their decision codes are reported: a row failing several axes is
+# reported under the first. NULLs never pass (``= ANY`` and ``>=`` yield NULL → not true).
+POLICY_CHECKS: tuple[tuple[str, str], ...] = (
+    ("memory_type_not_allowed", "m.memory_type = ANY(%(memory_types)s)"),
+    ("source_kind_not_allowed", "m.source_kind = ANY(%(source_kinds)s)"),
+    ("confirmation_status_not_allowed", "m.confirmation_status = ANY(%(confirmations)s)"),
+    ("confidence_below_min", "m.confidence >= %(confidence_min)s"),
+    ("sensitivity_above_ceiling", "m.sensitivity = ANY(%(sensitivities)s)"),
+    ("consent_not_allowed", "m.consent_policy = ANY(%(consents)s)"),
+    (
+        "older_than_max_age",
+        "(%(min_created)s::timestamptz IS NULL OR m.created_at >= %(min_created)s)",
+    ),
+)
+POLICY_SQL = " AND ".join(f"({check})" for _, check in POLICY_CHECKS)
+TABLE = MemoryRecord._meta.db_table
+
+
+def policy_params(policy: dict[str, Any], now: datetime) -> dict[str, Any]:
+    ceiling = SENSITIVITY_ORDER.index(policy["sensitivityCeiling"])
+    max_age = policy["maxAgeSeconds"]
+    return {
+        "now": now,
+        "memory_types": list(policy["memoryTypeAllowed"]),
+        "source_kinds": list(policy["sourceKindAllowed"]),
+        "confirmations": list(policy["confirmationStatusAllowed"]),
+        "confidence_min": float(policy["confidenceMin"]),
+        "sensitivities": list(SENSITIVITY_ORDER[: ceiling + 1]),
+        "consents": list(policy["consentPolicyAllowed"]),
+        "min_created": now - timedelta(seconds=max_age) if max_age is not None else None,
+    }
+
+
+@dataclass(frozen=True)
+class Funnel:
+    candidates: int
+    lifecycle_excluded: int
+    after_policy: int
+    reasons: dict[str, int]
+
+
+def _code_case() -> str:
+    whens = " ".join(
+        f"WHEN NOT COALESCE({check}, false) THEN '{code}'" for code, check in POLICY_CHECKS
+    )
+    return (
+        f"CASE WHEN NOT ({FAIL_CLOSED_SQL}) THEN 'lifecycle_excluded' {whens}"
+        " ELSE 'passes_policy' END"
+    )
+
+
+FUNNEL_SQL = f"""
+SELECT code, count(*) FROM (
+    SELECT {_code_case()} AS code FROM {TABLE} m WHERE m.actor_id = %(actor)s
+) coded GROUP BY code
+"""
+
+REJECTED_SQL = f"""
+SELECT id, code FROM (
+    SELECT m.id, {_code_case()} AS code FROM {TABLE} m WHERE m.actor_id = %(actor)s
+) coded WHERE code NOT IN ('passes_policy', 'lifecycle_excluded') ORDER BY id LIMIT %(limit)s
+"""
+
+
+def memory_funnel(*, actor_pk: int, policy: dict[str, Any], now: datetime) -> Funnel:
+    """How many of the actor's rows exist, fail closed, fail each axis, and pass."""
+    params = {**policy_params(policy, now), "actor": actor_pk}
+    with connection.cursor() as cursor:
+        cursor.execute(FUNNEL_SQL, params)
+        counts = dict(cursor.fetchall())
+    candidates = sum(counts.values())
+    lifecycle = counts.pop("lifecycle_excluded", 0)
+    after_policy = counts.pop("passes_policy", 0)
+    return Funnel(candidates, lifecycle, after_policy, counts)
+
+
+def memory_policy_rejections(
+    *, actor_pk: int, policy: dict[str, Any], now: datetime, limit: int
+) -> list[tuple[int, str]]:
+    """Ids and codes of rows that failed a policy axis (never lifecycle ones, never content)."""
+    params = {**policy_params(policy, now), "actor": actor_pk, "limit": limit}
+    with connection.cursor() as cursor:
+        cursor.execute(REJECTED_SQL, params)
+        return list(cursor.fetchall())
+
+
+RANKED_COLUMNS = (
+    "m.id, m.content, m.memory_type, m.source_kind, m.confirmation_status, m.confidence,"
+    " m.sensitivity, m.segment_kind, m.token_count, m.created_at, m.hit_count"
+)
+
+EXACT_SQL = f"""
+WITH eligible AS MATERIALIZED (
+    SELECT m.id, m.embedding <=> %(query)s::vector AS distance
+    FROM {TABLE} m
+    WHERE m.actor_id = %(actor)s AND {FAIL_CLOSED_SQL} AND {POLICY_SQL}
+)
+SELECT {RANKED_COLUMNS}, 1 - e.distance AS similarity
+FROM eligible e JOIN {TABLE} m ON m.id = e.id
+ORDER BY e.distance, m.id
+LIMIT %(limit)s
+"""
+
+HNSW_SQL = f"""
+SELECT {RANKED_COLUMNS}, 1 - (m.embedding <=> %(query)s::vector) AS similarity
+FROM {TABLE} m
+WHERE m.actor_id = %(actor)s AND {FAIL_CLOSED_SQL} AND {POLICY_SQL}
+ORDER BY m.embedding <=> %(query)s::vector
+LIMIT %(limit)s
+"""
+
+
+@dataclass(frozen=True)
+class RankedRow:
+    id: int
+    content: str
+    memory_type: str
+    source_kind: str
+    confirmation_status: str
+    confidence: float
+    sensitivity: str
+    segment_kind: str
+    token_count: int
+    created_at: datetime
+    hit_count: int
+    similarity: float
+
+
+def vector_literal(vector: Sequence[float]) -> str:
+    return "[" + ",".join(f"{v:.7g}" for v in vector) + "]"
+
+
+def memory_ranked(
+    *,
+    actor_pk: int,
+    policy: dict[str, Any],
+    query_vector: Sequence[float],
+    limit: int,
+    eligible: int,
+    now: datetime,
+) -> tuple[list[RankedRow], str]:
+    """The ``limit`` eligible rows nearest the query, and the access path used."""
+    params = {
+        **policy_params(policy, now),
+        "actor": actor_pk,
+        "query": vector_literal(query_vector),
+        "limit": limit,
+    }
+    wanted = min(limit, eligible)
+    if eligible > EXACT_SEARCH_MAX:
+        rows = _run_hnsw(params)
+        if len(rows) >= wanted:
+            return rows, "hnsw"
+    with connection.cursor() as cursor:
+        cursor.execute(EXACT_SQL, params)
+        return [RankedRow(*row) for row in cursor.fetchall()], "exact"
+
+
+def _run_hnsw(params: dict[str, Any]) -> list[RankedRow]:
+    with connection.cursor() as cursor:
+        # SET LOCAL lasts until the end of the surrounding transaction (the recall service's).
+        cursor.execute(
+            "SET LOCAL hnsw.iterative_scan = relaxed_order;"
+            f" SET LOCAL hnsw.ef_search = {HNSW_EF_SEARCH};"
+            f" SET LOCAL hnsw.max_scan_tuples = {HNSW_MAX_SCAN_TUPLES}"
+        )
+        cursor.execute(HNSW_SQL, params)
+        return [RankedRow(*row) for row in cursor.fetchall()]
+
+
+def actor_lookup(*, workspace: Workspace, actor_id: str) -> Actor | None:
+    kind, _, name = actor_id.partition(":")
+    return Actor.objects.filter(workspace=workspace, kind=kind, name=name).first()
+
+
+def memory_list(*, actor: Actor, filters: Any) -> QuerySet[MemoryRecord]:
+    filterset = MemoryFilterSet(
+        filters, queryset=MemoryRecord.objects.filter(actor=actor).select_related("actor")
+    )
+    if not filterset.is_valid():
+        raise ValidationFailed(
+            {field: " ".join(errors) for field, errors in filterset.errors.items()},
+            "The memory filters are not valid.",
+        )
+    return filterset.qs.defer("embedding").order_by("-created_at", "-id")
