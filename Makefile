@@ -38,7 +38,7 @@ browser-deps:
 		else echo "Install Debian's chromium package to run the browser tests"; exit 1; fi; \
 	fi
 
-test: install
+test: install browser-deps
 	$(PY) -m ruff check .
 	$(PY) -m pytest -q
 

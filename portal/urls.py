@@ -30,6 +30,9 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("", views.home, name="home"),
     path("w/<slug:slug>/", views.dashboard, name="dashboard"),
+    path("w/<slug:slug>/", include("policies.urls")),
+    path("w/<slug:slug>/", include("recall.urls")),
+    path("w/<slug:slug>/", include("audit.urls")),
 ]
 
 handler404 = "portal.views.not_found"

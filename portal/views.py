@@ -2,13 +2,14 @@ from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
 from django.db import connection
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET
 
 from audit.models import AuditEvent
-from portal.access import caller_of, role_in, workspaces_for
+from portal.access import caller_of, workspaces_for
 from portal.api.errors import json_not_found, json_server_error
+from portal.pages import workspace_page
 
 
 @require_GET
@@ -39,13 +40,10 @@ def home(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def dashboard(request: HttpRequest, slug: str) -> HttpResponse:
-    caller = caller_of(request)
-    workspace = workspaces_for(caller).filter(slug=slug).first()
-    if workspace is None:
-        raise Http404("No such workspace.")
+    access = workspace_page(request, slug)
+    workspace = access.workspace
     context = {
-        "workspace": workspace,
-        "role": role_in(caller, workspace),
+        **access.context(),
         "workloads": workspace.workloads.order_by("name"),
         "events": AuditEvent.objects.filter(workspace=workspace).order_by("-id")[:10],
     }

@@ -1,0 +1,53 @@
+"""Access for server-rendered pages: the same rules as the API, as 404/403 pages.
+
+``workspace_page`` resolves the workspace in the URL for the signed-in user and checks the
+role the page needs; views then pass ``workspace`` and ``role`` to their templates, which
+show edit controls only when ``can_edit`` / ``can_operate`` say so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest
+
+from policies.models import Workspace
+from portal.access import Caller, caller_of, role_in, workspaces_for
+from portal.models import Role, role_at_least
+
+
+@dataclass(frozen=True)
+class PageAccess:
+    caller: Caller
+    workspace: Workspace
+    role: str
+
+    @property
+    def can_edit(self) -> bool:
+        return role_at_least(self.role, Role.EDITOR)
+
+    @property
+    def can_operate(self) -> bool:
+        return role_at_least(self.role, Role.OPERATOR)
+
+    def context(self) -> dict[str, object]:
+        return {
+            "workspace": self.workspace,
+            "role": self.role,
+            "can_edit": self.can_edit,
+            "can_operate": self.can_operate,
+        }
+
+
+def workspace_page(request: HttpRequest, slug: str, *, required: str = Role.VIEWER) -> PageAccess:
+    caller = caller_of(request)
+    workspace = workspaces_for(caller).filter(slug=slug).first()
+    if workspace is None:
+        raise Http404("No such workspace.")
+    role = role_in(caller, workspace)
+    if role is None:
+        raise Http404("No such workspace.")
+    if not role_at_least(role, required):
+        raise PermissionDenied(f"This page needs the {required} role.")
+    return PageAccess(caller=caller, workspace=workspace, role=role)
