@@ -1,0 +1,27 @@
+"""Shared set-up for the benchmarks: one embedded PostgreSQL per dataset size."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "bench" / "data"
+RESULTS = ROOT / "bench" / "results"
+
+
+def configure(size_label: str) -> Path:
+    """Point Django at this dataset's own embedded server and the benchmark embedder."""
+    DATA.mkdir(parents=True, exist_ok=True)
+    pgdata = DATA / f"pg-{size_label}"
+    os.environ["EMBEDDED_PGDATA"] = str(pgdata)
+    os.environ["RECALL_EMBEDDER"] = "bench.embedder.ClusterEmbedder"
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+    os.environ.pop("DATABASE_URL", None)
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    import django
+
+    django.setup()
+    return pgdata

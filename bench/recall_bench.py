@@ -1,0 +1,294 @@
+"""Recall benchmark: bare SQL vs the HTTP endpoint under gunicorn, on the same data.
+
+    python bench/generate.py --memories 100000 --large-actor 20000 --label 100k
+    python bench/recall_bench.py --label 100k
+
+Measures, in one run: (a) the ranking SQL alone through psycopg (the floor no endpoint can
+beat); (b) ``POST /v1/memory/actors/{id}/recall`` over HTTP under gunicorn with 2 workers at
+concurrency 1 and 8; (c) for the large actor, recall@10 of the HNSW index (iterative scan)
+against exact search with the same filters, and of the endpoint's chosen path. Writes
+``bench/results/recall-<label>.json`` and prints a Markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.common import RESULTS, ROOT, configure  # noqa: E402
+
+PORT = 8765
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+
+
+def summary(latencies_ms: list[float], seconds: float) -> dict[str, float]:
+    return {
+        "requests": len(latencies_ms),
+        "p50Ms": round(pct(latencies_ms, 50), 2),
+        "p95Ms": round(pct(latencies_ms, 95), 2),
+        "p99Ms": round(pct(latencies_ms, 99), 2),
+        "meanMs": round(statistics.fmean(latencies_ms), 2),
+        "throughputPerS": round(len(latencies_ms) / seconds, 1),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--label", default="100k")
+    parser.add_argument("--requests", type=int, default=400)
+    parser.add_argument("--seconds", type=float, default=10.0, help="concurrency-8 duration")
+    args = parser.parse_args()
+    pgdata = configure(args.label)
+    info = json.loads((pgdata.parent / f"{args.label}.json").read_text())
+
+    from django.db import connection
+
+    from policies.models import Workload, Workspace
+    from policies.selectors import effective_policy_for
+    from portal.services import api_token_create
+    from recall.models import Actor
+
+    workspace = Workspace.objects.get(slug="bench")
+    _, token = api_token_create(workspace=workspace, name="bench", role="editor", replace=True)
+    typical = Workload.objects.get(pk=info["typicalWorkload"])
+    selective = Workload.objects.get(pk=info["selectiveWorkload"])
+    actors = list(
+        Actor.objects.filter(workspace=workspace).exclude(name="large").values_list("pk", "name")
+    )
+    large = (
+        Actor.objects.filter(workspace=workspace, name="large").values_list("pk", flat=True).first()
+    )
+    connection.close()
+
+    server = start_gunicorn(pgdata)
+    try:
+        results: dict[str, Any] = {
+            "label": args.label,
+            "dataset": info,
+            "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+            "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        jobs = [(f"user:{name}", f"topic-{i % 512} latest preferences") for i, (_, name) in
+                enumerate(actors * (args.requests // max(len(actors), 1) + 1))][: args.requests]  # fmt: skip
+        body = {"workloadId": str(typical.id), "environment": "prod", "topK": 10}
+        policy = effective_policy_for(workload=typical, environment="prod").policy
+        pk_by_name = {f"user:{name}": pk for pk, name in actors}
+        results["typical"] = {
+            "bareSql": bare_sql([(pk_by_name[a], q) for a, q in jobs], policy),
+            "endpointC1": http_run(token, body, jobs, concurrency=1),
+            "endpointC8": http_run(token, body, jobs, concurrency=8, seconds=args.seconds),
+        }
+        if large:
+            sel_policy = effective_policy_for(workload=selective, environment="prod").policy
+            ljobs = [("user:large", f"topic-{i % 512} large actor query") for i in range(200)]
+            lbody = {"workloadId": str(selective.id), "environment": "prod", "topK": 10}
+            results["large"] = {
+                "bareSqlExact": bare_sql([(large, q) for _, q in ljobs], sel_policy),
+                "endpointC1": http_run(token, lbody, ljobs, concurrency=1),
+                "recallAt10": recall_at_k(large, sel_policy, [q for _, q in ljobs[:50]]),
+            }
+    finally:
+        server.terminate()
+        server.wait(10)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    out = RESULTS / f"recall-{args.label}.json"
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    print(markdown(results))
+    print(f"\nwritten to {out.relative_to(ROOT)}")
+
+
+def start_gunicorn(pgdata: Path) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "EMBEDDED_PGDATA": str(pgdata),
+        "RECALL_EMBEDDER": "bench.embedder.ClusterEmbedder",
+        "PYTHONPATH": str(ROOT),
+        "LOG_LEVEL": "WARNING",
+    }
+    server = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "portal.wsgi", "-w", "2", "-b", f"127.0.0.1:{PORT}",
+         "--log-level", "warning"],
+        cwd=ROOT, env=env,
+    )  # fmt: skip
+    for _ in range(100):
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", PORT, timeout=2)
+            conn.request("GET", "/readyz")
+            if conn.getresponse().status == 200:
+                return server
+        except OSError:
+            pass
+        time.sleep(0.2)
+    server.terminate()
+    raise SystemExit("gunicorn did not become ready")
+
+
+def http_run(
+    token: str, base: dict[str, Any], jobs: list[tuple[str, str]], *, concurrency: int,
+    seconds: float | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    latencies: list[float] = []
+    errors: list[int] = []
+    lock = threading.Lock()
+    deadline = time.perf_counter() + seconds if seconds else None
+
+    def worker(offset: int) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", PORT, timeout=30)
+        i = offset
+        while True:
+            if deadline is None and i >= len(jobs):
+                return
+            if deadline is not None and time.perf_counter() >= deadline:
+                return
+            actor, query = jobs[i % len(jobs)]
+            payload = json.dumps({**base, "query": query})
+            t0 = time.perf_counter()
+            try:
+                conn.request("POST", f"/v1/memory/actors/{actor}/recall", payload, headers)
+                response = conn.getresponse()
+                data = response.read()
+                status = response.status
+            except (OSError, http.client.HTTPException):
+                conn.close()
+                conn = http.client.HTTPConnection("127.0.0.1", PORT, timeout=30)
+                status, data = 599, b""
+            elapsed = (time.perf_counter() - t0) * 1000
+            with lock:
+                if status == 200:
+                    latencies.append(elapsed)
+                else:
+                    errors.append(status)
+            if response.getheader("Connection", "").lower() == "close" if status == 200 else True:
+                conn.close()
+                conn = http.client.HTTPConnection("127.0.0.1", PORT, timeout=30)
+            i += concurrency
+            del data
+
+    # Warm both workers (connections, caches) before measuring.
+    for actor, query in jobs[:20]:
+        c = http.client.HTTPConnection("127.0.0.1", PORT, timeout=30)
+        c.request("POST", f"/v1/memory/actors/{actor}/recall",
+                  json.dumps({**base, "query": query}), headers)  # fmt: skip
+        c.getresponse().read()
+        c.close()
+    started = time.perf_counter()
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(concurrency)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    result = summary(latencies, time.perf_counter() - started)
+    result["concurrency"] = concurrency
+    result["errors"] = len(errors)
+    return result
+
+
+def bare_sql(jobs: list[tuple[int, str]], policy: dict[str, Any]) -> dict[str, Any]:
+    """The endpoint's own ranking statement (exact path), run directly through psycopg."""
+    from django.db import connection
+    from django.utils import timezone
+
+    from recall.runtime import embedder
+    from recall.selectors import EXACT_SQL, policy_params, vector_literal
+
+    now = timezone.now()
+    base = policy_params(policy, now)
+    vectors = {q: vector_literal(embedder().embed([q])[0]) for _, q in jobs}
+    latencies = []
+    with connection.cursor() as cursor:
+        for actor_pk, query in jobs[:20]:
+            cursor.execute(
+                EXACT_SQL, {**base, "actor": actor_pk, "query": vectors[query], "limit": 30}
+            )
+        started = time.perf_counter()
+        for actor_pk, query in jobs:
+            t0 = time.perf_counter()
+            cursor.execute(
+                EXACT_SQL, {**base, "actor": actor_pk, "query": vectors[query], "limit": 30}
+            )
+            cursor.fetchall()
+            latencies.append((time.perf_counter() - t0) * 1000)
+    return summary(latencies, time.perf_counter() - started)
+
+
+def recall_at_k(
+    actor_pk: int, policy: dict[str, Any], queries: list[str], k: int = 10
+) -> dict[str, Any]:
+    from django.db import connection, transaction
+    from django.utils import timezone
+
+    from recall.runtime import embedder
+    from recall.selectors import EXACT_SQL, HNSW_SQL, policy_params, vector_literal
+
+    base = policy_params(policy, timezone.now())
+    found: dict[str, list[float]] = {"hnswEf40": [], "hnswEf100": [], "hnswEf400": []}
+    timings: dict[str, list[float]] = {key: [] for key in found}
+    for query in queries:
+        params = {
+            **base,
+            "actor": actor_pk,
+            "query": vector_literal(embedder().embed([query])[0]),
+            "limit": k,
+        }
+        with connection.cursor() as cursor:
+            cursor.execute(EXACT_SQL, params)
+            truth = {row[0] for row in cursor.fetchall()}
+        for key, ef in (("hnswEf40", 40), ("hnswEf100", 100), ("hnswEf400", 400)):
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute(
+                    f"SET LOCAL hnsw.iterative_scan = relaxed_order; SET LOCAL hnsw.ef_search = {ef}"
+                )
+                t0 = time.perf_counter()
+                cursor.execute(HNSW_SQL, params)
+                got = {row[0] for row in cursor.fetchall()}
+                timings[key].append((time.perf_counter() - t0) * 1000)
+            found[key].append(len(got & truth) / max(len(truth), 1))
+    result = {key: round(statistics.fmean(v), 3) for key, v in found.items()}
+    result["hnswP50Ms"] = {key: round(pct(v, 50), 2) for key, v in timings.items()}
+    result["endpoint"] = 1.0  # the endpoint takes the exact path for this eligible-set size
+    return result
+
+
+def markdown(r: dict[str, Any]) -> str:
+    t = r["typical"]
+    lines = [
+        f"Dataset `{r['label']}`: {r['dataset']['memories']:,} memories, {r['dataset']['actors']} actors, "
+        f"{r['machine']['cpus']} CPUs.",
+        "",
+        "| case | p50 ms | p95 ms | p99 ms | throughput/s |",
+        "|---|---|---|---|---|",
+    ]
+    rows = [("typical actor, bare SQL", t["bareSql"]), ("typical actor, endpoint c=1", t["endpointC1"]),
+            ("typical actor, endpoint c=8", t["endpointC8"])]  # fmt: skip
+    if "large" in r:
+        rows += [("large actor, bare SQL (exact)", r["large"]["bareSqlExact"]),
+                 ("large actor, endpoint c=1", r["large"]["endpointC1"])]  # fmt: skip
+    for name, s in rows:
+        lines.append(
+            f"| {name} | {s['p50Ms']} | {s['p95Ms']} | {s['p99Ms']} | {s['throughputPerS']} |"
+        )
+    if "large" in r:
+        rk = r["large"]["recallAt10"]
+        lines += ["", f"Large actor recall@10 vs exact: endpoint {rk['endpoint']}, HNSW ef=40 {rk['hnswEf40']}, "
+                  f"ef=100 {rk['hnswEf100']}, ef=400 {rk['hnswEf400']} (p50 {rk['hnswP50Ms']})."]  # fmt: skip
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,101 @@
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from portal import embedded_db
+from portal.database_url import parse_database_url
+from portal.env import env_bool, env_int
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class DeploySettingsTests:
+    def test_production_settings_pass_the_deploy_check(self):
+        env = {
+            **os.environ,
+            "DJANGO_PRODUCTION": "true",
+            "DJANGO_SECRET_KEY": "k" * 30 + "-production-secret-" + "z" * 20,
+            "DJANGO_ALLOWED_HOSTS": "portal.example.com",
+        }
+        result = subprocess.run(
+            [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+
+    def test_production_refuses_to_start_without_a_secret_key(self):
+        env = {**os.environ, "DJANGO_PRODUCTION": "true", "DJANGO_SECRET_KEY": ""}
+        result = subprocess.run(
+            [sys.executable, "manage.py", "check"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert result.returncode != 0
+        assert "DJANGO_SECRET_KEY must be set" in result.stderr
+
+
+class DatabaseUrlTests:
+    def test_it_reads_a_host_and_port_url(self):
+        db = parse_database_url("postgresql://ann:s%40cret@db.example:6543/recall?sslmode=require")
+        assert (db["USER"], db["PASSWORD"], db["HOST"], db["PORT"], db["NAME"]) == (
+            "ann",
+            "s@cret",
+            "db.example",
+            "6543",
+            "recall",
+        )
+        assert db["OPTIONS"] == {"sslmode": "require"}
+
+    def test_it_reads_the_unix_socket_form(self):
+        db = parse_database_url("postgresql://postgres:@/postgres?host=/tmp/pg")
+        assert db["HOST"] == "/tmp/pg"
+        assert db["NAME"] == "postgres"
+
+    def test_it_rejects_sqlite(self):
+        with pytest.raises(ImproperlyConfigured, match="SQLite is not supported"):
+            parse_database_url("sqlite:///db.sqlite3")
+
+
+class EnvHelperTests:
+    def test_a_malformed_boolean_fails_at_start_up(self, monkeypatch):
+        monkeypatch.setenv("SOME_FLAG", "maybe")
+        with pytest.raises(ImproperlyConfigured, match="SOME_FLAG"):
+            env_bool("SOME_FLAG")
+
+    def test_a_malformed_integer_fails_at_start_up(self, monkeypatch):
+        monkeypatch.setenv("SOME_INT", "ten")
+        with pytest.raises(ImproperlyConfigured, match="SOME_INT"):
+            env_int("SOME_INT", 1)
+
+
+class EmbeddedServerTests:
+    def test_a_data_folder_that_is_a_file_gives_a_clear_error(self, tmp_path):
+        target = tmp_path / "pgdata"
+        target.write_text("not a folder")
+        with pytest.raises(ImproperlyConfigured, match="is not a folder"):
+            embedded_db.ensure_server(target)
+
+    def test_a_non_empty_foreign_folder_gives_a_clear_error(self, tmp_path):
+        (tmp_path / "notes.txt").write_text("mine")
+        with pytest.raises(ImproperlyConfigured, match="not a PostgreSQL data folder"):
+            embedded_db.ensure_server(tmp_path)
+
+    def test_starting_twice_reuses_the_running_server(self, tmp_path):
+        pgdata = tmp_path / "pg"
+        first = embedded_db.ensure_server(pgdata, temporary=True)
+        second = embedded_db.ensure_server(pgdata, temporary=True)
+        assert first == second
+        assert (pgdata / "postmaster.pid").exists()
