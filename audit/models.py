@@ -11,6 +11,7 @@ class EventType(models.TextChoices):
     WORKLOAD_DELETED = "workload.deleted"
     MEMORY_CHANGED = "memory.changed"
     MAINTENANCE = "maintenance.executed"
+    LAYOUT_CONFIG_SET = "context.layout_config_set"
 
 
 class AuditEvent(models.Model):

@@ -572,10 +572,38 @@ def narrow(floor: Mapping[str, Any], workload: Mapping[str, Any]) -> dict[str, A
             result[name] = _NARROW[axis.kind](axis, floor[name], workload[name])
         else:
             result[name] = copy.deepcopy(floor[name])
-    result["perSegmentReservation"] = _narrow_reservations(
-        floor, workload, result["perSegmentCeiling"]
+    result["perSegmentReservation"] = _fit_reservations(
+        floor, result, _narrow_reservations(floor, workload, result["perSegmentCeiling"])
     )
     return {name: result[name] for name in AXES}
+
+
+def _fit_reservations(
+    floor: Mapping[str, Any], result: Mapping[str, Any], reservations: dict[str, int]
+) -> dict[str, int]:
+    """Give back workload reservation raises that no longer fit the total budget.
+
+    A workload's reservations were honourable when saved; a later, smaller floor total can
+    make them overcommit. Falling back to the floor's reservation for each kind the workload
+    raised keeps the effective policy honourable without ever relaxing the floor.
+    """
+    forbidden = set(result["forbiddenSegmentKinds"])
+
+    def committed() -> int:
+        return sum(v for k, v in reservations.items() if k not in forbidden)
+
+    if committed() <= result["totalTokenBudget"]:
+        return reservations
+    floor_reservations: Mapping[str, int] = floor["perSegmentReservation"]
+    pinned = set(floor["pinned"])
+    fitted = dict(reservations)
+    for kind in sorted(fitted):
+        floor_value = floor_reservations.get(kind, 0)
+        if fitted[kind] > floor_value:
+            # A floor-pinned kind may never go below the floor's reservation.
+            cap = floor_value if kind in pinned else result["perSegmentCeiling"].get(kind)
+            fitted[kind] = floor_value if cap is None else min(floor_value, cap)
+    return fitted
 
 
 # --- overrides and the effective policy --------------------------------------------------------

@@ -16,7 +16,7 @@ from policies.models import (
     WorkspacePolicyVersion,
 )
 from policies.selectors import environment_check, workload_policy_current, workspace_policy_current
-from portal.errors import DomainError, ValidationFailed
+from portal.errors import ConflictError, ValidationFailed
 from portal.models import Membership, Role
 
 COMMENT_MAX = 500
@@ -38,9 +38,7 @@ def workspace_create(
 ) -> Workspace:
     """A new workspace with the default environments and the default floor as version 1."""
     if Workspace.objects.filter(slug=slug).exists():
-        raise DomainError(
-            "CONFLICT", f"A workspace {slug!r} already exists.", {"fields": {"slug": "Taken."}}
-        )
+        raise ConflictError(f"A workspace {slug!r} already exists.", {"fields": {"slug": "Taken."}})
     workspace = Workspace.objects.create(slug=slug, name=name)
     Environment.objects.bulk_create(
         [Environment(workspace=workspace, slug=env) for env in DEFAULT_ENVIRONMENTS]
@@ -104,8 +102,7 @@ def workload_create(
                 workspace=workspace, name=name, description=description
             )
     except IntegrityError:
-        raise DomainError(
-            "CONFLICT",
+        raise ConflictError(
             f"A workload named {name!r} already exists in this workspace.",
             {"fields": {"name": "Taken."}},
         ) from None
@@ -131,8 +128,7 @@ def workload_update(*, workload: Workload, name: Any = None, description: Any = 
         with transaction.atomic():
             workload.save()
     except IntegrityError:
-        raise DomainError(
-            "CONFLICT",
+        raise ConflictError(
             f"A workload named {workload.name!r} already exists in this workspace.",
             {"fields": {"name": "Taken."}},
         ) from None

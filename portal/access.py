@@ -13,7 +13,7 @@ from typing import Any
 from django.db.models import QuerySet
 
 from policies.models import Workspace
-from portal.errors import ForbiddenError, NotFoundError
+from portal.errors import ForbiddenError, NotFoundError, ValidationFailed
 from portal.models import ApiToken, Membership, Role, role_at_least
 
 
@@ -70,10 +70,12 @@ def workspace_for(caller: Caller, slug: str | None, *, required: str = Role.VIEW
 
     A token caller may omit the slug (its own workspace is used); a session caller must name it.
     """
-    if slug is None:
+    if not slug:
         if caller.token is None:
-            raise NotFoundError(
-                "Name the workspace with ?workspace=SLUG.", {"fields": {"workspace": "Required."}}
+            # A missing parameter is the caller's mistake (400), not a hidden resource (404).
+            raise ValidationFailed(
+                {"workspace": "Required: name the workspace with ?workspace=SLUG."},
+                "Name the workspace with ?workspace=SLUG.",
             )
         workspace = caller.token.workspace
     else:

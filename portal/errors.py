@@ -31,6 +31,13 @@ class ForbiddenError(DomainError):
         super().__init__("PERMISSION_DENIED", message, details)
 
 
+class ConflictError(DomainError):
+    status = 409
+
+    def __init__(self, message: str, details: dict[str, Any] | None = None):
+        super().__init__("CONFLICT", message, details)
+
+
 class ValidationFailed(DomainError):
     def __init__(self, fields: dict[str, str], message: str = "The request is not valid."):
         super().__init__("INVALID_REQUEST", message, {"fields": fields})

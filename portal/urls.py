@@ -11,6 +11,7 @@ api_patterns = [
     path("", include("policies.api.urls")),
     path("", include("audit.api.urls")),
     path("", include("recall.api.urls")),
+    path("", include("recall.api.layout_urls")),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
 ]

@@ -166,10 +166,14 @@ def _check_bool(value: Any) -> _Checked:
     return None, f"must be true or false, got {value!r}"
 
 
+# No real context window comes near this; the bound keeps later float maths from overflowing.
+MAX_COUNT = 10**9
+
+
 def _check_count(value: Any) -> _Checked:
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT:
         return value, None
-    return None, f"must be a whole number >= 0, got {value!r}"
+    return None, f"must be a whole number from 0 to {MAX_COUNT}, got {value!r}"
 
 
 def _check_ratio(value: Any) -> _Checked:

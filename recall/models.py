@@ -128,3 +128,35 @@ class MemoryRecord(models.Model):
 
     def __str__(self) -> str:
         return f"memory {self.pk} of {self.actor_id}"
+
+
+class WorkloadLayoutConfigVersion(models.Model):
+    """A workload's saved ``memory:`` layout configuration (SPEC section 6).
+
+    Immutable like the policy versions: a save always adds a row. ``document`` is the
+    normalised form (``layout_config_to_dict``) with every key present, so a later change of
+    the planner's defaults cannot silently change what was saved.
+    """
+
+    workload = models.ForeignKey(
+        "policies.Workload", on_delete=models.CASCADE, related_name="layout_config_versions"
+    )
+    version = models.PositiveIntegerField()
+    document = models.JSONField()
+    comment = models.CharField(max_length=500, blank=True, default="")
+    author = models.CharField(max_length=200)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-version"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["workload", "version"], name="workload_layout_config_unique_version"
+            ),
+            models.CheckConstraint(
+                condition=Q(version__gte=1), name="workload_layout_config_version_positive"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"layout config v{self.version} of workload {self.workload_id}"

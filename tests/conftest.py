@@ -31,6 +31,12 @@ def django_db_modify_db_settings() -> None:
         db["EMBEDDED_TEMPORARY"] = True
 
 
+@pytest.fixture(autouse=True)
+def fast_passwords(settings: Any) -> None:
+    # Personas have passwords; the default hasher would cost every test ~0.2 s per persona.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @dataclass
 class Persona:
     user: Any

@@ -1,8 +1,27 @@
 from __future__ import annotations
 
+from typing import Any
+
 from rest_framework import serializers
 
 from policies.models import Workload, WorkloadPolicyVersion, Workspace, WorkspacePolicyVersion
+
+
+class StrictStringMixin:
+    """Refuse numbers instead of DRF's default of quietly turning 12 into "12"."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")  # type: ignore[attr-defined]
+        return super().to_internal_value(data)  # type: ignore[misc]
+
+
+class StrictCharField(StrictStringMixin, serializers.CharField):
+    pass
+
+
+class StrictRegexField(StrictStringMixin, serializers.RegexField):
+    pass
 
 
 class WorkspaceSerializer(serializers.ModelSerializer):
@@ -18,15 +37,15 @@ class WorkspaceSerializer(serializers.ModelSerializer):
 
 
 class WorkspaceCreateSerializer(serializers.Serializer):
-    slug = serializers.RegexField(
+    slug = StrictRegexField(
         r"^[a-z0-9][a-z0-9-]{0,49}$",
         error_messages={"invalid": "Use 1-50 lowercase letters, digits or dashes."},
     )
-    name = serializers.CharField(max_length=200)
+    name = StrictCharField(max_length=200)
 
 
 class WorkspaceUpdateSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=200)
+    name = StrictCharField(max_length=200)
 
 
 class WorkspacePolicySerializer(serializers.ModelSerializer):
@@ -49,8 +68,8 @@ class WorkloadSerializer(serializers.ModelSerializer):
 
 
 class WorkloadWriteSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=200)
-    description = serializers.CharField(required=False, allow_blank=True, default="")
+    name = StrictCharField(max_length=200)
+    description = StrictCharField(required=False, allow_blank=True, default="")
 
 
 class WorkloadPolicySerializer(serializers.ModelSerializer):

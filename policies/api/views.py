@@ -45,16 +45,19 @@ POLICY_BODY_DOC = (
 )
 
 
+# Read-only keys of GET's envelope, ignored when a client sends the envelope back.
+ENVELOPE_READ_ONLY = {"version", "author", "createdAt"}
+WORKLOAD_ENVELOPE_READ_ONLY = ENVELOPE_READ_ONLY | {"workloadId", "environment"}
+
+
 def _split_policy_body(data: dict[str, Any], *, floor: bool) -> tuple[dict[str, Any], Any]:
     """Accept the flat document or GET's envelope; return (document, comment)."""
     data = dict(data)
     comment = data.pop("comment", "")
     if "policy" in data:
         allowed = {"policy", "relaxableAxes"} if floor else {"policy"}
-        reject_unknown(
-            {k: v for k, v in data.items() if k not in {"version", "author", "createdAt"}},
-            allowed,
-        )
+        read_only = ENVELOPE_READ_ONLY if floor else WORKLOAD_ENVELOPE_READ_ONLY
+        reject_unknown({k: v for k, v in data.items() if k not in read_only}, allowed)
         if not isinstance(data["policy"], dict):
             raise ValidationFailed({"policy": "Send the policy as a JSON object."})
         document = dict(data["policy"])
@@ -76,6 +79,21 @@ def _workload(caller: Caller, workload_id: Any, *, required: str = Role.VIEWER) 
     return workload
 
 
+def _check_envelope_target(
+    data: dict[str, Any], *, workload: Workload, environment: str | None
+) -> None:
+    """An envelope sent back from GET must name this workload and environment, not another."""
+    if "policy" not in data:
+        return
+    fields: dict[str, str] = {}
+    if "workloadId" in data and str(data["workloadId"]) != str(workload.id):
+        fields["workloadId"] = "Does not match the workload in the URL."
+    if "environment" in data and (data["environment"] or "") != (environment or ""):
+        fields["environment"] = "Does not match ?environment= in the URL."
+    if fields:
+        raise ValidationFailed(fields)
+
+
 class WorkspaceListView(ApiView):
     @extend_schema(responses=WorkspaceSerializer(many=True), summary="Workspaces you can see")
     def get(self, request: Request) -> Response:
@@ -93,7 +111,9 @@ class WorkspaceListView(ApiView):
         caller = self.caller(request)
         if caller.token is not None:
             raise ForbiddenError("API tokens belong to one workspace and cannot create workspaces.")
-        serializer = WorkspaceCreateSerializer(data=json_object(request))
+        data = json_object(request)
+        reject_unknown(data, {"slug", "name"})
+        serializer = WorkspaceCreateSerializer(data=data)
         serializer.is_valid(raise_exception=True)
         workspace = services.workspace_create(
             slug=serializer.validated_data["slug"],
@@ -238,10 +258,13 @@ class WorkloadPolicyView(ApiView):
     def put(self, request: Request, workload_id: str) -> Response:
         caller = self.caller(request)
         workload = _workload(caller, workload_id, required=Role.EDITOR)
-        document, comment = _split_policy_body(json_object(request), floor=False)
+        data = json_object(request)
+        environment = request.query_params.get("environment")
+        _check_envelope_target(data, workload=workload, environment=environment)
+        document, comment = _split_policy_body(data, floor=False)
         version = services.workload_policy_save(
             workload=workload,
-            environment=request.query_params.get("environment"),
+            environment=environment,
             document=document,
             author=caller.label,
             comment=comment,

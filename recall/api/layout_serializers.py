@@ -1,0 +1,350 @@
+"""Wire shapes of the chat layout planner (SPEC section 6): strict in, camelCase out.
+
+Inputs are strict on purpose: DRF's defaults turn ``"12"`` into 12, ``"yes"`` into True and
+ignore unknown keys, and a sandbox that quietly reads a typo as "not given" teaches the wrong
+numbers. Every rejection names the field as the caller wrote it (``history[2].role``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+from rest_framework.exceptions import ValidationError
+
+from recall.layout import KNOWN_SECTIONS, LEGACY_NAMES, PASSAGE_TERMS, LayoutConfigError
+from recall.layout_services import MAX_TOKENS, layout_config_parse
+
+CHAT_ROLES = ("system", "user", "assistant", "tool")
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object" if isinstance(value, Mapping) else type(value).__name__
+
+
+def unknown_name_message(name: Any, known: Iterable[str], what: str = "field") -> str:
+    known = list(known)
+    if isinstance(name, str):
+        if LEGACY_NAMES.get(name) in known:
+            return f"Unknown {what}; use {LEGACY_NAMES[name]!r} ({name!r} is an earlier name)."
+        close = difflib.get_close_matches(name, known, n=1)
+        if close:
+            return f"Unknown {what}; did you mean {close[0]!r}?"
+    return f"Unknown {what}; expected one of: {', '.join(known)}."
+
+
+# --- strict fields ----------------------------------------------------------------------------
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """A JSON integer: no strings, no 12.0, no booleans."""
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return data
+
+
+class StrictFloatField(serializers.FloatField):
+    """A finite JSON number: no strings, no booleans."""
+
+    def to_internal_value(self, data: Any) -> float:
+        if isinstance(data, bool) or not isinstance(data, int | float):
+            self.fail("invalid")
+        try:
+            value = float(data)
+        except OverflowError:
+            self.fail("invalid")
+        if not math.isfinite(value):
+            self.fail("invalid")
+        return value
+
+
+class StrictBooleanField(serializers.BooleanField):
+    def to_internal_value(self, data: Any) -> bool:
+        if not isinstance(data, bool):
+            self.fail("invalid", input=data)
+        return data
+
+
+class StrictCharField(serializers.CharField):
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictChoiceField(serializers.ChoiceField):
+    def __init__(self, choices: Any, **kwargs: Any) -> None:
+        super().__init__(choices, **kwargs)
+        listed = ", ".join(str(choice) for choice in self.choices)
+        self.error_messages["invalid_choice"] = f'"{{input}}" is not one of: {listed}.'
+
+    def to_internal_value(self, data: Any) -> Any:
+        if not isinstance(data, str):
+            self.fail("invalid_choice", input=data)
+        return super().to_internal_value(data)
+
+
+class StrictUUIDField(serializers.UUIDField):
+    """A UUID string; DRF would otherwise read the integer 5 as a UUID."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if not isinstance(data, str):
+            self.fail("invalid", value=data)
+        return super().to_internal_value(data)
+
+
+def token_count(**kwargs: Any) -> StrictIntegerField:
+    return StrictIntegerField(min_value=0, max_value=MAX_TOKENS, **kwargs)
+
+
+def ratio(**kwargs: Any) -> StrictFloatField:
+    return StrictFloatField(min_value=0.0, max_value=1.0, **kwargs)
+
+
+# --- strict containers ------------------------------------------------------------------------
+
+
+class StrictListSerializer(serializers.ListSerializer):
+    def to_internal_value(self, data: Any) -> Any:
+        if not isinstance(data, list):
+            raise ValidationError([f"Expected a list, got {_json_type(data)}."])
+        try:
+            return super().to_internal_value(data)
+        except ValidationError as exc:
+            # DRF reports {index: errors}; as a list they flatten to ``history[2].role``.
+            if isinstance(exc.detail, dict):
+                detail = exc.detail
+                raise ValidationError([detail.get(i, {}) for i in range(len(data))]) from exc
+            raise
+
+
+class StrictSerializer(serializers.Serializer):
+    """An object whose unknown keys are reported together with every other error."""
+
+    object_name = "an object"
+
+    class Meta:
+        list_serializer_class = StrictListSerializer
+
+    def to_internal_value(self, data: Any) -> Any:
+        if not isinstance(data, Mapping):
+            raise ValidationError([f"Expected {self.object_name}, got {_json_type(data)}."])
+        errors: dict[str, Any] = {
+            str(key): [unknown_name_message(key, self.fields)]
+            for key in data
+            if key not in self.fields
+        }
+        try:
+            value = super().to_internal_value({k: v for k, v in data.items() if k in self.fields})
+        except ValidationError as exc:
+            errors = {**exc.detail, **errors}  # type: ignore[dict-item]
+        if errors:
+            raise ValidationError(errors)
+        return value
+
+
+# --- request ----------------------------------------------------------------------------------
+
+
+class ChatMessageSerializer(StrictSerializer):
+    """One chat message; one turn for the cascade's "last N turns" stages."""
+
+    object_name = "a chat message {role, content}"
+
+    role = StrictChoiceField(choices=CHAT_ROLES)
+    content = StrictCharField(allow_blank=True, trim_whitespace=False)
+
+
+class SupportingItemSerializer(StrictSerializer):
+    """One supporting-context item; decayed/superseded items and redundant summaries are
+    filtered out before the sections are filled."""
+
+    object_name = "a supporting item {content, relevancy?, term?, ...}"
+
+    content = StrictCharField(allow_blank=True, trim_whitespace=False)
+    relevancy = ratio(
+        required=False, allow_null=True, help_text="Query relevance 0..1; null = unscored."
+    )
+    term = StrictChoiceField(
+        choices=PASSAGE_TERMS, required=False, allow_null=True, help_text="Passages: short/long."
+    )
+    decayed = StrictBooleanField(required=False)
+    superseded = StrictBooleanField(required=False)
+    redundant = StrictBooleanField(required=False, help_text="Summaries only.")
+    id = StrictCharField(required=False, allow_null=True, max_length=200)
+
+
+class PassageSerializer(SupportingItemSerializer):
+    """Passages are pruned by term (stages 3, 4, 6 and 9), so the term is required."""
+
+    term = StrictChoiceField(choices=PASSAGE_TERMS)
+
+
+@extend_schema_field(serializers.DictField(child=SupportingItemSerializer(many=True)))
+class SupportingField(serializers.Field):
+    """Section name -> items, in the caller's ranking order."""
+
+    def to_internal_value(self, data: Any) -> dict[str, list[dict[str, Any]]]:
+        if not isinstance(data, Mapping):
+            raise ValidationError(
+                [f"Expected an object of section name -> items, got {_json_type(data)}."]
+            )
+        sections: dict[str, list[dict[str, Any]]] = {}
+        errors: dict[str, Any] = {}
+        for name, items in data.items():
+            if name not in KNOWN_SECTIONS:
+                errors[str(name)] = [unknown_name_message(name, KNOWN_SECTIONS, "section")]
+                continue
+            child = PassageSerializer if name == "passages" else SupportingItemSerializer
+            try:
+                sections[name] = child(many=True).run_validation(items)
+            except ValidationError as exc:
+                errors[name] = exc.detail
+        if errors:
+            raise ValidationError(errors)
+        return sections
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
+@extend_schema_field(
+    {
+        "oneOf": [{"type": "object", "additionalProperties": True}, {"type": "string"}],
+        "description": "The seed's `memory:` fragment as an object or YAML text, with or "
+        "without the top-level `memory` key. Unknown keys are rejected by dotted path.",
+    }
+)
+class LayoutConfigField(serializers.Field):
+    def to_internal_value(self, data: Any) -> Any:
+        if not isinstance(data, Mapping | str):
+            raise ValidationError([f"Expected an object or YAML text, got {_json_type(data)}."])
+        try:
+            return layout_config_parse(data)
+        except LayoutConfigError as exc:
+            raise ValidationError(exc.errors) from exc
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
+class LayoutRequestSerializer(StrictSerializer):
+    """A chat prompt to lay out. Unknown keys and ill-typed values are rejected by name."""
+
+    contextWindow = token_count(required=False, help_text="Default: the config's.")
+    systemPromptTokens = token_count(default=0)
+    toolSchemaTokens = token_count(default=0)
+    outputBuffer = token_count(required=False, help_text="Default: the config's.")
+    budgetRatio = ratio(
+        required=False, help_text="Default: the config's supporting_context.budget_ratio."
+    )
+    history = ChatMessageSerializer(
+        many=True, required=False, help_text="Current session, oldest first."
+    )
+    priorSessionHistory = ChatMessageSerializer(many=True, required=False)
+    supporting = SupportingField(required=False)
+    query = StrictCharField(required=False, default="", allow_blank=True, trim_whitespace=False)
+    config = LayoutConfigField(required=False)
+    workloadId = StrictUUIDField(
+        required=False, help_text="Use this workload's stored config (a `config` here wins)."
+    )
+
+
+# --- response ---------------------------------------------------------------------------------
+
+
+class LayoutStageSerializer(serializers.Serializer):
+    number = serializers.IntegerField()
+    name = serializers.CharField()
+    description = serializers.CharField()
+    removed = serializers.DictField(
+        child=serializers.IntegerField(),
+        help_text="What the stage removed, by part (turns, short_passages, a section, ...).",
+    )
+    estimateAfter = serializers.IntegerField()
+    fits = serializers.BooleanField()
+
+
+class LayoutTokensSerializer(serializers.Serializer):
+    """The window split into parts; they add up to ``contextWindow`` when the layout fits."""
+
+    fixed = serializers.IntegerField()
+    history = serializers.IntegerField()
+    priorSessionHistory = serializers.IntegerField()
+    supporting = serializers.IntegerField()
+    query = serializers.IntegerField()
+    formatting = serializers.IntegerField()
+    free = serializers.IntegerField()
+
+
+class CompactionDecisionSerializer(serializers.Serializer):
+    enabled = serializers.BooleanField()
+    compact = serializers.BooleanField()
+    code = serializers.CharField(
+        help_text="disabled, no_history, in_progress, cooldown, severity, rising_trend, not_needed"
+    )
+    reason = serializers.CharField()
+    severity = serializers.CharField(allow_null=True)
+    timeBudgetMs = serializers.IntegerField(allow_null=True)
+
+
+class LayoutConfigSourceSerializer(serializers.Serializer):
+    source = serializers.ChoiceField(choices=["request", "workload", "default"])
+    workloadId = serializers.UUIDField(allow_null=True)
+    version = serializers.IntegerField(allow_null=True)
+
+
+class LayoutResultSerializer(serializers.Serializer):
+    contextWindow = serializers.IntegerField()
+    fixedCosts = serializers.IntegerField()
+    dynamicBudget = serializers.IntegerField()
+    supportingContextBudget = serializers.IntegerField()
+    formattingOverhead = serializers.IntegerField()
+    estimateBeforePruning = serializers.IntegerField()
+    estimatedTokens = serializers.IntegerField()
+    availableBudget = serializers.IntegerField()
+    freeTokens = serializers.IntegerField()
+    utilizationPct = serializers.FloatField(
+        allow_null=True, help_text="Of the dynamic budget; null when it is 0 and overfull."
+    )
+    severity = serializers.CharField()
+    fits = serializers.BooleanField()
+    emergencyOverage = serializers.BooleanField()
+    stages = LayoutStageSerializer(many=True)
+    stagesRun = serializers.ListField(child=serializers.IntegerField())
+    tokens = LayoutTokensSerializer()
+    history = ChatMessageSerializer(many=True)
+    priorSessionHistory = ChatMessageSerializer(many=True)
+    supporting = serializers.DictField(child=SupportingItemSerializer(many=True))
+    filtered = serializers.DictField(
+        child=serializers.IntegerField(), help_text="Items left out before pruning, by reason."
+    )
+    warnings = serializers.ListField(child=serializers.CharField())
+    compaction = CompactionDecisionSerializer()
+    config = LayoutConfigSourceSerializer()
+
+
+class LayoutConfigVersionSerializer(serializers.Serializer):
+    workloadId = serializers.UUIDField()
+    version = serializers.IntegerField(allow_null=True, help_text="null = the defaults apply.")
+    isDefault = serializers.BooleanField()
+    config = serializers.JSONField(help_text='The normalised document, `{"memory": {...}}`.')
+    author = serializers.CharField(allow_null=True)
+    comment = serializers.CharField(allow_blank=True)
+    createdAt = serializers.DateTimeField(allow_null=True)

@@ -1,0 +1,299 @@
+"""The chat layout planner over HTTP (SPEC section 6) and workloads' stored layout configs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from policies.models import Workload, Workspace
+from portal.access import Caller, require_role, workspace_for, workspaces_for
+from portal.api.views import ApiView, json_object, reject_unknown
+from portal.errors import NotFoundError, ValidationFailed
+from portal.models import Role
+from recall import layout_services
+from recall.api.layout_serializers import (
+    LayoutConfigVersionSerializer,
+    LayoutRequestSerializer,
+    LayoutResultSerializer,
+)
+from recall.layout import (
+    LayoutConfig,
+    LayoutRequest,
+    LayoutRequestError,
+    SupportingItem,
+    Turn,
+    layout_config_to_dict,
+    layout_result_to_dict,
+)
+from recall.models import WorkloadLayoutConfigVersion
+
+WORKSPACE_PARAM = OpenApiParameter(
+    "workspace", str, description="Workspace slug (session callers; tokens imply their workspace)."
+)
+LAYOUT_DESCRIPTION = """\
+Budget a chat prompt and prune it with seed 000's nine-stage cascade. Nothing is stored.
+
+`fixedCosts = systemPromptTokens + toolSchemaTokens + outputBuffer`,
+`dynamicBudget = max(0, contextWindow - fixedCosts)`,
+`supportingContextBudget = floor(dynamicBudget * budgetRatio)`.
+Supporting sections are filled in `section_priority` order within that budget and `max_items`;
+if the estimate still exceeds the dynamic budget, the stages run in order and stop at the first
+that fits (`stages`). `emergencyOverage` is true when even stage 9's minimum does not fit.
+`compaction` is the compaction monitor's decision with this layout recorded as its only turn.
+
+The configuration is `config` (the `memory:` fragment, object or YAML text) if given, else the
+stored config of `workloadId`, else the defaults; `contextWindow`, `outputBuffer` and
+`budgetRatio` given here override it. Token figures are estimates, not provider tokenization.
+"""
+CONFIG_BODY_DOC = (
+    "The `memory:` configuration as a JSON object (with or without the `memory` key, optionally "
+    'with a `comment`), or `{"config": <object or YAML text>, "comment": "..."}`. GET\'s '
+    "response is accepted too (its read-only fields are ignored). Unknown or misspelled keys "
+    "are rejected by dotted path and nothing is saved."
+)
+# GET's read-only fields, tolerated in a PUT so that GET -> edit -> PUT works.
+READ_ONLY_KEYS = {"workloadId", "version", "isDefault", "author", "createdAt"}
+# Request key -> the planner's name, to translate any error the planner itself raises.
+PLANNER_NAMES = {
+    "context_window": "contextWindow",
+    "output_buffer": "outputBuffer",
+    "system_prompt_tokens": "systemPromptTokens",
+    "tool_schema_tokens": "toolSchemaTokens",
+    "budget_ratio": "budgetRatio",
+    "prior_session_history": "priorSessionHistory",
+}
+
+
+def _workload(caller: Caller, workload_id: Any, *, required: str = Role.VIEWER) -> Workload:
+    workload = (
+        Workload.objects.select_related("workspace")
+        .filter(pk=workload_id, workspace__in=workspaces_for(caller))
+        .first()
+    )
+    if workload is None:
+        raise NotFoundError(f"No workload {workload_id}.")
+    require_role(caller, workload.workspace, required)
+    return workload
+
+
+# --- POST /v1/context/layout ------------------------------------------------------------------
+
+
+def _layout_config(
+    workspace: Workspace, data: dict[str, Any]
+) -> tuple[LayoutConfig, dict[str, Any]]:
+    """The config to plan with and where it came from: request, else workload, else default."""
+    workload = None
+    if "workloadId" in data:
+        workload = workspace.workloads.filter(pk=data["workloadId"]).first()
+        if workload is None:
+            raise NotFoundError(f"No workload {data['workloadId']}.")
+    if "config" in data:
+        source = {"source": "request", "workloadId": None, "version": None}
+        return data["config"], source
+    if workload is None:
+        return LayoutConfig(), {"source": "default", "workloadId": None, "version": None}
+    current = layout_services.layout_config_current(workload=workload)
+    version = current.version.version if current.version else None
+    kind = "workload" if current.version else "default"
+    return current.config, {"source": kind, "workloadId": workload.id, "version": version}
+
+
+def _layout_request(data: dict[str, Any], config: LayoutConfig) -> LayoutRequest:
+    return LayoutRequest(
+        history=[Turn(**turn) for turn in data.get("history", [])],
+        prior_session_history=[Turn(**turn) for turn in data.get("priorSessionHistory", [])],
+        supporting={
+            name: [SupportingItem(**item) for item in items]
+            for name, items in data.get("supporting", {}).items()
+        },
+        query=data["query"],
+        system_prompt_tokens=data["systemPromptTokens"],
+        tool_schema_tokens=data["toolSchemaTokens"],
+        context_window=data.get("contextWindow"),
+        output_buffer=data.get("outputBuffer"),
+        budget_ratio=data.get("budgetRatio"),
+        config=config,
+    )
+
+
+def _planner_field(path: str) -> str:
+    head, dot, rest = path.partition(".")
+    name, bracket, index = head.partition("[")
+    return PLANNER_NAMES.get(name, name) + bracket + index + dot + rest
+
+
+def _layout_body(preview: layout_services.LayoutPreview, source: dict[str, Any]) -> dict[str, Any]:
+    raw = layout_result_to_dict(preview.result)
+    decision = preview.compaction
+    return {
+        "contextWindow": raw["context_window"],
+        "fixedCosts": raw["fixed_costs"],
+        "dynamicBudget": raw["dynamic_budget"],
+        "supportingContextBudget": raw["supporting_context_budget"],
+        "formattingOverhead": raw["formatting_overhead"],
+        "estimateBeforePruning": raw["estimate_before_pruning"],
+        "estimatedTokens": raw["estimated_tokens"],
+        "availableBudget": raw["available_budget"],
+        "freeTokens": raw["free_tokens"],
+        "utilizationPct": raw["utilization_pct"],
+        "severity": raw["severity"],
+        "fits": raw["fits"],
+        "emergencyOverage": raw["emergency_overage"],
+        "stages": [
+            {
+                "number": stage["number"],
+                "name": stage["name"],
+                "description": stage["description"],
+                "removed": stage["removed"],
+                "estimateAfter": stage["estimate_after"],
+                "fits": stage["fits"],
+            }
+            for stage in raw["stages"]
+        ],
+        "stagesRun": raw["stages_run"],
+        "tokens": {
+            "fixed": raw["fixed_costs"],
+            "history": raw["history_tokens"],
+            "priorSessionHistory": raw["prior_history_tokens"],
+            "supporting": raw["supporting_tokens"],
+            "query": raw["query_tokens"],
+            "formatting": raw["formatting_overhead"],
+            "free": raw["free_tokens"],
+        },
+        "history": raw["history"],
+        "priorSessionHistory": raw["prior_session_history"],
+        "supporting": raw["supporting"],
+        "filtered": {_camel(reason): count for reason, count in raw["filtered"].items()},
+        "warnings": raw["warnings"],
+        "compaction": {
+            "enabled": preview.compaction_enabled,
+            "compact": decision.compact,
+            "code": decision.code,
+            "reason": decision.reason,
+            "severity": decision.severity.value if decision.severity else None,
+            "timeBudgetMs": decision.time_budget_ms,
+        },
+        "config": source,
+    }
+
+
+def _camel(name: str) -> str:
+    first, *rest = name.split("_")
+    return first + "".join(part.title() for part in rest)
+
+
+class ContextLayoutView(ApiView):
+    @extend_schema(
+        parameters=[WORKSPACE_PARAM],
+        request=LayoutRequestSerializer,
+        responses=LayoutResultSerializer,
+        summary="Plan a chat prompt's layout within its context budget",
+        description=LAYOUT_DESCRIPTION,
+    )
+    def post(self, request: Request) -> Response:
+        workspace = workspace_for(self.caller(request), request.query_params.get("workspace"))
+        serializer = LayoutRequestSerializer(data=json_object(request))
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        config, source = _layout_config(workspace, data)
+        try:
+            preview = layout_services.layout_preview(request=_layout_request(data, config))
+        except LayoutRequestError as exc:  # the serializer should have caught it first
+            raise ValidationFailed(
+                {_planner_field(path): message for path, message in exc.errors.items()}
+            ) from exc
+        return Response(LayoutResultSerializer(_layout_body(preview, source)).data)
+
+
+# --- /v1/workloads/{id}/layout-config ---------------------------------------------------------
+
+
+def _version_body(workload: Workload, row: WorkloadLayoutConfigVersion | None) -> dict[str, Any]:
+    if row is None:
+        return {
+            "workloadId": workload.id,
+            "version": None,
+            "isDefault": True,
+            "config": layout_config_to_dict(LayoutConfig()),
+            "author": None,
+            "comment": "",
+            "createdAt": None,
+        }
+    return {
+        "workloadId": row.workload_id,
+        "version": row.version,
+        "isDefault": False,
+        "config": row.document,
+        "author": row.author,
+        "comment": row.comment,
+        "createdAt": row.created_at,
+    }
+
+
+def _split_config_body(data: dict[str, Any]) -> tuple[Any, Any, bool]:
+    """(document, comment, wrapped) from the bare or the ``{"config": ...}`` form."""
+    data = dict(data)
+    comment = data.pop("comment", "")
+    if "config" not in data:
+        return data, comment, False
+    reject_unknown({k: v for k, v in data.items() if k not in READ_ONLY_KEYS}, {"config"})
+    if not isinstance(data["config"], dict | str):
+        raise ValidationFailed({"config": "Send the configuration as an object or YAML text."})
+    return data["config"], comment, True
+
+
+class WorkloadLayoutConfigView(ApiView):
+    @extend_schema(
+        responses=LayoutConfigVersionSerializer,
+        summary="The workload's current layout configuration (the defaults if none is saved)",
+    )
+    def get(self, request: Request, workload_id: str) -> Response:
+        workload = _workload(self.caller(request), workload_id)
+        current = layout_services.layout_config_current(workload=workload)
+        return Response(
+            LayoutConfigVersionSerializer(_version_body(workload, current.version)).data
+        )
+
+    @extend_schema(
+        request=OpenApiTypes.OBJECT,
+        responses=LayoutConfigVersionSerializer,
+        summary="Save the workload's layout configuration (a new version)",
+        description=CONFIG_BODY_DOC,
+    )
+    def put(self, request: Request, workload_id: str) -> Response:
+        caller = self.caller(request)
+        workload = _workload(caller, workload_id, required=Role.EDITOR)
+        document, comment, wrapped = _split_config_body(json_object(request))
+        try:
+            version = layout_services.layout_config_save(
+                workload=workload, document=document, author=caller.label, comment=comment
+            )
+        except ValidationFailed as exc:
+            if not wrapped:
+                raise
+            # Name the field where the caller put it: config.memory.supporting_context...
+            fields = {
+                key if key == "comment" else f"config.{key}": message
+                for key, message in exc.details.get("fields", {}).items()
+            }
+            raise ValidationFailed(fields, exc.message) from exc
+        return Response(LayoutConfigVersionSerializer(_version_body(workload, version)).data)
+
+
+class WorkloadLayoutConfigVersionListView(ApiView):
+    @extend_schema(responses=LayoutConfigVersionSerializer(many=True))
+    def get(self, request: Request, workload_id: str) -> Response:
+        workload = _workload(self.caller(request), workload_id)
+        versions = layout_services.layout_config_versions(workload=workload)
+        paginator = self.pagination_class()
+        page = paginator.paginate_queryset(versions, request, view=self)
+        return paginator.get_paginated_response(
+            LayoutConfigVersionSerializer(
+                [_version_body(workload, row) for row in page], many=True
+            ).data
+        )

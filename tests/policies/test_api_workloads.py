@@ -1,0 +1,297 @@
+"""The workload endpoints: list/create within a workspace, and detail/rename/delete by id."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.utils.crypto import get_random_string
+
+from audit.models import AuditEvent, EventType
+from policies.models import Workload, WorkloadPolicyVersion
+from policies.services import workload_create, workload_policy_save
+
+LIST_URL = "/v1/workspaces/team-a/workloads/"
+
+
+@pytest.fixture(autouse=True)
+def fast_passwords(settings: Any) -> None:
+    # The personas have passwords; the default hasher would make each test pay ~0.2 s for them.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+def csrf_session(persona: Any) -> Any:
+    """A session client that sends a valid CSRF cookie and header, as the portal's JS does."""
+    client = persona.session()
+    secret = get_random_string(32)
+    client.cookies[settings.CSRF_COOKIE_NAME] = secret
+    client.credentials(HTTP_X_CSRFTOKEN=secret)
+    return client
+
+
+def error_of(response: Any, status: int, code: str | None = None) -> dict[str, Any]:
+    assert response.status_code == status, response.content
+    body = response.json()
+    assert list(body) == ["error"]
+    assert set(body["error"]) == {"code", "message", "details"}
+    assert isinstance(body["error"]["message"], str) and body["error"]["message"]
+    assert isinstance(body["error"]["details"], dict)
+    if code is not None:
+        assert body["error"]["code"] == code
+    return body["error"]
+
+
+def state(workspace: Any) -> dict[str, Any]:
+    """Everything a rejected write must leave untouched."""
+    return {
+        "workloads": sorted(
+            Workload.objects.filter(workspace=workspace).values_list("id", "name", "description")
+        ),
+        "versions": WorkloadPolicyVersion.objects.filter(workload__workspace=workspace).count(),
+        "events": AuditEvent.objects.filter(workspace=workspace).count(),
+    }
+
+
+def detail_url(workload: Workload) -> str:
+    return f"/v1/workloads/{workload.id}/"
+
+
+class WorkloadListTests:
+    def test_it_lists_the_workspace_workloads_by_name(self, viewer, workload_a, workload_b):
+        workload_create(workspace=viewer.workspace, name="alpha-bot", author="system:test")
+
+        response = viewer.api().get(LIST_URL)
+
+        assert response.status_code == 200
+        body = response.json()
+        assert set(body) == {"count", "next", "previous", "results"}
+        assert body["count"] == 2
+        assert [w["name"] for w in body["results"]] == ["alpha-bot", "support-bot"]
+        support = body["results"][1]
+        assert support == {
+            "id": str(workload_a.id),
+            "workspace": "team-a",
+            "name": "support-bot",
+            "description": "",
+            "createdAt": support["createdAt"],
+        }
+
+    def test_it_lists_in_a_fixed_number_of_queries_however_many_workloads(
+        self, viewer, django_assert_num_queries
+    ):
+        for n in range(8):
+            workload_create(workspace=viewer.workspace, name=f"bot-{n}", author="system:test")
+        client = viewer.api()
+
+        # token, workspace, count, page
+        with django_assert_num_queries(4):
+            response = client.get(LIST_URL)
+
+        assert response.json()["count"] == 8
+
+    def test_a_session_lists_in_a_fixed_number_of_queries(self, viewer, django_assert_num_queries):
+        for n in range(8):
+            workload_create(workspace=viewer.workspace, name=f"bot-{n}", author="system:test")
+        client = viewer.session()
+
+        # session, user, workspace, membership role, count, page
+        with django_assert_num_queries(6):
+            client.get(LIST_URL)
+
+
+class WorkloadCreateTests:
+    def test_an_editor_creates_a_workload(self, editor):
+        response = editor.api().post(
+            LIST_URL, {"name": "triage-bot", "description": "Sorts tickets"}, format="json"
+        )
+
+        assert response.status_code == 201, response.content
+        body = response.json()
+        workload = Workload.objects.get(pk=body["id"])
+        assert uuid.UUID(body["id"]) == workload.id
+        assert body["workspace"] == "team-a"
+        assert body["name"] == "triage-bot"
+        assert body["description"] == "Sorts tickets"
+        assert workload.workspace == editor.workspace
+
+    def test_creating_a_workload_is_audited(self, editor):
+        response = editor.api().post(LIST_URL, {"name": "triage-bot"}, format="json")
+
+        event = AuditEvent.objects.filter(workspace=editor.workspace).order_by("-id").first()
+        assert event.type == EventType.WORKLOAD_CREATED
+        assert str(event.workload_id) == response.json()["id"]
+        assert event.author == "token:eddie-token"
+        assert event.payload == {"name": "triage-bot"}
+
+    def test_a_session_editor_creates_a_workload_with_a_csrf_token(self, editor):
+        response = csrf_session(editor).post(LIST_URL, {"name": "triage-bot"}, format="json")
+
+        assert response.status_code == 201, response.content
+        event = AuditEvent.objects.filter(workspace=editor.workspace).order_by("-id").first()
+        assert event.author == "user:eddie"
+
+    def test_a_viewer_cannot_create_a_workload(self, viewer):
+        before = state(viewer.workspace)
+
+        response = viewer.api().post(LIST_URL, {"name": "triage-bot"}, format="json")
+
+        error_of(response, 403, "PERMISSION_DENIED")
+        assert state(viewer.workspace) == before
+
+    @pytest.mark.parametrize(
+        ("body", "field"),
+        [
+            ({}, "name"),
+            ({"name": ""}, "name"),
+            ({"name": None}, "name"),
+            ({"name": 42}, "name"),
+            ({"name": ["bot"]}, "name"),
+            ({"name": "n" * 201}, "name"),
+            ({"name": "bot", "description": 7}, "description"),
+            ({"name": "bot", "colour": "red"}, "colour"),
+        ],
+    )
+    def test_it_rejects_a_bad_workload_and_creates_nothing(self, editor, workload_a, body, field):
+        before = state(editor.workspace)
+
+        response = editor.api().post(LIST_URL, body, format="json")
+
+        error = error_of(response, 400)
+        assert field in error["details"]["fields"], error
+        assert state(editor.workspace) == before
+
+    def test_a_taken_name_is_a_conflict(self, editor, workload_a):
+        response = editor.api().post(LIST_URL, {"name": "support-bot"}, format="json")
+
+        error_of(response, 409, "CONFLICT")
+
+    def test_it_rejects_a_body_that_is_not_an_object(self, editor):
+        before = state(editor.workspace)
+
+        response = editor.api().post(LIST_URL, "triage-bot", format="json")
+
+        error = error_of(response, 400, "INVALID_REQUEST")
+        assert "body" in error["details"]["fields"]
+        assert state(editor.workspace) == before
+
+    def test_it_rejects_malformed_json(self, editor):
+        before = state(editor.workspace)
+
+        response = editor.api().post(
+            LIST_URL, data='{"name": triage}', content_type="application/json"
+        )
+
+        error_of(response, 400, "MALFORMED_REQUEST")
+        assert state(editor.workspace) == before
+
+
+class WorkloadDetailTests:
+    def test_it_shows_a_workload(self, viewer, workload_a):
+        response = viewer.api().get(detail_url(workload_a))
+
+        assert response.status_code == 200
+        assert response.json()["id"] == str(workload_a.id)
+        assert set(response.json()) == {"id", "workspace", "name", "description", "createdAt"}
+
+    def test_an_unknown_workload_is_not_found(self, viewer):
+        error_of(viewer.api().get(f"/v1/workloads/{uuid.uuid4()}/"), 404, "NOT_FOUND")
+
+    def test_a_malformed_workload_id_is_not_found_as_json(self, viewer):
+        error_of(viewer.api().get("/v1/workloads/not-a-uuid/"), 404, "NOT_FOUND")
+
+    def test_an_editor_renames_a_workload_and_keeps_its_description(self, editor):
+        workload = workload_create(
+            workspace=editor.workspace, name="bot", author="system:test", description="Keeps"
+        )
+
+        response = editor.api().patch(detail_url(workload), {"name": "renamed"}, format="json")
+
+        assert response.status_code == 200, response.content
+        assert response.json()["name"] == "renamed"
+        workload.refresh_from_db()
+        assert (workload.name, workload.description) == ("renamed", "Keeps")
+
+    def test_an_editor_changes_only_the_description(self, editor, workload_a):
+        response = editor.api().patch(
+            detail_url(workload_a), {"description": "Now documented"}, format="json"
+        )
+
+        assert response.status_code == 200, response.content
+        workload_a.refresh_from_db()
+        assert (workload_a.name, workload_a.description) == ("support-bot", "Now documented")
+
+    def test_a_viewer_cannot_rename_a_workload(self, viewer, workload_a):
+        before = state(viewer.workspace)
+
+        response = viewer.api().patch(detail_url(workload_a), {"name": "mine"}, format="json")
+
+        error_of(response, 403, "PERMISSION_DENIED")
+        assert state(viewer.workspace) == before
+
+    @pytest.mark.parametrize(
+        ("body", "field"),
+        [
+            ({"name": ""}, "name"),
+            ({"name": 3}, "name"),
+            ({"name": "n" * 201}, "name"),
+            ({"description": ["x"]}, "description"),
+            ({"workspace": "team-b"}, "workspace"),
+        ],
+    )
+    def test_it_rejects_a_bad_rename_and_changes_nothing(self, editor, workload_a, body, field):
+        before = state(editor.workspace)
+
+        response = editor.api().patch(detail_url(workload_a), body, format="json")
+
+        error = error_of(response, 400)
+        assert field in error["details"]["fields"], error
+        assert state(editor.workspace) == before
+
+    def test_renaming_onto_a_taken_name_is_a_conflict(self, editor, workload_a):
+        other = workload_create(workspace=editor.workspace, name="other", author="system:test")
+        before = state(editor.workspace)
+
+        response = editor.api().patch(detail_url(other), {"name": "support-bot"}, format="json")
+
+        error_of(response, 409, "CONFLICT")
+        assert state(editor.workspace) == before
+
+    def test_it_rejects_a_patch_that_is_not_an_object(self, editor, workload_a):
+        before = state(editor.workspace)
+
+        response = editor.api().patch(detail_url(workload_a), ["renamed"], format="json")
+
+        error = error_of(response, 400, "INVALID_REQUEST")
+        assert "body" in error["details"]["fields"]
+        assert state(editor.workspace) == before
+
+    def test_an_operator_deletes_a_workload_and_it_is_audited(self, operator, workload_a):
+        workload_policy_save(
+            workload=workload_a, environment="prod", document={}, author="system:test"
+        )
+
+        response = operator.api().delete(detail_url(workload_a))
+
+        assert response.status_code == 204
+        assert not Workload.objects.filter(pk=workload_a.pk).exists()
+        event = AuditEvent.objects.filter(workspace=operator.workspace).order_by("-id").first()
+        assert event.type == EventType.WORKLOAD_DELETED
+        assert event.workload_id == workload_a.id
+        assert event.payload == {"name": "support-bot"}
+        error_of(operator.api().get(detail_url(workload_a)), 404, "NOT_FOUND")
+
+    @pytest.mark.parametrize("persona", ["editor", "viewer"])
+    def test_only_an_operator_may_delete_a_workload(self, request, persona, workload_a):
+        who = request.getfixturevalue(persona)
+        before = state(who.workspace)
+
+        response = who.api().delete(detail_url(workload_a))
+
+        error = error_of(response, 403, "PERMISSION_DENIED")
+        assert error["details"]["requiredRole"] == "operator"
+        assert state(who.workspace) == before
+
+    def test_an_unsupported_method_is_a_json_405(self, operator, workload_a):
+        error_of(operator.api().put(detail_url(workload_a), {}, format="json"), 405)

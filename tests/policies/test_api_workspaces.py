@@ -1,0 +1,501 @@
+"""The workspace endpoints: list/create, detail/rename, the operator floor and its history."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.utils.crypto import get_random_string
+from rest_framework.test import APIClient
+
+from audit.models import AuditEvent, EventType
+from policies import algebra
+from policies.models import Workspace, WorkspacePolicyVersion
+from policies.services import workspace_create, workspace_policy_save
+from portal.models import Membership, Role
+
+FLOOR_URL = "/v1/workspaces/team-a/policy"
+VERSIONS_URL = "/v1/workspaces/team-a/policy/versions/"
+
+
+@pytest.fixture(autouse=True)
+def fast_passwords(settings: Any) -> None:
+    # The personas have passwords; the default hasher would make each test pay ~0.2 s for them.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+def csrf_session(persona: Any) -> Any:
+    """A session client that sends a valid CSRF cookie and header, as the portal's JS does."""
+    client = persona.session()
+    secret = get_random_string(32)
+    client.cookies[settings.CSRF_COOKIE_NAME] = secret
+    client.credentials(HTTP_X_CSRFTOKEN=secret)
+    return client
+
+
+def error_of(response: Any, status: int, code: str | None = None) -> dict[str, Any]:
+    assert response.status_code == status, response.content
+    body = response.json()
+    assert list(body) == ["error"]
+    assert set(body["error"]) == {"code", "message", "details"}
+    assert isinstance(body["error"]["message"], str) and body["error"]["message"]
+    assert isinstance(body["error"]["details"], dict)
+    if code is not None:
+        assert body["error"]["code"] == code
+    return body["error"]
+
+
+def state(workspace: Workspace) -> dict[str, Any]:
+    """Everything a rejected write must leave untouched."""
+    return {
+        "workspaces": sorted(Workspace.objects.values_list("slug", "name")),
+        "floors": list(
+            WorkspacePolicyVersion.objects.filter(workspace=workspace).values_list(
+                "version", "document", "relaxable_axes"
+            )
+        ),
+        "events": AuditEvent.objects.filter(workspace=workspace).count(),
+    }
+
+
+def full_floor(**changes: Any) -> dict[str, Any]:
+    return {**algebra.default_floor(), "relaxableAxes": [], **changes}
+
+
+class WorkspaceListTests:
+    def test_a_token_sees_only_its_own_workspace(self, operator, outsider):
+        response = operator.api().get("/v1/workspaces/")
+
+        assert response.status_code == 200
+        assert response.json() == [
+            {
+                "slug": "team-a",
+                "name": "Team A",
+                "environments": ["dev", "prod", "staging"],
+                "createdAt": response.json()[0]["createdAt"],
+            }
+        ]
+
+    def test_a_session_user_sees_every_workspace_they_belong_to(self, editor, workspace_b):
+        Membership.objects.create(user=editor.user, workspace=workspace_b, role=Role.VIEWER)
+        workspace_create(slug="team-c", name="Team C", author="system:test")
+
+        response = editor.session().get("/v1/workspaces/")
+
+        assert response.status_code == 200
+        assert [w["slug"] for w in response.json()] == ["team-a", "team-b"]
+
+    def test_a_superuser_sees_every_workspace(self, workspace_a, workspace_b):
+        admin = get_user_model().objects.create_superuser("root", password="pw-root")
+        client = APIClient()
+        client.force_login(admin)
+
+        response = client.get("/v1/workspaces/")
+
+        assert [w["slug"] for w in response.json()] == ["team-a", "team-b"]
+
+    def test_it_lists_in_a_fixed_number_of_queries_however_many_workspaces(
+        self, editor, django_assert_num_queries
+    ):
+        for n in range(5):
+            extra = workspace_create(slug=f"extra-{n}", name=f"Extra {n}", author="system:test")
+            Membership.objects.create(user=editor.user, workspace=extra, role=Role.VIEWER)
+        client = editor.session()
+
+        # session, user, workspaces, their environments
+        with django_assert_num_queries(4):
+            response = client.get("/v1/workspaces/")
+
+        assert len(response.json()) == 6
+        assert all(w["environments"] == ["dev", "prod", "staging"] for w in response.json())
+
+    def test_a_token_lists_in_three_queries(self, operator, django_assert_num_queries):
+        client = operator.api()
+
+        # token, workspaces, their environments
+        with django_assert_num_queries(3):
+            client.get("/v1/workspaces/")
+
+
+class WorkspaceCreateTests:
+    def test_a_session_user_creates_a_workspace_and_becomes_its_operator(self, viewer):
+        response = csrf_session(viewer).post(
+            "/v1/workspaces/", {"slug": "new-team", "name": "New Team"}, format="json"
+        )
+
+        assert response.status_code == 201, response.content
+        body = response.json()
+        assert body["slug"] == "new-team"
+        assert body["name"] == "New Team"
+        assert body["environments"] == ["dev", "prod", "staging"]
+        workspace = Workspace.objects.get(slug="new-team")
+        assert Membership.objects.get(user=viewer.user, workspace=workspace).role == Role.OPERATOR
+        floor = WorkspacePolicyVersion.objects.get(workspace=workspace)
+        assert floor.version == 1
+        assert floor.document == algebra.default_floor()
+        event = AuditEvent.objects.get(workspace=workspace)
+        assert event.type == EventType.WORKSPACE_POLICY_SET
+        assert event.author == "user:vera"
+
+    def test_an_api_token_cannot_create_a_workspace(self, operator):
+        before = Workspace.objects.count()
+
+        response = operator.api().post(
+            "/v1/workspaces/", {"slug": "new-team", "name": "New Team"}, format="json"
+        )
+
+        error_of(response, 403, "PERMISSION_DENIED")
+        assert Workspace.objects.count() == before
+
+    @pytest.mark.parametrize(
+        ("body", "field"),
+        [
+            ({"slug": "Bad Slug!", "name": "X"}, "slug"),
+            ({"slug": "-leading-dash", "name": "X"}, "slug"),
+            ({"slug": "x" * 51, "name": "X"}, "slug"),
+            ({"slug": 12, "name": "X"}, "slug"),
+            ({"name": "X"}, "slug"),
+            ({"slug": "ok"}, "name"),
+            ({"slug": "ok", "name": ["a list"]}, "name"),
+            ({"slug": "ok", "name": "n" * 201}, "name"),
+            ({"slug": "ok", "name": "X", "owner": "me"}, "owner"),
+        ],
+    )
+    def test_it_rejects_a_bad_workspace_and_creates_nothing(self, editor, body, field):
+        before = state(editor.workspace)
+
+        response = csrf_session(editor).post("/v1/workspaces/", body, format="json")
+
+        error = error_of(response, 400)
+        assert field in error["details"]["fields"]
+        assert state(editor.workspace) == before
+
+    def test_a_taken_slug_is_a_conflict(self, editor):
+        response = csrf_session(editor).post(
+            "/v1/workspaces/", {"slug": "team-a", "name": "Again"}, format="json"
+        )
+
+        error_of(response, 409, "CONFLICT")
+
+    def test_it_rejects_a_body_that_is_not_an_object(self, editor):
+        before = state(editor.workspace)
+
+        response = csrf_session(editor).post(
+            "/v1/workspaces/", [{"slug": "x", "name": "X"}], format="json"
+        )
+
+        error = error_of(response, 400, "INVALID_REQUEST")
+        assert "body" in error["details"]["fields"]
+        assert state(editor.workspace) == before
+
+    def test_it_rejects_malformed_json(self, editor):
+        before = state(editor.workspace)
+
+        response = csrf_session(editor).post(
+            "/v1/workspaces/", data='{"slug": "x",', content_type="application/json"
+        )
+
+        error_of(response, 400, "MALFORMED_REQUEST")
+        assert state(editor.workspace) == before
+
+
+class WorkspaceDetailTests:
+    def test_it_shows_a_workspace(self, viewer):
+        response = viewer.api().get("/v1/workspaces/team-a/")
+
+        assert response.status_code == 200
+        assert set(response.json()) == {"slug", "name", "environments", "createdAt"}
+        assert response.json()["slug"] == "team-a"
+
+    def test_an_operator_renames_the_workspace(self, operator):
+        response = operator.api().patch("/v1/workspaces/team-a/", {"name": "A Team"}, format="json")
+
+        assert response.status_code == 200
+        assert response.json()["name"] == "A Team"
+        assert Workspace.objects.get(slug="team-a").name == "A Team"
+
+    @pytest.mark.parametrize("persona", ["editor", "viewer"])
+    def test_only_an_operator_may_rename_the_workspace(self, request, persona):
+        who = request.getfixturevalue(persona)
+
+        response = who.api().patch("/v1/workspaces/team-a/", {"name": "Mine"}, format="json")
+
+        error = error_of(response, 403, "PERMISSION_DENIED")
+        assert error["details"] == {"requiredRole": "operator", "role": persona}
+        assert Workspace.objects.get(slug="team-a").name == "Team A"
+
+    @pytest.mark.parametrize(
+        ("body", "field"),
+        [
+            ({"name": ""}, "name"),
+            ({"name": None}, "name"),
+            ({"name": {"nested": 1}}, "name"),
+            ({"name": "n" * 201}, "name"),
+            ({"name": "ok", "slug": "renamed"}, "slug"),
+            ({}, "name"),
+        ],
+    )
+    def test_it_rejects_a_bad_rename_and_changes_nothing(self, operator, body, field):
+        before = state(operator.workspace)
+
+        response = operator.api().patch("/v1/workspaces/team-a/", body, format="json")
+
+        error = error_of(response, 400, "INVALID_REQUEST")
+        assert field in error["details"]["fields"]
+        assert state(operator.workspace) == before
+
+    def test_an_unknown_workspace_is_not_found(self, operator):
+        error_of(operator.api().get("/v1/workspaces/no-such/"), 404, "NOT_FOUND")
+
+
+class WorkspacePolicyTests:
+    def test_it_shows_the_current_floor(self, viewer):
+        response = viewer.api().get(FLOOR_URL)
+
+        assert response.status_code == 200
+        body = response.json()
+        assert set(body) == {"version", "policy", "relaxableAxes", "author", "comment", "createdAt"}
+        assert body["version"] == 1
+        assert set(body["policy"]) == set(algebra.AXES)
+        assert body["relaxableAxes"] == []
+        assert body["author"] == "system:test"
+
+    def test_an_operator_replaces_the_floor_as_a_new_version(self, operator):
+        floor = full_floor(sensitivityCeiling="internal", relaxableAxes=["confidenceMin"])
+
+        response = operator.api().put(
+            FLOOR_URL, {**floor, "comment": "Internal only"}, format="json"
+        )
+
+        assert response.status_code == 200, response.content
+        body = response.json()
+        assert body["version"] == 2
+        assert body["policy"]["sensitivityCeiling"] == "internal"
+        assert body["relaxableAxes"] == ["confidenceMin"]
+        assert body["author"] == "token:olga-token"
+        assert body["comment"] == "Internal only"
+        assert operator.api().get(FLOOR_URL).json()["version"] == 2
+
+    def test_saving_the_floor_writes_exactly_one_audit_event(self, operator):
+        events_before = AuditEvent.objects.filter(workspace=operator.workspace).count()
+
+        operator.api().put(
+            FLOOR_URL,
+            {**full_floor(totalTokenBudget=3000), "comment": "Tighter"},
+            format="json",
+        )
+
+        events = AuditEvent.objects.filter(workspace=operator.workspace).order_by("id")
+        assert events.count() == events_before + 1
+        event = events.last()
+        assert event.type == EventType.WORKSPACE_POLICY_SET
+        assert event.author == "token:olga-token"
+        assert event.payload["version"] == 2
+        assert event.payload["comment"] == "Tighter"
+        assert event.payload["before"]["policy"]["totalTokenBudget"] == 3200
+        assert event.payload["after"]["policy"]["totalTokenBudget"] == 3000
+        assert event.payload["diff"] == {"totalTokenBudget": {"before": 3200, "after": 3000}}
+
+    def test_it_accepts_the_envelope_that_get_returns(self, operator):
+        current = operator.api().get(FLOOR_URL).json()
+        current["policy"]["confidenceMin"] = 0.4
+        current["relaxableAxes"] = ["diagnosticsVerbosity"]
+        current["comment"] = "Round trip"
+
+        response = operator.api().put(FLOOR_URL, current, format="json")
+
+        assert response.status_code == 200, response.content
+        assert response.json()["policy"]["confidenceMin"] == 0.4
+        assert response.json()["relaxableAxes"] == ["diagnosticsVerbosity"]
+        assert response.json()["comment"] == "Round trip"
+
+    @pytest.mark.parametrize("persona", ["editor", "viewer"])
+    def test_only_an_operator_may_put_the_floor(self, request, persona):
+        who = request.getfixturevalue(persona)
+        before = state(who.workspace)
+
+        response = who.api().put(FLOOR_URL, full_floor(), format="json")
+
+        error_of(response, 403, "PERMISSION_DENIED")
+        assert state(who.workspace) == before
+
+    @pytest.mark.parametrize(
+        ("body", "code", "fields"),
+        [
+            (
+                {k: v for k, v in full_floor().items() if k != "pinned"},
+                "INVALID_POLICY",
+                ["pinned"],
+            ),
+            (full_floor(colour="blue"), "INVALID_POLICY", ["colour"]),
+            (full_floor(confidenceMin="high"), "INVALID_POLICY", ["confidenceMin"]),
+            (full_floor(confidenceMin=1.5), "INVALID_POLICY", ["confidenceMin"]),
+            (full_floor(memoryTypeAllowed="fact"), "INVALID_POLICY", ["memoryTypeAllowed"]),
+            (
+                full_floor(memoryTypeAllowed=["fact", "gossip"]),
+                "INVALID_POLICY",
+                ["memoryTypeAllowed"],
+            ),
+            (full_floor(sensitivityCeiling="secret"), "INVALID_POLICY", ["sensitivityCeiling"]),
+            (full_floor(totalTokenBudget=-1), "INVALID_POLICY", ["totalTokenBudget"]),
+            (full_floor(totalTokenBudget=True), "INVALID_POLICY", ["totalTokenBudget"]),
+            (full_floor(maxAgeSeconds=0), "INVALID_POLICY", ["maxAgeSeconds"]),
+            (
+                full_floor(perSegmentCeiling={"memory": -5}),
+                "INVALID_POLICY",
+                ["perSegmentCeiling"],
+            ),
+            (
+                full_floor(perSegmentReservation={"attachments": 10}),
+                "INVALID_POLICY",
+                ["perSegmentReservation"],
+            ),
+            (full_floor(relaxableAxes=["colour"]), "INVALID_POLICY", ["relaxableAxes"]),
+            (
+                full_floor(totalTokenBudget=1000),
+                "BUDGET_NOT_HONOURABLE",
+                ["perSegmentReservation"],
+            ),
+            (
+                full_floor(perSegmentCeiling={"memory": 100}),
+                "BUDGET_NOT_HONOURABLE",
+                ["perSegmentReservation"],
+            ),
+            (
+                full_floor(forbiddenSegmentKinds=["system_policy"]),
+                "BUDGET_NOT_HONOURABLE",
+                ["pinned", "forbiddenSegmentKinds"],
+            ),
+            ({**full_floor(), "comment": "c" * 501}, "INVALID_REQUEST", ["comment"]),
+            ({**full_floor(), "comment": 42}, "INVALID_REQUEST", ["comment"]),
+            ({"policy": "everything", "comment": "x"}, "INVALID_REQUEST", ["policy"]),
+            ({"policy": full_floor(), "extra": 1}, "INVALID_REQUEST", ["extra"]),
+            ({}, "INVALID_POLICY", ["totalTokenBudget"]),
+        ],
+    )
+    def test_it_rejects_a_bad_floor_and_changes_nothing(self, operator, body, code, fields):
+        before = state(operator.workspace)
+
+        response = operator.api().put(FLOOR_URL, body, format="json")
+
+        error = error_of(response, 400, code)
+        for field in fields:
+            assert field in error["details"]["fields"], error
+        assert state(operator.workspace) == before
+
+    def test_it_rejects_a_body_that_is_not_an_object(self, operator):
+        before = state(operator.workspace)
+
+        response = operator.api().put(FLOOR_URL, [full_floor()], format="json")
+
+        error = error_of(response, 400, "INVALID_REQUEST")
+        assert "body" in error["details"]["fields"]
+        assert state(operator.workspace) == before
+
+    def test_it_rejects_malformed_json(self, operator):
+        before = state(operator.workspace)
+
+        response = operator.api().put(
+            FLOOR_URL, data="{'single': 'quotes'}", content_type="application/json"
+        )
+
+        error_of(response, 400, "MALFORMED_REQUEST")
+        assert state(operator.workspace) == before
+
+    def test_it_rejects_a_body_that_is_not_json(self, operator):
+        response = operator.api().put(
+            FLOOR_URL, data="totalTokenBudget=1", content_type="text/plain"
+        )
+
+        error_of(response, 415, "UNSUPPORTED_MEDIA_TYPE")
+
+
+class WorkspacePolicyVersionTests:
+    def test_it_lists_floor_versions_newest_first(self, operator):
+        workspace_policy_save(
+            workspace=operator.workspace,
+            document=full_floor(totalTokenBudget=3000),
+            author="user:olga",
+            comment="Second",
+        )
+
+        response = operator.api().get(VERSIONS_URL)
+
+        assert response.status_code == 200
+        body = response.json()
+        assert set(body) == {"count", "next", "previous", "results"}
+        assert body["count"] == 2
+        assert [v["version"] for v in body["results"]] == [2, 1]
+        assert body["results"][0]["comment"] == "Second"
+        assert body["results"][0]["author"] == "user:olga"
+        assert set(body["results"][0]) == {
+            "version",
+            "policy",
+            "relaxableAxes",
+            "author",
+            "comment",
+            "createdAt",
+        }
+
+    def test_it_pages_the_history(self, operator):
+        for budget in (3100, 3000, 2900):
+            workspace_policy_save(
+                workspace=operator.workspace,
+                document=full_floor(totalTokenBudget=budget),
+                author="user:olga",
+            )
+
+        body = operator.api().get(VERSIONS_URL + "?pageSize=2&page=2").json()
+
+        assert body["count"] == 4
+        assert [v["version"] for v in body["results"]] == [2, 1]
+
+    def test_it_lists_versions_in_a_fixed_number_of_queries(
+        self, operator, django_assert_num_queries
+    ):
+        for budget in range(3100, 2500, -100):
+            workspace_policy_save(
+                workspace=operator.workspace,
+                document=full_floor(totalTokenBudget=budget),
+                author="user:olga",
+            )
+        client = operator.api()
+
+        # token, workspace, count, page
+        with django_assert_num_queries(4):
+            response = client.get(VERSIONS_URL)
+
+        assert response.json()["count"] == 7
+
+    def test_it_shows_one_old_version(self, operator):
+        workspace_policy_save(
+            workspace=operator.workspace,
+            document=full_floor(totalTokenBudget=3000),
+            author="user:olga",
+        )
+
+        response = operator.api().get("/v1/workspaces/team-a/policy/versions/1")
+
+        assert response.status_code == 200
+        assert response.json()["version"] == 1
+        assert response.json()["policy"]["totalTokenBudget"] == 3200
+
+    def test_an_unknown_version_is_not_found(self, operator):
+        error_of(operator.api().get("/v1/workspaces/team-a/policy/versions/9"), 404, "NOT_FOUND")
+
+
+class PolicyAxesTests:
+    def test_it_lists_the_axis_registry(self, viewer):
+        response = viewer.api().get("/v1/policy/axes")
+
+        assert response.status_code == 200
+        axes = {axis["name"]: axis for axis in response.json()["axes"]}
+        assert list(axes) == list(algebra.AXES)
+        assert axes["sensitivityCeiling"]["vocabulary"] == list(algebra.SENSITIVITY_ORDER)
+        assert axes["totalTokenBudget"]["vocabulary"] is None
+        assert set(axes["pinned"]) == {"name", "group", "kind", "vocabulary", "description"}
+
+    def test_it_needs_a_caller(self, db):
+        error_of(APIClient().get("/v1/policy/axes"), 401, "NOT_AUTHENTICATED")
