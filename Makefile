@@ -45,6 +45,14 @@ test: install browser-deps
 test-external-db: install
 	$(PY) tests/run_against_second_server.py
 
+BENCH_SIZE ?= 100000
+BENCH_LARGE ?= 20000
+BENCH_LABEL ?= 100k
+bench: install
+	$(PY) -m pip install --quiet -e ".[test,bench]"
+	$(PY) bench/generate.py --memories $(BENCH_SIZE) --large-actor $(BENCH_LARGE) --label $(BENCH_LABEL)
+	$(PY) bench/recall_bench.py --label $(BENCH_LABEL)
+
 lint: install
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
