@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+from datetime import UTC, date, datetime
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Count, QuerySet
+from django.db.models.functions import TruncDate
 
 from audit.filtersets import AuditEventFilterSet
-from audit.models import AuditEvent
+from audit.models import AuditEvent, EventType
 from policies.models import Workspace
 from portal.errors import ValidationFailed
 
@@ -21,3 +23,17 @@ def audit_events(*, workspace: Workspace, filters: Any) -> QuerySet[AuditEvent]:
             "The audit filters are not valid.",
         )
     return filterset.qs.order_by("-id")
+
+
+def assembled_per_day(*, workspace: Workspace, since: datetime) -> dict[date, int]:
+    """``context.assembled`` events per UTC day since ``since``: one aggregate query."""
+    rows = (
+        AuditEvent.objects.filter(
+            workspace=workspace, type=EventType.ASSEMBLED, occurred_at__gte=since
+        )
+        .annotate(day=TruncDate("occurred_at", tzinfo=UTC))
+        .values("day")
+        .annotate(n=Count("id"))
+        .order_by("day")
+    )
+    return {row["day"]: row["n"] for row in rows}

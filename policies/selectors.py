@@ -1,7 +1,12 @@
 from __future__ import annotations
 
+import re
+import uuid
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
+
+from django.db import connection
 
 from policies import algebra
 from policies.models import (
@@ -11,6 +16,8 @@ from policies.models import (
     WorkspacePolicyVersion,
 )
 from portal.errors import NotFoundError, ValidationFailed
+from recall.selectors import FAIL_CLOSED_SQL, POLICY_SQL, policy_params
+from recall.selectors import TABLE as MEMORY_TABLE
 
 
 def workspace_policy_current(*, workspace: Workspace) -> WorkspacePolicyVersion:
@@ -90,3 +97,154 @@ def effective_policy_for(
         floor_version=floor_version.version,
         workload_version=applicable.version if applicable else None,
     )
+
+
+# --- portal pages: compliance and floor-change impact ------------------------------------------
+
+
+def workload_policies_latest(
+    *, workspace: Workspace
+) -> dict[tuple[uuid.UUID, str], WorkloadPolicyVersion]:
+    """The newest version of every (workload, environment) policy of a workspace, one query."""
+    versions = (
+        WorkloadPolicyVersion.objects.filter(workload__workspace=workspace)
+        .order_by("workload_id", "environment", "-version")
+        .distinct("workload_id", "environment")
+    )
+    return {(v.workload_id, v.environment): v for v in versions}
+
+
+@dataclass(frozen=True)
+class ComplianceCell:
+    """How one workload stands in one environment ('' = the all-environments default)."""
+
+    environment: str
+    version: WorkloadPolicyVersion | None  # the applicable version: own, else the default
+    own: bool  # whether ``version`` is this environment's own policy
+    relaxing_axes: list[str]
+
+    @property
+    def compliant(self) -> bool:
+        return not self.relaxing_axes
+
+
+@dataclass(frozen=True)
+class WorkloadCompliance:
+    workload: Workload
+    cells: list[ComplianceCell]
+
+    @property
+    def compliant(self) -> bool:
+        return all(cell.compliant for cell in self.cells)
+
+
+def workload_compliance(
+    *, workspace: Workspace, floor: dict[str, Any]
+) -> tuple[list[str], list[WorkloadCompliance]]:
+    """Environments ('' first) and, per workload, whether its applicable policy fits the floor.
+
+    Three queries whatever the number of workloads: environments, workloads, latest versions.
+    """
+    environments = ["", *workspace.environments.order_by("slug").values_list("slug", flat=True)]
+    latest = workload_policies_latest(workspace=workspace)
+    rows = []
+    for workload in workspace.workloads.order_by("name"):
+        default = latest.get((workload.id, ""))
+        cells = []
+        for environment in environments:
+            own = latest.get((workload.id, environment))
+            version = own or default
+            relaxing = algebra.check_workload(floor, version.document) if version else []
+            cells.append(ComplianceCell(environment, version, own is not None, relaxing))
+        rows.append(WorkloadCompliance(workload, cells))
+    return environments, rows
+
+
+@dataclass(frozen=True)
+class ImpactRow:
+    """Memories that a floor change would take out of recall for one workload/environment."""
+
+    workload: Workload | None  # None: the floor alone (no workload policy)
+    environment: str
+    version: WorkloadPolicyVersion | None
+    recallable_now: int
+    would_stop: int
+
+
+_PARAM = re.compile(r"%\((\w+)\)s")
+
+
+def _policy_clause(policy: dict[str, Any], suffix: str, now: datetime) -> tuple[str, dict]:
+    """recall/selectors' POLICY_SQL with its parameters renamed, so many policies share a query."""
+    sql = _PARAM.sub(lambda m: f"%({m.group(1)}_{suffix})s", POLICY_SQL)
+    params = {f"{k}_{suffix}": v for k, v in policy_params(policy, now).items()}
+    return f"COALESCE(({sql}), false)", params
+
+
+def memory_policy_impact(
+    *, workspace: Workspace, pairs: list[tuple[dict[str, Any], dict[str, Any]]], now: datetime
+) -> list[tuple[int, int]]:
+    """Per (current, proposed) effective policy: rows recallable now, and rows it would drop.
+
+    One query over the workspace's memories, whatever the number of pairs: each distinct
+    policy becomes one boolean expression and each pair two ``count(*) FILTER`` columns.
+    """
+    if not pairs:
+        return []
+    index: dict[str, int] = {}
+    clauses: list[str] = []
+    params: dict[str, Any] = {"workspace": workspace.pk, "now": now}
+
+    def clause_of(policy: dict[str, Any]) -> str:
+        key = algebra.canonical_json(algebra.canonical_policy(policy))
+        if key not in index:
+            index[key] = len(clauses)
+            sql, more = _policy_clause(policy, f"p{len(clauses)}", now)
+            clauses.append(sql)
+            params.update(more)
+        return clauses[index[key]]
+
+    columns = []
+    for current, proposed in pairs:
+        before, after = clause_of(current), clause_of(proposed)
+        columns.append(f"count(*) FILTER (WHERE {before})")
+        columns.append(f"count(*) FILTER (WHERE {before} AND NOT {after})")
+    sql = (
+        f"SELECT {', '.join(columns)} FROM {MEMORY_TABLE} m"
+        f" WHERE m.workspace_id = %(workspace)s AND {FAIL_CLOSED_SQL}"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    return [(row[i], row[i + 1]) for i in range(0, len(row), 2)]
+
+
+def floor_change_impact(
+    *,
+    workspace: Workspace,
+    proposed: Any,
+    current: WorkspacePolicyVersion | None = None,
+    now: datetime | None = None,
+) -> list[ImpactRow]:
+    """What a proposed floor (raw document) would take out of recall, per workload × environment.
+
+    Raises ``PolicyError`` if the proposed floor is not valid. Environments are the
+    workspace's real ones: the all-environments default only matters through them.
+    """
+    new_floor, _ = algebra.normalize_floor(proposed)
+    old_floor = (current or workspace_policy_current(workspace=workspace)).document
+    environments, compliance = workload_compliance(workspace=workspace, floor=old_floor)
+    targets: list[tuple[Workload | None, str, WorkloadPolicyVersion | None]] = [(None, "", None)]
+    for row in compliance:
+        for cell in row.cells:
+            if cell.environment:
+                targets.append((row.workload, cell.environment, cell.version))
+    pairs = []
+    for _, _, version in targets:
+        document = version.document if version else {}
+        pairs.append((algebra.narrow(old_floor, document), algebra.narrow(new_floor, document)))
+    counts = memory_policy_impact(workspace=workspace, pairs=pairs, now=now or datetime.now(tz=UTC))
+    return [
+        ImpactRow(workload, environment, version, now_count, stop)
+        for (workload, environment, version), (now_count, stop) in zip(targets, counts, strict=True)
+    ]

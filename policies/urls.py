@@ -7,4 +7,16 @@ from policies import views
 app_name = "policies"
 urlpatterns = [
     path("policies/", views.floor, name="floor"),
+    path("policies/history/", views.floor_history, name="floor-history"),
+    path("workloads/<uuid:workload_id>/policy/", views.workload_policy, name="workload-policy"),
+    path(
+        "workloads/<uuid:workload_id>/policy/history/",
+        views.workload_history,
+        name="workload-history",
+    ),
+    path(
+        "workloads/<uuid:workload_id>/policy/narrow/",
+        views.workload_narrow,
+        name="workload-narrow",
+    ),
 ]

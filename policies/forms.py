@@ -1,0 +1,405 @@
+"""Policy forms: HTML form fields ⇄ policy documents, and domain errors → field errors.
+
+The axis registry (``algebra.AXES``) decides which inputs each axis gets, so a new axis shows
+up in the forms without template changes. Parsing here only turns strings into JSON-like
+values (numbers, lists, maps); every rule — vocabularies, ranges, narrowing, budgets — stays
+in the algebra and the services, and their errors come back through ``add_error``.
+
+Input names: ``ax-<axis>`` (``ax-<axis>-<kind>`` for maps, ``ax-dropOrder-<position>`` for
+the ordered list), ``mode-<axis>`` = ``inherit`` | ``set`` on workload forms, ``relaxable``
+(one checkbox per axis) on the floor form, and ``comment``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from policies.algebra import (
+    AXES,
+    DOCUMENT_FIELD,
+    RELAXABLE_KEY,
+    SEGMENT_KINDS,
+    VOCABULARIES,
+    WORKLOAD_RELAXES_OPERATOR_FLOOR,
+    Axis,
+    PolicyError,
+)
+from portal.errors import DomainError
+
+COMMENT_MAX = 500
+
+# Which widget each axis kind gets.
+WIDGETS = {
+    "set": "checks",
+    "superset": "checks",
+    "min_number": "number",
+    "max_int": "number",
+    "max_age": "number",
+    "ordered_max": "select",
+    "ceiling_map": "map",
+    "reservation_map": "map",
+    "ordered_list": "order",
+}
+
+POSITION_NAMES = ("1st", "2nd", "3rd", "4th", "5th", "6th")
+
+
+# --- showing values ----------------------------------------------------------------------------
+
+
+def format_value(name: str, value: Any) -> str:
+    """A policy value as a person reads it: lists joined, maps as ``kind: n``, null explained."""
+    axis = AXES.get(name)
+    if value is None:
+        return "no limit" if name == "maxAgeSeconds" else "—"
+    if axis is not None and axis.kind == "ordered_list":
+        return " → ".join(value) if value else "(none)"
+    if isinstance(value, Mapping):
+        empty = "(no caps)" if axis is not None and axis.kind == "ceiling_map" else "(none)"
+        return ", ".join(f"{k}: {value[k]}" for k in _in_vocabulary_order(axis, value)) or empty
+    if isinstance(value, (list, tuple)):
+        return ", ".join(str(v) for v in _in_vocabulary_order(axis, value)) or "(none)"
+    if name == "maxAgeSeconds" and isinstance(value, int):
+        return f"{value} s ({_duration(value)})"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def _in_vocabulary_order(axis: Axis | None, labels: Any) -> list[Any]:
+    """Labels in their vocabulary's order (as the forms list them), unknown ones last."""
+    vocabulary = VOCABULARIES.get(axis.vocabulary or "", ()) if axis is not None else ()
+    return sorted(
+        labels,
+        key=lambda v: (vocabulary.index(v) if v in vocabulary else len(vocabulary), str(v)),
+    )
+
+
+def _duration(seconds: int) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds // size} {unit}"
+    return f"{seconds} s"
+
+
+@dataclass(frozen=True)
+class DiffRow:
+    axis: str
+    before: str
+    after: str
+
+
+def diff_rows(
+    diff: Mapping[str, Mapping[str, Any]],
+    *,
+    before: Mapping[str, Any] | None = None,
+    after: Mapping[str, Any] | None = None,
+    missing: str = "—",
+) -> list[DiffRow]:
+    """``algebra.diff_documents`` output as rows of readable strings.
+
+    Given the two documents, an axis absent from one side reads as ``missing`` (for a
+    workload policy: "inherits floor") rather than as a null value such as "no limit".
+    """
+
+    def side(name: str, value: Any, document: Mapping[str, Any] | None) -> str:
+        if document is not None and name not in document:
+            return missing
+        return format_value(name, value)
+
+    return [
+        DiffRow(
+            name,
+            side(name, change.get("before"), before),
+            side(name, change.get("after"), after),
+        )
+        for name, change in diff.items()
+    ]
+
+
+def floor_document(document: Mapping[str, Any], relaxable: list[str]) -> dict[str, Any]:
+    """A stored floor version as one document, ``relaxableAxes`` included (diffed and saved)."""
+    return {**document, RELAXABLE_KEY: list(relaxable)}
+
+
+# --- the bound form ----------------------------------------------------------------------------
+
+
+@dataclass
+class Choice:
+    value: str
+    label: str
+    selected: bool
+
+
+@dataclass
+class MapEntry:
+    kind: str
+    value: str
+    input_name: str
+
+
+@dataclass
+class Position:
+    label: str
+    input_name: str
+    choices: list[Choice]
+
+
+@dataclass
+class BoundAxis:
+    """Everything the template needs to render one axis: no lookups left to do there."""
+
+    axis: Axis
+    widget: str
+    included: bool  # floor: always; workload: "set for this workload" rather than inherit
+    value: str = ""  # number inputs
+    choices: list[Choice] = field(default_factory=list)  # checks and select
+    entries: list[MapEntry] = field(default_factory=list)  # maps
+    positions: list[Position] = field(default_factory=list)  # dropOrder
+    error: str = ""
+    relaxes: bool = False  # the error is WORKLOAD_RELAXES_OPERATOR_FLOOR
+    relaxable: bool = False  # floor only
+    floor_display: str = ""  # workload only
+    display: str = ""  # read-only rendering of the current value
+
+    @property
+    def name(self) -> str:
+        return self.axis.name
+
+    @property
+    def input_name(self) -> str:
+        return f"ax-{self.axis.name}"
+
+    @property
+    def number_attrs(self) -> dict[str, str]:
+        if self.axis.kind == "min_number":
+            return {"min": "0", "max": "1", "step": "0.01"}
+        return {"min": "1", "step": "1"}
+
+
+def _labels(axis: Axis) -> tuple[str, ...]:
+    return VOCABULARIES[axis.vocabulary] if axis.vocabulary else ()
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+class _ParseError(Exception):
+    pass
+
+
+def _parse_number(raw: str, axis: Axis) -> Any:
+    raw = raw.strip()
+    if axis.kind == "max_age" and raw == "":
+        return None
+    if raw == "":
+        raise _ParseError("Enter a value.")
+    if axis.kind == "min_number":
+        try:
+            return float(raw)
+        except ValueError:
+            raise _ParseError("Enter a number between 0 and 1.") from None
+    try:
+        return int(raw)
+    except ValueError:
+        raise _ParseError("Enter a whole number.") from None
+
+
+def _parse_map(data: Mapping[str, Any], axis: Axis) -> dict[str, int]:
+    result: dict[str, int] = {}
+    bad = []
+    for kind in SEGMENT_KINDS:
+        raw = str(data.get(f"ax-{axis.name}-{kind}", "")).strip()
+        if raw == "":
+            continue  # a kind left out: no cap / no reservation
+        try:
+            result[kind] = int(raw)
+        except ValueError:
+            bad.append(kind)
+    if bad:
+        raise _ParseError(f"Enter whole numbers of tokens (see {', '.join(bad)}).")
+    return result
+
+
+class PolicyForm:
+    """A floor (``partial=False``) or workload (``partial=True``) policy form.
+
+    ``initial`` is the stored document the form starts from; ``data`` a submitted QueryDict.
+    After ``is_valid()``, ``document`` is the raw document to hand to a service or the algebra.
+    """
+
+    def __init__(
+        self,
+        *,
+        initial: Mapping[str, Any],
+        partial: bool,
+        data: Any = None,
+        relaxable: list[str] | None = None,
+        floor: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.initial = dict(initial)
+        self.partial = partial
+        self.data = data
+        self.floor = dict(floor or {})
+        self.initial_relaxable = list(relaxable or [])
+        self.errors: dict[str, str] = {}
+        self.relaxing: list[str] = []
+        self.non_field_errors: list[str] = []
+        self.document: dict[str, Any] = {}
+        self.comment = str(data.get("comment", "")) if data is not None else ""
+
+    @property
+    def is_bound(self) -> bool:
+        return self.data is not None
+
+    # parsing
+
+    def _included(self, name: str) -> bool:
+        if not self.partial:
+            return True
+        if self.data is None:
+            return name in self.initial
+        return self.data.get(f"mode-{name}") == "set"
+
+    def _parse(self, axis: Axis) -> Any:
+        data = self.data
+        widget = WIDGETS[axis.kind]
+        if widget == "checks":
+            return data.getlist(f"ax-{axis.name}")
+        if widget == "select":
+            return data.get(f"ax-{axis.name}", "")
+        if widget == "number":
+            return _parse_number(str(data.get(f"ax-{axis.name}", "")), axis)
+        if widget == "map":
+            return _parse_map(data, axis)
+        positions = [str(data.get(f"ax-{axis.name}-{i}", "")) for i in range(len(SEGMENT_KINDS))]
+        return [p for p in positions if p]
+
+    def is_valid(self) -> bool:
+        if self.data is None:
+            return False
+        document: dict[str, Any] = {}
+        for name, axis in AXES.items():
+            if not self._included(name):
+                continue
+            try:
+                document[name] = self._parse(axis)
+            except _ParseError as exc:
+                self.errors[name] = str(exc)
+        if not self.partial:
+            document[RELAXABLE_KEY] = [a for a in self.data.getlist("relaxable") if a in AXES]
+        if len(self.comment) > COMMENT_MAX:
+            self.errors["comment"] = f"Keep the comment under {COMMENT_MAX} characters."
+        self.document = document
+        return not self.errors
+
+    # errors from the domain
+
+    def add_error(self, exc: PolicyError | DomainError) -> None:
+        """Put a service's or the algebra's error next to the fields it names."""
+        details = exc.details or {}
+        if exc.code == WORKLOAD_RELAXES_OPERATOR_FLOOR:
+            floor = details.get("floor", {})
+            for name in details.get("axes", []):
+                self.relaxing.append(name)
+                self.errors[name] = (
+                    f"{WORKLOAD_RELAXES_OPERATOR_FLOOR}: wider than the operator floor "
+                    f"(floor: {format_value(name, floor.get(name, self.floor.get(name)))})."
+                )
+            return
+        fields = details.get("fields") or {}
+        for name, message in fields.items():
+            if name in AXES or name in {"comment", RELAXABLE_KEY}:
+                self.errors[name] = str(message)
+            elif name == DOCUMENT_FIELD:
+                self.non_field_errors.append(str(message))
+            else:
+                self.non_field_errors.append(f"{name}: {message}")
+        if not fields:
+            self.non_field_errors.append(exc.message)
+
+    # rendering
+
+    def _value(self, name: str) -> Any:
+        return self.initial.get(name, self.floor.get(name))
+
+    def bound_axes(self) -> list[BoundAxis]:
+        return [self._bind(axis) for axis in AXES.values()]
+
+    def _bind(self, axis: Axis) -> BoundAxis:
+        name = axis.name
+        widget = WIDGETS[axis.kind]
+        bound = BoundAxis(
+            axis=axis,
+            widget=widget,
+            included=self._included(name),
+            error=self.errors.get(name, ""),
+            relaxes=name in self.relaxing,
+            display=format_value(name, self.initial[name]) if name in self.initial else "",
+        )
+        if self.partial:
+            bound.floor_display = format_value(name, self.floor.get(name))
+        else:
+            relaxable = (
+                self.data.getlist("relaxable") if self.data is not None else self.initial_relaxable
+            )
+            bound.relaxable = name in relaxable
+        data = self.data
+        value = self._value(name)
+        if widget == "checks":
+            chosen = set(data.getlist(bound.input_name) if data is not None else value or [])
+            bound.choices = [Choice(v, v.replace("_", " "), v in chosen) for v in _labels(axis)]
+        elif widget == "select":
+            chosen_label = data.get(bound.input_name, "") if data is not None else value
+            bound.choices = [
+                Choice(v, v.replace("_", " "), v == chosen_label) for v in _labels(axis)
+            ]
+        elif widget == "number":
+            bound.value = data.get(bound.input_name, "") if data is not None else _text(value)
+        elif widget == "map":
+            current = value or {}
+            bound.entries = [
+                MapEntry(
+                    kind,
+                    data.get(f"{bound.input_name}-{kind}", "")
+                    if data is not None
+                    else _text(current.get(kind)),
+                    f"{bound.input_name}-{kind}",
+                )
+                for kind in SEGMENT_KINDS
+            ]
+        else:
+            order = list(value or [])
+            for i in range(len(SEGMENT_KINDS)):
+                input_name = f"{bound.input_name}-{i}"
+                chosen_label = (
+                    data.get(input_name, "")
+                    if data is not None
+                    else (order[i] if i < len(order) else "")
+                )
+                bound.positions.append(
+                    Position(
+                        POSITION_NAMES[i],
+                        input_name,
+                        [Choice("", "—", chosen_label == "")]
+                        + [
+                            Choice(k, k.replace("_", " "), k == chosen_label) for k in SEGMENT_KINDS
+                        ],
+                    )
+                )
+        return bound
+
+    def groups(self) -> list[tuple[str, list[BoundAxis]]]:
+        axes = self.bound_axes()
+        return [
+            ("Recall axes", [a for a in axes if a.axis.group == "recall"]),
+            ("Budget axes", [a for a in axes if a.axis.group == "budget"]),
+        ]

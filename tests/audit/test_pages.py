@@ -1,0 +1,332 @@
+"""Audit pages (list, event, exports, chain check) and the workspace dashboard."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from datetime import date
+from typing import Any
+
+import pytest
+from django.db import transaction
+from django.test import Client
+from django.urls import reverse
+
+from audit.models import AuditEvent, EventType
+from audit.services import audit_event_record
+from policies.models import Workspace
+from policies.services import workload_policy_save
+from portal.views import volume_chart
+
+HTMX = {"HTTP_HX_REQUEST": "true"}
+
+
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings):
+    # PBKDF2 costs over a second per persona here; these pages do not care how it is hashed.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+def client_for(persona: Any, *, csrf: bool = False) -> Client:
+    client = Client(enforce_csrf_checks=csrf)
+    client.force_login(persona.user)
+    return client
+
+
+def assembled(workspace: Workspace, workload: Any, *, n: int = 1, actor: str = "user:ada") -> None:
+    """``context.assembled`` events shaped like the recall service's."""
+    with transaction.atomic():
+        for i in range(n):
+            audit_event_record(
+                workspace=workspace,
+                type=EventType.ASSEMBLED,
+                author="token:agent",
+                workload_id=workload.id,
+                environment="prod",
+                actor_id=actor,
+                payload={
+                    "envelopeId": f"env-{i}",
+                    "effectivePolicyHash": "a" * 64,
+                    "effectiveBudgetHash": "b" * 64,
+                    "prefixFingerprint": "c" * 64,
+                    "digest": "d" * 64,
+                    "tokenCounts": {
+                        "entries": 120,
+                        "truncatedRefs": 1,
+                        "used": 620,
+                        "budget": 3200,
+                        "query": 4,
+                        "perKind": {"memory": 120, "system_policy": 500},
+                    },
+                    "reused": i > 0,
+                    "counts": {
+                        "candidates": 9,
+                        "afterPolicy": 7,
+                        "afterRanking": 5,
+                        "afterBudgetAllocation": 4,
+                    },
+                    "topK": 5,
+                    "accessPath": "exact",
+                },
+            )
+
+
+def events_url(slug: str = "team-a", **params: Any) -> str:
+    url = reverse("audit:events", args=[slug])
+    return url + ("?" + "&".join(f"{k}={v}" for k, v in params.items()) if params else "")
+
+
+@pytest.mark.django_db
+class AuditListPageTests:
+    def test_every_member_reads_the_trail(self, operator, editor, viewer, workload_a):
+        for persona in (operator, editor, viewer):
+            response = client_for(persona).get(events_url())
+            assert response.status_code == 200
+            assert "context.workspace_policy_set" in response.content.decode()
+
+    def test_an_outsider_gets_404_on_every_audit_page(self, outsider, workspace_a):
+        event = AuditEvent.objects.filter(workspace=workspace_a).first()
+        client = client_for(outsider)
+        for name, args in (
+            ("audit:events", []),
+            ("audit:verify", []),
+            ("audit:export-csv", []),
+            ("audit:export-jsonl", []),
+            ("audit:event", [event.pk]),
+        ):
+            assert client.get(reverse(name, args=["team-a", *args])).status_code == 404
+
+    def test_an_event_of_another_workspace_is_404_under_this_one(self, operator, workspace_b):
+        other = AuditEvent.objects.filter(workspace=workspace_b).first()
+        url = reverse("audit:event", args=["team-a", other.pk])
+        assert client_for(operator).get(url).status_code == 404
+
+    def test_the_pages_are_read_only(self, operator):
+        client = client_for(operator)
+        assert client.post(events_url()).status_code == 405
+        assert client.post(reverse("audit:export-csv", args=["team-a"])).status_code == 405
+
+    def test_filters_narrow_the_list(self, viewer, workspace_a, workload_a):
+        assembled(workspace_a, workload_a, n=2)
+        assembled(workspace_a, workload_a, n=1, actor="user:bob")
+        client = client_for(viewer)
+        page = client.get(events_url(type="context.assembled")).context["page"]
+        assert page.paginator.count == 3
+        page = client.get(events_url(actor="user:bob")).context["page"]
+        assert [e.actor_id for e in page] == ["user:bob"]
+        page = client.get(events_url(workload=workload_a.pk, author="system:test")).context["page"]
+        assert [e.type for e in page] == [EventType.WORKLOAD_CREATED]
+        page = client.get(events_url(environment="prod", until="2000-01-01T00:00")).context["page"]
+        assert page.paginator.count == 0
+
+    def test_bad_filters_are_shown_next_to_their_field(self, viewer):
+        response = client_for(viewer).get(events_url(since="yesterday", workload="nope"))
+        assert response.status_code == 400
+        html = response.content.decode()
+        assert "Enter a valid date/time." in html
+        assert "Enter a valid UUID." in html
+
+    def test_it_paginates_fifty_events_a_page_keeping_the_filters(
+        self, viewer, workspace_a, workload_a
+    ):
+        assembled(workspace_a, workload_a, n=60)
+        client = client_for(viewer)
+        first = client.get(events_url(type="context.assembled"))
+        assert len(first.context["rows"]) == 50
+        html = first.content.decode()
+        assert 'href="?type=context.assembled&amp;page=2"' in html
+        second = client.get(events_url(type="context.assembled", page=2))
+        assert len(second.context["rows"]) == 10
+
+    def test_htmx_gets_the_results_fragment_only(self, viewer, workspace_a, workload_a):
+        assembled(workspace_a, workload_a)
+        response = client_for(viewer).get(events_url(type="context.assembled"), **HTMX)
+        html = response.content.decode()
+        assert "<html" not in html and 'id="results-h"' in html
+        assert "4 of 9 memories · 620/3200 tokens" in html
+        assert "export.csv?type=context.assembled" in html
+
+    def test_an_htmx_history_restore_gets_the_whole_page(self, viewer):
+        headers = {**HTMX, "HTTP_HX_HISTORY_RESTORE_REQUEST": "true"}
+        response = client_for(viewer).get(events_url(type="context.assembled"), **headers)
+        assert "<html" in response.content.decode()
+
+    def test_the_list_query_count_does_not_grow_with_events(
+        self, viewer, workspace_a, workload_a, django_assert_num_queries
+    ):
+        client = client_for(viewer)
+        client.get(events_url())
+        # session, user, workspace, role, workloads, count, page, environments, nav switcher
+        with django_assert_num_queries(9):
+            client.get(events_url())
+        assembled(workspace_a, workload_a, n=70)
+        with django_assert_num_queries(9):
+            assert client.get(events_url()).status_code == 200
+        with django_assert_num_queries(8):  # the fragment has no nav
+            assert client.get(events_url(type="context.assembled", page=2), **HTMX)
+
+
+@pytest.mark.django_db
+class AuditEventPageTests:
+    def test_a_policy_event_shows_its_diff(self, viewer, workspace_a, workload_a):
+        workload_policy_save(
+            workload=workload_a,
+            environment="prod",
+            document={"sensitivityCeiling": "internal"},
+            author="user:eddie",
+            comment="Less for support",
+        )
+        event = AuditEvent.objects.get(type=EventType.WORKLOAD_POLICY_SET)
+        response = client_for(viewer).get(reverse("audit:event", args=["team-a", event.pk]))
+        assert response.status_code == 200
+        assert [(r.axis, r.before, r.after) for r in response.context["diff"]] == [
+            ("sensitivityCeiling", "inherits floor", "internal")
+        ]
+        html = response.content.decode()
+        assert "Less for support" in html and "support-bot" in html
+
+    def test_a_floor_event_diffs_relaxable_axes_too(self, viewer, workspace_a):
+        event = AuditEvent.objects.get(type=EventType.WORKSPACE_POLICY_SET, workspace=workspace_a)
+        response = client_for(viewer).get(reverse("audit:event", args=["team-a", event.pk]))
+        axes = [r.axis for r in response.context["diff"]]
+        assert "sensitivityCeiling" in axes and "relaxableAxes" in axes
+
+    def test_an_assembled_event_shows_hashes_counts_tokens_and_reuse(
+        self, viewer, workspace_a, workload_a
+    ):
+        assembled(workspace_a, workload_a, n=2)
+        event = AuditEvent.objects.filter(type=EventType.ASSEMBLED).first()
+        html = client_for(viewer).get(reverse("audit:event", args=["team-a", event.pk])).content
+        html = html.decode()
+        for text in ("a" * 64, "b" * 64, "c" * 64, "d" * 64, "afterBudgetAllocation", "620 / 3200"):
+            assert text in html
+        assert '<span class="badge ok">yes</span>' in html  # the second one reused its prefix
+
+
+@pytest.mark.django_db
+class AuditExportTests:
+    def test_csv_export_streams_the_filtered_events_as_an_attachment(
+        self, viewer, workspace_a, workload_a
+    ):
+        assembled(workspace_a, workload_a, n=3)
+        url = reverse("audit:export-csv", args=["team-a"]) + "?type=context.assembled"
+        response = client_for(viewer).get(url)
+        assert response.status_code == 200 and response.streaming
+        assert response["Content-Type"].startswith("text/csv")
+        assert response["Content-Disposition"].startswith('attachment; filename="audit-team-a-')
+        rows = list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode())))
+        assert rows[0][:3] == ["id", "type", "occurredAt"]
+        assert len(rows) == 4
+        assert {row[1] for row in rows[1:]} == {"context.assembled"}
+        assert json.loads(rows[1][8])["topK"] == 5
+
+    def test_jsonl_export_has_the_api_shape(self, viewer, workspace_a, workload_a):
+        assembled(workspace_a, workload_a, n=2)
+        url = reverse("audit:export-jsonl", args=["team-a"]) + "?actor=user:ada"
+        response = client_for(viewer).get(url)
+        assert response["Content-Disposition"].endswith('.jsonl"')
+        lines = b"".join(response.streaming_content).decode().splitlines()
+        events = [json.loads(line) for line in lines]
+        assert len(events) == 2
+        assert events[0]["actorId"] == "user:ada" and events[0]["workspace"] == "team-a"
+        assert events[0]["workloadId"] == str(workload_a.pk)
+        assert set(events[0]) >= {"id", "type", "occurredAt", "payload", "prevHash", "hash"}
+
+    def test_a_bad_filter_is_a_400_not_an_empty_file(self, viewer):
+        url = reverse("audit:export-csv", args=["team-a"]) + "?since=soon"
+        response = client_for(viewer).get(url)
+        assert response.status_code == 400
+        assert "since" in response.content.decode()
+
+
+@pytest.mark.django_db
+class ChainVerificationPageTests:
+    def test_an_intact_chain_is_reported(self, viewer, workspace_a, workload_a):
+        response = client_for(viewer).get(reverse("audit:verify", args=["team-a"]), **HTMX)
+        html = response.content.decode()
+        assert "chain intact" in html and "2 events checked" in html
+
+    def test_a_tampered_event_is_reported_as_the_first_broken_link(
+        self, viewer, workspace_a, workload_a
+    ):
+        assembled(workspace_a, workload_a, n=3)
+        victim = AuditEvent.objects.filter(type=EventType.ASSEMBLED).order_by("id")[1]
+        AuditEvent.objects.filter(pk=victim.pk).update(author="someone-else")
+        response = client_for(viewer).get(reverse("audit:verify", args=["team-a"]))
+        assert response.status_code == 200
+        html = response.content.decode()
+        assert "chain broken" in html
+        assert f'href="/w/team-a/audit/{victim.pk}/">event #{victim.pk}</a>' in html
+
+
+@pytest.mark.django_db
+class DashboardPageTests:
+    def test_every_member_sees_the_dashboard_and_an_outsider_gets_404(
+        self, operator, editor, viewer, outsider
+    ):
+        for persona in (operator, editor, viewer):
+            assert client_for(persona).get("/w/team-a/").status_code == 200
+        assert client_for(outsider).get("/w/team-a/").status_code == 404
+
+    def test_it_shows_compliance_per_environment_and_links_recent_events(
+        self, viewer, workspace_a, workload_a
+    ):
+        from policies.selectors import workspace_policy_current
+        from policies.services import workspace_policy_save
+
+        workload_policy_save(
+            workload=workload_a,
+            environment="prod",
+            document={"sensitivityCeiling": "confidential"},
+            author="user:eddie",
+        )
+        floor = workspace_policy_current(workspace=workspace_a)
+        workspace_policy_save(
+            workspace=workspace_a,
+            document={**floor.document, "sensitivityCeiling": "internal", "relaxableAxes": []},
+            author="user:olga",
+        )
+        response = client_for(viewer).get("/w/team-a/")
+        html = response.content.decode()
+        row = response.context["compliance"][0]
+        assert [(c.environment, c.compliant) for c in row.cells] == [
+            ("", True),
+            ("dev", True),
+            ("prod", False),
+            ("staging", True),
+        ]
+        assert "1 workload non-compliant" in html
+        assert "Narrow to floor" not in html
+        latest = AuditEvent.objects.filter(workspace=workspace_a).first()
+        assert f'href="/w/team-a/audit/{latest.pk}/"' in html
+
+    def test_the_recall_volume_chart_counts_assembled_events_per_day(
+        self, viewer, workspace_a, workload_a
+    ):
+        assembled(workspace_a, workload_a, n=3)
+        chart = client_for(viewer).get("/w/team-a/").context["chart"]
+        assert len(chart["bars"]) == 14
+        assert chart["bars"][-1].count == 3 and chart["total"] == 3
+
+    def test_the_chart_scales_bars_to_the_busiest_day(self):
+        today = date(2025, 3, 14)
+        chart = volume_chart({date(2025, 3, 14): 4, date(2025, 3, 10): 2}, today)
+        heights = {bar.day: bar.height for bar in chart["bars"]}
+        assert heights[date(2025, 3, 14)] == 2 * heights[date(2025, 3, 10)]
+        assert chart["bars"][0].day == date(2025, 3, 1) and chart["peak"] == 4
+
+    def test_the_dashboard_query_count_does_not_grow(
+        self, viewer, workspace_a, workload_a, django_assert_num_queries
+    ):
+        client = client_for(viewer)
+        client.get("/w/team-a/")
+        with django_assert_num_queries(11):
+            client.get("/w/team-a/")
+        assembled(workspace_a, workload_a, n=20)
+        for env in ("dev", "prod"):
+            workload_policy_save(
+                workload=workload_a, environment=env, document={"confidenceMin": 0.1}, author="t"
+            )
+        with django_assert_num_queries(11):
+            assert client.get("/w/team-a/").status_code == 200

@@ -1,0 +1,541 @@
+"""Policy pages: the operator floor, workload policies, history, narrowing, impact preview."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+
+from audit.models import AuditEvent, EventType
+from policies import algebra
+from policies.models import Workload, WorkloadPolicyVersion, Workspace, WorkspacePolicyVersion
+from policies.selectors import workspace_policy_current
+from policies.services import workload_create, workload_policy_save, workspace_policy_save
+from recall.models import Actor, MemoryRecord
+
+HTMX = {"HTTP_HX_REQUEST": "true"}
+
+
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings):
+    # PBKDF2 costs over a second per persona here; these pages do not care how it is hashed.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+# --- helpers: a policy document as the form would post it -------------------------------------
+
+
+def _axis_fields(name: str, value: Any) -> dict[str, Any]:
+    kind = algebra.AXES[name].kind
+    key = f"ax-{name}"
+    if kind in {"set", "superset"}:
+        return {key: list(value)}
+    if kind in {"ceiling_map", "reservation_map"}:
+        return {f"{key}-{k}": str(v) for k, v in value.items()}
+    if kind == "ordered_list":
+        return {f"{key}-{i}": v for i, v in enumerate(value)}
+    return {key: "" if value is None else str(value)}
+
+
+def floor_post(document: dict[str, Any], relaxable: list[str] = (), **extra: Any) -> dict:
+    data: dict[str, Any] = {"action": "save", "comment": "", "relaxable": list(relaxable)}
+    for name, value in document.items():
+        data.update(_axis_fields(name, value))
+    data.update(extra)
+    return data
+
+
+def workload_post(document: dict[str, Any], **extra: Any) -> dict:
+    data: dict[str, Any] = {"comment": ""}
+    for name in algebra.AXES:
+        data[f"mode-{name}"] = "set" if name in document else "inherit"
+    for name, value in document.items():
+        data.update(_axis_fields(name, value))
+    data.update(extra)
+    return data
+
+
+def client_for(persona: Any, *, csrf: bool = False) -> Client:
+    client = Client(enforce_csrf_checks=csrf)
+    client.force_login(persona.user)
+    return client
+
+
+def floor_url(slug: str = "team-a") -> str:
+    return reverse("policies:floor", args=[slug])
+
+
+def workload_url(workload: Workload, environment: str = "", slug: str = "team-a") -> str:
+    url = reverse("policies:workload-policy", args=[slug, workload.pk])
+    return f"{url}?environment={environment}" if environment else url
+
+
+def versions_of(workspace: Workspace) -> int:
+    return WorkspacePolicyVersion.objects.filter(workspace=workspace).count()
+
+
+def narrowed_floor(workspace: Workspace, **changes: Any) -> None:
+    current = workspace_policy_current(workspace=workspace)
+    workspace_policy_save(
+        workspace=workspace,
+        document={**current.document, **changes, "relaxableAxes": current.relaxable_axes},
+        author="user:olga",
+        comment="narrow",
+    )
+
+
+# --- the operator floor -----------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+class FloorPageTests:
+    def test_every_member_reads_the_floor_but_only_the_operator_gets_the_form(
+        self, operator, editor, viewer
+    ):
+        for persona, editable in ((operator, True), (editor, False), (viewer, False)):
+            response = client_for(persona).get(floor_url())
+            assert response.status_code == 200
+            html = response.content.decode()
+            assert ("Save floor" in html) is editable
+            assert ('name="ax-sensitivityCeiling"' in html) is editable
+            assert "sensitivityCeiling" in html
+
+    def test_every_axis_is_rendered_by_kind_with_a_relaxable_checkbox(self, operator):
+        html = client_for(operator).get(floor_url()).content.decode()
+        for name in algebra.AXES:
+            assert f'id="axis-{name}"' in html
+            assert f'name="relaxable" value="{name}"' in html
+        assert 'type="checkbox" name="ax-memoryTypeAllowed" value="fact" checked' in html
+        assert '<select id="id_ax-sensitivityCeiling"' in html
+        assert 'name="ax-perSegmentCeiling-memory"' in html
+        assert 'name="ax-dropOrder-0"' in html
+        assert '<label for="id_ax-totalTokenBudget"' in html
+
+    def test_an_outsider_gets_404_on_every_policy_page(self, outsider, workload_a):
+        client = client_for(outsider)
+        for url in (
+            floor_url(),
+            reverse("policies:floor-history", args=["team-a"]),
+            workload_url(workload_a),
+            reverse("policies:workload-history", args=["team-a", workload_a.pk]),
+        ):
+            assert client.get(url).status_code == 404
+        assert client.post(floor_url(), {}).status_code == 404
+
+    def test_a_post_without_csrf_token_is_refused(self, operator, workspace_a):
+        before = versions_of(workspace_a)
+        floor = workspace_policy_current(workspace=workspace_a).document
+        response = client_for(operator, csrf=True).post(floor_url(), floor_post(floor))
+        assert response.status_code == 403
+        assert versions_of(workspace_a) == before
+
+    def test_an_operator_saves_a_floor_change_with_a_comment(self, operator, workspace_a):
+        floor = workspace_policy_current(workspace=workspace_a).document
+        data = floor_post(
+            {**floor, "sensitivityCeiling": "internal", "maxAgeSeconds": 86400},
+            relaxable=["diagnosticsVerbosity"],
+            comment="Tighten for audit",
+        )
+        response = client_for(operator).post(floor_url(), data)
+        assert response.status_code == 302
+        saved = workspace_policy_current(workspace=workspace_a)
+        assert saved.version == 2
+        assert saved.document["sensitivityCeiling"] == "internal"
+        assert saved.document["maxAgeSeconds"] == 86400
+        assert saved.document["dropOrder"] == floor["dropOrder"]
+        assert saved.relaxable_axes == ["diagnosticsVerbosity"]
+        assert saved.comment == "Tighten for audit"
+        assert saved.author == "user:olga"
+
+    def test_an_editor_cannot_change_the_floor(self, editor, workspace_a):
+        floor = workspace_policy_current(workspace=workspace_a).document
+        data = floor_post({**floor, "sensitivityCeiling": "public"})
+        assert client_for(editor).post(floor_url(), data).status_code == 403
+        assert versions_of(workspace_a) == 1
+
+    def test_a_viewer_post_is_forbidden_and_saves_nothing(self, viewer, workspace_a):
+        floor = workspace_policy_current(workspace=workspace_a).document
+        data = floor_post({**floor, "sensitivityCeiling": "public"})
+        assert client_for(viewer).post(floor_url(), data).status_code == 403
+        assert versions_of(workspace_a) == 1
+
+    def test_a_bad_value_is_shown_next_to_its_field_and_nothing_is_saved(
+        self, operator, workspace_a
+    ):
+        floor = workspace_policy_current(workspace=workspace_a).document
+        data = floor_post({**floor, "confidenceMin": 2, "totalTokenBudget": "lots"})
+        response = client_for(operator).post(floor_url(), data)
+        assert response.status_code == 422
+        html = response.content.decode()
+        assert '<p class="field-error" id="err-totalTokenBudget">Enter a whole number.</p>' in html
+        data = floor_post({**floor, "confidenceMin": 2})
+        html = client_for(operator).post(floor_url(), data).content.decode()
+        assert (
+            '<p class="field-error" id="err-confidenceMin">Must be between 0 and 1, got 2.0.</p>'
+            in html
+        )
+        assert 'value="2"' in html  # the submitted value is kept for correction
+        assert versions_of(workspace_a) == 1
+
+    def test_reservations_past_the_budget_are_reported_on_the_reservation_field(
+        self, operator, workspace_a
+    ):
+        floor = workspace_policy_current(workspace=workspace_a).document
+        data = floor_post({**floor, "totalTokenBudget": 1000})
+        response = client_for(operator).post(floor_url(), data)
+        assert response.status_code == 422
+        html = response.content.decode()
+        assert 'id="err-perSegmentReservation">Reservations add up to 2500 tokens' in html
+        assert versions_of(workspace_a) == 1
+
+    def test_the_impact_preview_counts_memories_that_would_stop_being_recallable(
+        self, operator, workspace_a, workload_a
+    ):
+        actor = Actor.objects.create(workspace=workspace_a, kind="user", name="ada")
+        now = timezone.now()
+        for sensitivity, n in (("public", 2), ("internal", 3), ("confidential", 4)):
+            for _ in range(n):
+                MemoryRecord.objects.create(
+                    workspace=workspace_a,
+                    actor=actor,
+                    content="x",
+                    memory_type="fact",
+                    source_kind="user",
+                    sensitivity=sensitivity,
+                    consent_policy="explicit",
+                    created_at=now,
+                )
+        workload_policy_save(
+            workload=workload_a,
+            environment="prod",
+            document={"sensitivityCeiling": "internal"},
+            author="user:eddie",
+        )
+        floor = workspace_policy_current(workspace=workspace_a).document
+        data = floor_post({**floor, "sensitivityCeiling": "public"}, action="preview")
+        response = client_for(operator).post(floor_url(), data, **HTMX)
+        assert response.status_code == 200
+        html = response.content.decode()
+        assert "<html" not in html
+        rows = response.context["impact_rows"]
+        by_target = {(r.workload.name if r.workload else None, r.environment): r for r in rows}
+        assert (by_target[(None, "")].recallable_now, by_target[(None, "")].would_stop) == (9, 7)
+        dev = by_target[("support-bot", "dev")]
+        assert (dev.recallable_now, dev.would_stop) == (9, 7)
+        prod = by_target[("support-bot", "prod")]
+        assert (prod.recallable_now, prod.would_stop) == (5, 3)
+        assert versions_of(workspace_a) == 1
+
+    def test_the_impact_preview_is_a_single_counting_query(
+        self, operator, workspace_a, django_assert_max_num_queries
+    ):
+        for i in range(4):
+            workload_create(workspace=workspace_a, name=f"bot-{i}", author="system:test")
+        floor = workspace_policy_current(workspace=workspace_a).document
+        data = floor_post({**floor, "sensitivityCeiling": "public"}, action="preview")
+        client = client_for(operator)
+        client.get(floor_url())  # warm the session
+        with django_assert_max_num_queries(9) as captured:
+            response = client.post(floor_url(), data, **HTMX)
+        assert response.status_code == 200
+        assert len(response.context["impact_rows"]) == 1 + 4 * 3
+        counting = [q for q in captured.captured_queries if "FILTER (WHERE" in q["sql"]]
+        assert len(counting) == 1
+
+    def test_the_impact_preview_without_javascript_renders_the_whole_page(
+        self, operator, workspace_a
+    ):
+        floor = workspace_policy_current(workspace=workspace_a).document
+        data = floor_post({**floor, "confidenceMin": 0.5}, action="preview")
+        response = client_for(operator).post(floor_url(), data)
+        assert response.status_code == 200
+        html = response.content.decode()
+        assert "<html" in html and "Impact preview" in html
+        assert 'name="ax-confidenceMin" type="number" inputmode="decimal" value="0.5"' in html
+        assert versions_of(workspace_a) == 1
+
+    def test_the_floor_page_query_count_does_not_grow_with_workloads(
+        self, operator, workspace_a, django_assert_num_queries
+    ):
+        client = client_for(operator)
+        client.get(floor_url())
+        with django_assert_num_queries(9):
+            client.get(floor_url())
+        for i in range(5):
+            workload = workload_create(workspace=workspace_a, name=f"bot-{i}", author="t")
+            workload_policy_save(
+                workload=workload, environment="prod", document={"confidenceMin": 0.5}, author="t"
+            )
+        with django_assert_num_queries(9):
+            assert client.get(floor_url()).status_code == 200
+
+
+# --- compliance and narrowing -------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+class NarrowToFloorTests:
+    def test_a_workload_that_relaxes_a_narrowed_floor_is_shown_non_compliant(
+        self, operator, workspace_a, workload_a
+    ):
+        workload_policy_save(
+            workload=workload_a,
+            environment="prod",
+            document={"sensitivityCeiling": "confidential", "confidenceMin": 0.2},
+            author="user:eddie",
+        )
+        narrowed_floor(workspace_a, sensitivityCeiling="internal")
+        html = client_for(operator).get(floor_url()).content.decode()
+        assert "non-compliant" in html
+        assert "relaxes: sensitivityCeiling" in html
+        assert "Narrow to floor" in html
+        assert f'href="/w/team-a/workloads/{workload_a.pk}/policy/?environment=prod"' in html
+
+    def test_narrow_to_floor_saves_the_clamped_axes_the_workload_sets(
+        self, editor, workspace_a, workload_a
+    ):
+        workload_policy_save(
+            workload=workload_a,
+            environment="prod",
+            document={"sensitivityCeiling": "confidential", "confidenceMin": 0.2},
+            author="user:eddie",
+        )
+        narrowed_floor(workspace_a, sensitivityCeiling="internal", confidenceMin=0.5)
+        url = reverse("policies:workload-narrow", args=["team-a", workload_a.pk])
+        response = client_for(editor).post(url, {"environment": "prod", "next": "/w/team-a/"})
+        assert response.status_code == 302 and response["Location"] == "/w/team-a/"
+        latest = WorkloadPolicyVersion.objects.filter(workload=workload_a).first()
+        assert latest.version == 2
+        assert latest.document == {"sensitivityCeiling": "internal", "confidenceMin": 0.5}
+        assert latest.comment == "Narrowed to floor"
+
+    def test_a_viewer_cannot_narrow(self, viewer, workspace_a, workload_a):
+        workload_policy_save(
+            workload=workload_a,
+            environment="prod",
+            document={"sensitivityCeiling": "confidential"},
+            author="user:eddie",
+        )
+        narrowed_floor(workspace_a, sensitivityCeiling="internal")
+        url = reverse("policies:workload-narrow", args=["team-a", workload_a.pk])
+        assert client_for(viewer).post(url, {"environment": "prod"}).status_code == 403
+        assert WorkloadPolicyVersion.objects.filter(workload=workload_a).count() == 1
+
+    def test_an_unsafe_next_url_is_ignored(self, editor, workspace_a, workload_a):
+        workload_policy_save(
+            workload=workload_a, environment="", document={"confidenceMin": 0.1}, author="t"
+        )
+        url = reverse("policies:workload-narrow", args=["team-a", workload_a.pk])
+        response = client_for(editor).post(url, {"next": "https://evil.example/"})
+        assert response["Location"] == floor_url()
+
+
+# --- workload policies ----------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+class WorkloadPolicyPageTests:
+    def test_every_member_reads_it_and_editors_get_the_form(
+        self, operator, editor, viewer, workload_a
+    ):
+        for persona, editable in ((operator, True), (editor, True), (viewer, False)):
+            response = client_for(persona).get(workload_url(workload_a, "prod"))
+            assert response.status_code == 200
+            html = response.content.decode()
+            assert ("Save workload policy" in html) is editable
+            assert ('name="mode-sensitivityCeiling"' in html) is editable
+            assert 'Floor: <span class="floor-value">confidential</span>' in html or not editable
+
+    def test_the_environment_select_offers_all_environments_by_default(self, editor, workload_a):
+        html = client_for(editor).get(workload_url(workload_a)).content.decode()
+        assert '<option value="" selected>All environments (default)</option>' in html
+        for env in ("dev", "staging", "prod"):
+            assert f'<option value="{env}">{env}</option>' in html
+
+    def test_an_htmx_environment_switch_returns_only_the_policy_body(self, editor, workload_a):
+        response = client_for(editor).get(workload_url(workload_a, "dev"), **HTMX)
+        html = response.content.decode()
+        assert "<html" not in html and "Environment <code>dev</code>" in html
+
+    def test_an_unknown_environment_is_404(self, editor, workload_a):
+        assert client_for(editor).get(workload_url(workload_a, "nowhere")).status_code == 404
+
+    def test_another_workspaces_workload_is_404_even_for_a_member(self, operator, workload_b):
+        assert client_for(operator).get(workload_url(workload_b)).status_code == 404
+
+    def test_an_editor_saves_a_narrower_policy_with_an_audit_event(self, editor, workload_a):
+        data = workload_post({"sensitivityCeiling": "internal"}, comment="Support sees less")
+        response = client_for(editor).post(workload_url(workload_a, "prod"), data)
+        assert response.status_code == 302
+        assert response["Location"] == workload_url(workload_a, "prod")
+        saved = WorkloadPolicyVersion.objects.get(workload=workload_a)
+        assert (saved.environment, saved.document) == ("prod", {"sensitivityCeiling": "internal"})
+        assert saved.comment == "Support sees less"
+        event = AuditEvent.objects.filter(type=EventType.WORKLOAD_POLICY_SET).get()
+        assert event.author == "user:eddie" and event.environment == "prod"
+
+    def test_saving_a_policy_that_relaxes_the_floor_is_refused_next_to_the_axis(
+        self, editor, workload_a
+    ):
+        data = workload_post({"sensitivityCeiling": "restricted", "confidenceMin": 0.3})
+        response = client_for(editor).post(workload_url(workload_a, "prod"), data)
+        assert response.status_code == 422
+        html = response.content.decode()
+        assert (
+            '<p class="field-error" id="err-sensitivityCeiling">WORKLOAD_RELAXES_OPERATOR_FLOOR:'
+            " wider than the operator floor (floor: confidential).</p>" in html
+        )
+        assert '<p class="field-error" id="err-confidenceMin"></p>' in html
+        assert not WorkloadPolicyVersion.objects.filter(workload=workload_a).exists()
+
+    def test_live_validation_marks_a_relaxing_axis_without_saving(self, editor, workload_a):
+        data = workload_post({"sensitivityCeiling": "restricted"}, _validate="1")
+        response = client_for(editor).post(workload_url(workload_a, "prod"), data, **HTMX)
+        assert response.status_code == 200
+        html = response.content.decode()
+        assert 'id="err-sensitivityCeiling" hx-swap-oob="true">WORKLOAD_RELAXES' in html
+        assert "(floor: confidential)" in html
+        assert not WorkloadPolicyVersion.objects.filter(workload=workload_a).exists()
+        ok = workload_post({"sensitivityCeiling": "public"}, _validate="1")
+        html = client_for(editor).post(workload_url(workload_a), ok, **HTMX).content.decode()
+        assert "No problems found" in html
+        assert not WorkloadPolicyVersion.objects.exists()
+
+    def test_live_validation_reports_malformed_values(self, editor, workload_a):
+        data = workload_post({"totalTokenBudget": "-5"}, _validate="1")
+        html = client_for(editor).post(workload_url(workload_a), data, **HTMX).content.decode()
+        assert (
+            'id="err-totalTokenBudget" hx-swap-oob="true">Expected a positive whole number' in html
+        )
+
+    def test_inherited_axes_are_left_out_of_the_saved_document(self, editor, workload_a):
+        data = workload_post({"dropOrder": ["memory", "retrieval"]})
+        data["ax-sensitivityCeiling"] = "restricted"  # ignored: the axis inherits the floor
+        assert client_for(editor).post(workload_url(workload_a), data).status_code == 302
+        saved = WorkloadPolicyVersion.objects.get(workload=workload_a)
+        assert saved.document == {"dropOrder": ["memory", "retrieval"]}
+
+    def test_a_viewer_post_is_forbidden_and_saves_nothing(self, viewer, workload_a):
+        data = workload_post({"sensitivityCeiling": "internal"})
+        assert client_for(viewer).post(workload_url(workload_a), data).status_code == 403
+        assert not WorkloadPolicyVersion.objects.exists()
+
+    def test_a_post_without_csrf_token_is_refused(self, editor, workload_a):
+        data = workload_post({"sensitivityCeiling": "internal"})
+        response = client_for(editor, csrf=True).post(workload_url(workload_a), data)
+        assert response.status_code == 403
+        assert not WorkloadPolicyVersion.objects.exists()
+
+    def test_an_outsider_cannot_post(self, outsider, workload_a):
+        data = workload_post({"sensitivityCeiling": "internal"})
+        assert client_for(outsider).post(workload_url(workload_a), data).status_code == 404
+
+
+# --- version history ------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+class HistoryPageTests:
+    def history_url(self, **params: Any) -> str:
+        url = reverse("policies:floor-history", args=["team-a"])
+        return url + ("?" + "&".join(f"{k}={v}" for k, v in params.items()) if params else "")
+
+    def test_it_lists_floor_versions_and_diffs_the_latest_two(
+        self, operator, editor, viewer, workspace_a
+    ):
+        narrowed_floor(workspace_a, sensitivityCeiling="internal")
+        for persona, restorable in ((operator, True), (editor, False), (viewer, False)):
+            response = client_for(persona).get(self.history_url())
+            assert response.status_code == 200
+            html = response.content.decode()
+            assert "Initial operator floor" in html and "system:test" in html
+            assert ("Restore this version" in html) is restorable
+        diff = response.context["diff"]
+        assert [(r.axis, r.before, r.after) for r in diff] == [
+            ("sensitivityCeiling", "confidential", "internal")
+        ]
+
+    def test_any_two_versions_can_be_compared_and_htmx_gets_the_diff_only(
+        self, viewer, workspace_a
+    ):
+        narrowed_floor(workspace_a, sensitivityCeiling="internal")
+        narrowed_floor(workspace_a, confidenceMin=0.4)
+        response = client_for(viewer).get(self.history_url(a=1, b=3), **HTMX)
+        html = response.content.decode()
+        assert "<html" not in html
+        assert "Changes from v1 to v3" in html
+        assert "<code>sensitivityCeiling</code>" in html and "<code>confidenceMin</code>" in html
+
+    def test_restoring_a_floor_version_is_a_new_save(self, operator, workspace_a):
+        narrowed_floor(workspace_a, sensitivityCeiling="internal")
+        response = client_for(operator).post(self.history_url(), {"version": "1"})
+        assert response.status_code == 302
+        latest = workspace_policy_current(workspace=workspace_a)
+        assert latest.version == 3
+        assert latest.document["sensitivityCeiling"] == "confidential"
+        assert latest.comment == "Restored version 1"
+
+    def test_viewers_and_editors_cannot_restore_the_floor(self, editor, viewer, workspace_a):
+        narrowed_floor(workspace_a, sensitivityCeiling="internal")
+        for persona in (editor, viewer):
+            assert client_for(persona).post(self.history_url(), {"version": "1"}).status_code == 403
+        assert versions_of(workspace_a) == 2
+
+    def test_restoring_a_workload_version_is_revalidated(self, editor, workspace_a, workload_a):
+        for ceiling in ("confidential", "public"):
+            workload_policy_save(
+                workload=workload_a,
+                environment="prod",
+                document={"sensitivityCeiling": ceiling},
+                author="user:eddie",
+            )
+        narrowed_floor(workspace_a, sensitivityCeiling="internal")
+        url = reverse("policies:workload-history", args=["team-a", workload_a.pk])
+        response = client_for(editor).post(url + "?environment=prod", {"version": "1"})
+        assert response.status_code == 422
+        html = response.content.decode()
+        assert "WORKLOAD_RELAXES_OPERATOR_FLOOR: sensitivityCeiling is wider" in html
+        assert "(floor: internal)" in html
+        assert WorkloadPolicyVersion.objects.filter(workload=workload_a).count() == 2
+
+    def test_a_workload_version_restores_within_the_floor(self, editor, workload_a):
+        for ceiling in ("internal", "public"):
+            workload_policy_save(
+                workload=workload_a,
+                environment="prod",
+                document={"sensitivityCeiling": ceiling},
+                author="user:eddie",
+            )
+        url = reverse("policies:workload-history", args=["team-a", workload_a.pk])
+        response = client_for(editor).post(url + "?environment=prod", {"version": "1"})
+        assert response.status_code == 302
+        latest = WorkloadPolicyVersion.objects.filter(workload=workload_a).first()
+        assert (latest.version, latest.document) == (3, {"sensitivityCeiling": "internal"})
+
+    def test_the_history_query_count_does_not_grow_with_versions(
+        self, viewer, workspace_a, workload_a, django_assert_num_queries
+    ):
+        client = client_for(viewer)
+        url = reverse("policies:workload-history", args=["team-a", workload_a.pk])
+        client.get(self.history_url())
+        for _ in range(2):
+            narrowed_floor(workspace_a, confidenceMin=0.1)
+            workload_policy_save(
+                workload=workload_a, environment="", document={"confidenceMin": 0.2}, author="t"
+            )
+        with django_assert_num_queries(6):
+            client.get(self.history_url())
+        with django_assert_num_queries(8):
+            client.get(url)
+        for _ in range(5):
+            narrowed_floor(workspace_a, confidenceMin=0.1)
+            workload_policy_save(
+                workload=workload_a, environment="", document={"confidenceMin": 0.2}, author="t"
+            )
+        with django_assert_num_queries(6):
+            assert client.get(self.history_url()).status_code == 200
+        with django_assert_num_queries(8):
+            assert client.get(url).status_code == 200
