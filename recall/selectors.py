@@ -23,7 +23,7 @@ from typing import Any
 from django.db import connection
 from django.db.models import QuerySet
 
-from policies.algebra import SENSITIVITY_ORDER
+from policies.algebra import SEGMENT_KINDS, SENSITIVITY_ORDER
 from policies.models import Workspace
 from portal.errors import ValidationFailed
 from recall.filtersets import MemoryFilterSet
@@ -126,6 +126,12 @@ def memory_policy_rejections(
         return list(cursor.fetchall())
 
 
+# A row whose segment kind is outside the vocabulary (written around the API) cannot be
+# budgeted, and one such row must not fail the whole recall: it never ranks. Checked in the
+# ranking statements, which read the heap anyway, not in the funnel, whose covering index does
+# not hold segment_kind.
+KNOWN_SEGMENT_SQL = "m.segment_kind IN (" + ", ".join(f"'{k}'" for k in SEGMENT_KINDS) + ")"
+
 RANKED_COLUMNS = (
     "m.id, m.content, m.memory_type, m.source_kind, m.confirmation_status, m.confidence,"
     " m.sensitivity, m.segment_kind, m.token_count, m.created_at, m.hit_count"
@@ -135,7 +141,7 @@ EXACT_SQL = f"""
 WITH eligible AS MATERIALIZED (
     SELECT m.id, m.embedding <=> %(query)s::vector AS distance
     FROM {TABLE} m
-    WHERE m.actor_id = %(actor)s AND {FAIL_CLOSED_SQL} AND {POLICY_SQL}
+    WHERE m.actor_id = %(actor)s AND {FAIL_CLOSED_SQL} AND {POLICY_SQL} AND {KNOWN_SEGMENT_SQL}
 )
 SELECT {RANKED_COLUMNS}, 1 - e.distance AS similarity
 FROM eligible e JOIN {TABLE} m ON m.id = e.id
@@ -146,7 +152,7 @@ LIMIT %(limit)s
 HNSW_SQL = f"""
 SELECT {RANKED_COLUMNS}, 1 - (m.embedding <=> %(query)s::vector) AS similarity
 FROM {TABLE} m
-WHERE m.actor_id = %(actor)s AND {FAIL_CLOSED_SQL} AND {POLICY_SQL}
+WHERE m.actor_id = %(actor)s AND {FAIL_CLOSED_SQL} AND {POLICY_SQL} AND {KNOWN_SEGMENT_SQL}
 ORDER BY m.embedding <=> %(query)s::vector
 LIMIT %(limit)s
 """
@@ -200,11 +206,15 @@ def memory_ranked(
 
 def _run_hnsw(params: dict[str, Any]) -> list[RankedRow]:
     with connection.cursor() as cursor:
-        # SET LOCAL lasts until the end of the surrounding transaction (the recall service's).
+        # set_config(..., true) is SET LOCAL: it lasts until the end of the surrounding
+        # transaction (the recall service's). One statement, not three joined by ";", since a
+        # connection with server-side binding prepares statements and a prepared statement
+        # cannot hold several commands.
         cursor.execute(
-            "SET LOCAL hnsw.iterative_scan = relaxed_order;"
-            f" SET LOCAL hnsw.ef_search = {HNSW_EF_SEARCH};"
-            f" SET LOCAL hnsw.max_scan_tuples = {HNSW_MAX_SCAN_TUPLES}"
+            "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true),"
+            " set_config('hnsw.ef_search', %s, true),"
+            " set_config('hnsw.max_scan_tuples', %s, true)",
+            [str(HNSW_EF_SEARCH), str(HNSW_MAX_SCAN_TUPLES)],
         )
         cursor.execute(HNSW_SQL, params)
         return [RankedRow(*row) for row in cursor.fetchall()]

@@ -1,0 +1,856 @@
+"""``POST /v1/memory/actors/{actorId}/recall`` (SPEC §5): the policy funnel, the fail-closed
+rules, overrides, the envelope, its audit event, budget pressure and who may call it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.utils import timezone
+from django.utils.crypto import get_random_string
+
+from audit.models import AuditEvent, EventType
+from policies.algebra import VOCABULARIES, default_floor
+from policies.models import Workload
+from policies.services import workload_policy_save, workspace_policy_save
+from recall.envelope import context_digest
+from recall.models import MemoryRecord
+from tests.recall import factories
+
+QUERY = "release summary preferences"
+RECALL = "/v1/memory/actors/user:ada/recall"
+EVERYTHING = {
+    "memoryTypeAllowed": list(VOCABULARIES["memoryType"]),
+    "sourceKindAllowed": list(VOCABULARIES["sourceKind"]),
+    "confirmationStatusAllowed": list(VOCABULARIES["confirmationStatus"]),
+    "consentPolicyAllowed": list(VOCABULARIES["consentPolicy"]),  # even "withdrawn"
+    "confidenceMin": 0.0,
+    "sensitivityCeiling": "restricted",
+    "maxAgeSeconds": None,
+}
+
+
+@pytest.fixture(autouse=True)
+def fast_passwords(settings: Any) -> None:
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+def error_of(response: Any, status: int, code: str | None = None) -> dict[str, Any]:
+    assert response.status_code == status, response.content
+    body = response.json()
+    assert list(body) == ["error"]
+    assert set(body["error"]) == {"code", "message", "details"}
+    if code is not None:
+        assert body["error"]["code"] == code
+    return body["error"]
+
+
+def body_for(workload: Workload, **changes: Any) -> dict[str, Any]:
+    return {
+        "workloadId": str(workload.id),
+        "environment": "prod",
+        "query": QUERY,
+        "topK": 10,
+        **changes,
+    }
+
+
+def post_recall(persona: Any, workload: Workload, actor: str = "user:ada", **changes: Any) -> Any:
+    return persona.api().post(
+        f"/v1/memory/actors/{actor}/recall", body_for(workload, **changes), format="json"
+    )
+
+
+def recall(persona: Any, workload: Workload, **changes: Any) -> dict[str, Any]:
+    response = post_recall(persona, workload, **changes)
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+def set_floor(workspace: Any, relaxable: list[str] | None = None, **axes: Any) -> None:
+    workspace_policy_save(
+        workspace=workspace,
+        document={**default_floor(), **axes, "relaxableAxes": relaxable or []},
+        author="system:test",
+    )
+
+
+def set_workload(workload: Workload, **axes: Any) -> None:
+    workload_policy_save(workload=workload, environment="prod", document=axes, author="system:test")
+
+
+def ids(rows: list[MemoryRecord]) -> set[str]:
+    return {str(row.pk) for row in rows}
+
+
+def entry_ids(envelope: dict[str, Any]) -> set[str]:
+    return {entry["id"] for entry in envelope["entries"]}
+
+
+def state(workspace: Any) -> dict[str, Any]:
+    return {
+        "hits": sorted(
+            MemoryRecord.objects.filter(workspace=workspace).values_list(
+                "id", "hit_count", "last_accessed_at"
+            )
+        ),
+        "events": AuditEvent.objects.filter(workspace=workspace).count(),
+    }
+
+
+@pytest.fixture
+def full_floor(workspace_a: Any) -> None:
+    """The default floor, but reporting every decision."""
+    set_floor(workspace_a, diagnosticsVerbosity="full")
+
+
+# Each case: the workload policy, rows that pass it, rows that fail it, and the failure code.
+# Rows straddle the boundary where the axis has one.
+AXIS_CASES = {
+    "memoryTypeAllowed": (
+        {"memoryTypeAllowed": ["preference", "decision"]},
+        [{"memory_type": "preference"}, {"memory_type": "decision"}],
+        [{"memory_type": "fact"}, {"memory_type": "episode"}],
+        "memory_type_not_allowed",
+    ),
+    "sourceKindAllowed": (
+        {"sourceKindAllowed": ["user", "operator"]},
+        [{"source_kind": "user"}, {"source_kind": "operator"}],
+        [{"source_kind": "tool"}, {"source_kind": "assistant"}, {"source_kind": "import"}],
+        "source_kind_not_allowed",
+    ),
+    "confirmationStatusAllowed": (
+        {"confirmationStatusAllowed": ["user_confirmed"]},
+        [{"confirmation_status": "user_confirmed"}],
+        [{"confirmation_status": "inferred"}, {"confirmation_status": "unknown"}],
+        "confirmation_status_not_allowed",
+    ),
+    "confidenceMin": (
+        {"confidenceMin": 0.7},
+        [{"confidence": 0.7}, {"confidence": 1.0}],
+        [{"confidence": 0.69}, {"confidence": 0.0}],
+        "confidence_below_min",
+    ),
+    "sensitivityCeiling": (
+        {"sensitivityCeiling": "internal"},
+        [{"sensitivity": "public"}, {"sensitivity": "internal"}],
+        [{"sensitivity": "confidential"}, {"sensitivity": "restricted"}],
+        "sensitivity_above_ceiling",
+    ),
+    "consentPolicyAllowed": (
+        {"consentPolicyAllowed": ["explicit", "contractual"]},
+        [{"consent_policy": "explicit"}, {"consent_policy": "contractual"}],
+        [{"consent_policy": "implied"}, {"consent_policy": "unknown"}],
+        "consent_not_allowed",
+    ),
+    "maxAgeSeconds": (
+        {"maxAgeSeconds": 3600},
+        [{"age": timedelta(minutes=1)}, {"age": timedelta(minutes=55)}],
+        [{"age": timedelta(minutes=65)}, {"age": timedelta(days=30)}],
+        "older_than_max_age",
+    ),
+}
+
+
+def make_rows(workspace: Any, specs: list[dict[str, Any]], label: str) -> list[MemoryRecord]:
+    now = timezone.now()
+    items = []
+    for n, spec in enumerate(specs):
+        fields = dict(spec)
+        age = fields.pop("age", timedelta(minutes=5))
+        items.append(
+            {"content": f"{label} {n}: Ada's release summary preferences", "created_at": now - age,
+             **fields}
+        )  # fmt: skip
+    return factories.memories(workspace, *items)
+
+
+class RecallAxisTests:
+    @pytest.mark.parametrize("axis", list(AXIS_CASES))
+    def test_each_recall_axis_filters_before_ranking(self, editor, workload_a, full_floor, axis):
+        policy, passing, failing, code = AXIS_CASES[axis]
+        set_workload(workload_a, **policy)
+        kept = make_rows(editor.workspace, passing, "KEPT")
+        dropped = make_rows(editor.workspace, failing, "DROPPED")
+
+        envelope = recall(editor, workload_a)
+
+        assert entry_ids(envelope) == ids(kept)
+        diagnostics = envelope["diagnostics"]
+        assert diagnostics["reasons"][code] == len(dropped)
+        assert diagnostics["reasons"]["passes_policy"] == len(kept)
+        assert diagnostics["counts"]["candidates"] == len(kept) + len(dropped)
+        assert diagnostics["counts"]["afterPolicy"] == len(kept)
+        decided = {d["id"]: d["code"] for d in diagnostics["decisions"]}
+        assert {pk: decided[pk] for pk in ids(dropped)} == dict.fromkeys(ids(dropped), code)
+        assert {pk: decided[pk] for pk in ids(kept)} == dict.fromkeys(ids(kept), "included")
+        assert "DROPPED" not in json.dumps(envelope)
+
+    def test_a_row_failing_several_axes_is_reported_under_the_first(
+        self, editor, workload_a, full_floor
+    ):
+        set_workload(workload_a, memoryTypeAllowed=["fact"], confidenceMin=0.5)
+        [row] = factories.memories(
+            editor.workspace, {"content": "x", "memory_type": "episode", "confidence": 0.1}
+        )
+
+        envelope = recall(editor, workload_a)
+
+        assert envelope["diagnostics"]["reasons"] == {"memory_type_not_allowed": 1}
+        assert envelope["diagnostics"]["decisions"] == [
+            {"id": str(row.pk), "code": "memory_type_not_allowed"}
+        ]
+
+    def test_a_workload_policy_set_through_the_api_applies(self, editor, workload_a):
+        response = editor.api().put(
+            f"/v1/workloads/{workload_a.id}/policy?environment=prod",
+            {"memoryTypeAllowed": ["decision"]},
+            format="json",
+        )
+        assert response.status_code in (200, 201), response.content
+        decision, fact = factories.memories(
+            editor.workspace,
+            {"content": "We decided on summaries", "memory_type": "decision"},
+            {"content": "A fact about summaries"},
+        )
+
+        envelope = recall(editor, workload_a)
+
+        assert entry_ids(envelope) == {str(decision.pk)}
+        assert envelope["diagnostics"]["reasons"]["memory_type_not_allowed"] == 1
+
+    def test_the_environment_picks_the_workload_policy(self, editor, workload_a):
+        set_workload(workload_a, memoryTypeAllowed=["decision"])
+        factories.memories(
+            editor.workspace, {"content": "a decision", "memory_type": "decision"}, {"content": "f"}
+        )
+
+        in_prod = recall(editor, workload_a)
+        in_dev = recall(editor, workload_a, environment="dev")
+
+        assert len(in_prod["entries"]) == 1
+        assert len(in_dev["entries"]) == 2
+
+    def test_another_workspaces_actor_of_the_same_name_is_never_recalled(
+        self, editor, workload_a, workspace_b
+    ):
+        mine = factories.memories(editor.workspace, {"content": "A's Ada: release summary"})
+        factories.memories(workspace_b, {"content": "B's Ada: release summary preferences"})
+
+        envelope = recall(editor, workload_a)
+
+        assert entry_ids(envelope) == ids(mine)
+        assert envelope["diagnostics"]["counts"]["candidates"] == 1
+
+    def test_an_actor_with_no_memories_gets_an_empty_envelope(self, editor, workload_a):
+        envelope = recall(editor, workload_a)
+
+        assert envelope["entries"] == [] and envelope["truncatedRefs"] == []
+        assert envelope["diagnostics"]["counts"] == {
+            "candidates": 0, "afterPolicy": 0, "afterRanking": 0, "afterBudgetAllocation": 0,
+        }  # fmt: skip
+        assert AuditEvent.objects.filter(type=EventType.ASSEMBLED).count() == 1
+
+
+FAIL_CLOSED = [
+    {"lifecycle_status": "inactive"},
+    {"lifecycle_status": "stale"},
+    {"lifecycle_status": "suppressed"},
+    {"lifecycle_status": "disabled"},
+    {"lifecycle_status": "expired"},
+    {"is_current": False},
+    {"expires_at": "past"},
+    {"consent_policy": "withdrawn"},
+]
+
+
+class FailClosedTests:
+    @pytest.fixture
+    def wide_open(self, workspace_a: Any, workload_a: Workload) -> Workload:
+        set_floor(
+            workspace_a, relaxable=list(EVERYTHING), diagnosticsVerbosity="full", **EVERYTHING
+        )
+        return workload_a
+
+    def rows(self, workspace: Any) -> tuple[list[MemoryRecord], list[MemoryRecord]]:
+        now = timezone.now()
+        excluded_specs = [
+            {**spec, "expires_at": now - timedelta(seconds=1)} if "expires_at" in spec else spec
+            for spec in FAIL_CLOSED
+        ]
+        excluded = factories.memories(
+            workspace,
+            *(
+                {"content": f"HIDDEN-{n} release summary preferences", **spec}
+                for n, spec in enumerate(excluded_specs)
+            ),
+        )
+        kept = factories.memories(
+            workspace,
+            {"content": "Visible release summary"},
+            {"content": "Visible until tomorrow", "expires_at": now + timedelta(days=1)},
+        )
+        return excluded, kept
+
+    def test_fail_closed_rows_never_appear_whatever_the_policy(self, editor, wide_open):
+        excluded, kept = self.rows(editor.workspace)
+
+        response = post_recall(editor, wide_open)
+
+        assert response.status_code == 200, response.content
+        envelope = response.json()
+        assert entry_ids(envelope) == ids(kept)
+        diagnostics = envelope["diagnostics"]
+        assert diagnostics["verbosity"] == "full"
+        assert diagnostics["reasons"]["lifecycle_excluded"] == len(FAIL_CLOSED)
+        assert diagnostics["counts"]["candidates"] == len(FAIL_CLOSED) + 2
+        assert diagnostics["counts"]["afterPolicy"] == 2
+        assert not ids(excluded) & {d["id"] for d in diagnostics["decisions"]}
+        assert b"HIDDEN" not in response.content
+
+    def test_an_override_cannot_bring_back_a_fail_closed_row(self, editor, wide_open):
+        excluded, kept = self.rows(editor.workspace)
+
+        envelope = recall(editor, wide_open, policyOverride=EVERYTHING)
+
+        assert entry_ids(envelope) == ids(kept)
+        assert envelope["diagnostics"]["reasons"]["lifecycle_excluded"] == len(FAIL_CLOSED)
+
+    @pytest.mark.parametrize(
+        "unknown",
+        [
+            {"memory_type": "opinion"},
+            {"source_kind": "rumour"},
+            {"confirmation_status": "sure"},
+            {"sensitivity": "secret"},
+            {"consent_policy": "maybe"},
+            {"lifecycle_status": "zombie"},
+            {"segment_kind": "scratch"},
+        ],
+    )
+    def test_a_value_outside_the_vocabulary_never_passes(self, editor, wide_open, unknown):
+        # Rows written around the API (an old import, a manual fix) may carry any label.
+        [odd] = factories.memories(
+            editor.workspace, {"content": "ODD release summary preferences", **unknown}
+        )
+        kept = factories.memories(editor.workspace, {"content": "Visible release summary"})
+
+        response = post_recall(editor, wide_open)
+
+        assert response.status_code == 200, response.content
+        assert entry_ids(response.json()) == ids(kept)
+        assert b"ODD" not in response.content
+
+    def test_fail_closed_rows_are_never_hit_counted(self, editor, wide_open):
+        excluded, _ = self.rows(editor.workspace)
+
+        recall(editor, wide_open)
+
+        assert not MemoryRecord.objects.filter(pk__in=ids(excluded), hit_count__gt=0).exists()
+
+
+class OverrideTests:
+    @pytest.fixture
+    def setup(self, workspace_a: Any, workload_a: Workload) -> dict[str, MemoryRecord]:
+        set_floor(
+            workspace_a,
+            relaxable=["memoryTypeAllowed", "confidenceMin"],
+            confidenceMin=0.5,
+            diagnosticsVerbosity="full",
+        )
+        set_workload(workload_a, memoryTypeAllowed=["fact"], confidenceMin=0.8)
+        rows = factories.memories(
+            workspace_a,
+            {"content": "sure fact", "memory_type": "fact", "confidence": 0.9},
+            {"content": "sure preference", "memory_type": "preference", "confidence": 0.9},
+            {"content": "unsure fact", "memory_type": "fact", "confidence": 0.6},
+        )
+        return {row.content: row for row in rows}
+
+    def test_without_an_override_the_workload_policy_applies(self, editor, workload_a, setup):
+        assert entry_ids(recall(editor, workload_a)) == ids([setup["sure fact"]])
+
+    def test_an_override_of_a_relaxable_set_axis_replaces_the_workloads_value(
+        self, editor, workload_a, setup
+    ):
+        plain = recall(editor, workload_a)
+
+        envelope = recall(editor, workload_a, policyOverride={"memoryTypeAllowed": ["preference"]})
+
+        assert entry_ids(envelope) == ids([setup["sure preference"]])
+        assert envelope["effectivePolicyHash"] != plain["effectivePolicyHash"]
+        assert envelope["effectiveBudgetHash"] == plain["effectiveBudgetHash"]
+
+    def test_an_override_may_relax_a_number_down_to_the_floor(self, editor, workload_a, setup):
+        envelope = recall(editor, workload_a, policyOverride={"confidenceMin": 0.5})
+
+        assert entry_ids(envelope) == ids([setup["sure fact"], setup["unsure fact"]])
+
+    @pytest.mark.parametrize(
+        ("override", "axes"),
+        [
+            ({"sourceKindAllowed": ["user"]}, ["sourceKindAllowed"]),
+            ({"totalTokenBudget": 100}, ["totalTokenBudget"]),
+            (
+                {"sensitivityCeiling": "public", "memoryTypeAllowed": ["fact"], "pinned": []},
+                ["sensitivityCeiling", "pinned"],
+            ),
+        ],
+    )
+    def test_an_override_of_an_axis_that_is_not_relaxable_is_forbidden(
+        self, editor, workload_a, setup, override, axes
+    ):
+        before = state(editor.workspace)
+
+        response = post_recall(editor, workload_a, policyOverride=override)
+
+        error = error_of(response, 403, "USER_OVERRIDE_NOT_PERMITTED")
+        assert sorted(error["details"]["axes"]) == sorted(axes)
+        assert state(editor.workspace) == before
+
+    def test_an_override_past_the_floor_is_forbidden(self, editor, workload_a, setup):
+        before = state(editor.workspace)
+
+        response = post_recall(editor, workload_a, policyOverride={"confidenceMin": 0.4})
+
+        error = error_of(response, 403, "USER_OVERRIDE_NOT_PERMITTED")
+        assert error["details"]["axes"] == ["confidenceMin"]
+        assert state(editor.workspace) == before
+
+    @pytest.mark.parametrize(
+        "override",
+        [{"memoryTypeAllowed": ["opinion"]}, {"confidenceMin": 2}, {"colour": "red"}],
+    )
+    def test_a_malformed_override_is_a_400(self, editor, workload_a, setup, override):
+        before = state(editor.workspace)
+
+        response = post_recall(editor, workload_a, policyOverride=override)
+
+        assert response.status_code == 400, response.content
+        assert state(editor.workspace) == before
+
+
+class RecallRequestTests:
+    @pytest.mark.parametrize(
+        ("changes", "field"),
+        [
+            ({"topK": 0}, "topK"),
+            ({"topK": 500}, "topK"),
+            ({"topK": "x"}, "topK"),
+            ({"topK": None}, "topK"),
+            ({"query": None}, "query"),
+            ({"workloadId": "not-a-uuid"}, "workloadId"),
+            ({"environment": "qa"}, "environment"),
+            ({"environment": "not a slug"}, "environment"),
+            ({"policyOverride": ["memoryTypeAllowed"]}, "policyOverride"),
+            ({"colour": "red"}, "colour"),
+        ],
+    )
+    def test_a_bad_request_is_a_400_naming_the_field(self, editor, workload_a, changes, field):
+        before = state(editor.workspace)
+
+        response = post_recall(editor, workload_a, **changes)
+
+        error = error_of(response, 400)
+        assert field in error["details"]["fields"], error
+        assert state(editor.workspace) == before
+
+    @pytest.mark.parametrize("missing", ["query", "workloadId"])
+    def test_a_missing_field_is_a_400(self, editor, workload_a, missing):
+        body = body_for(workload_a)
+        del body[missing]
+
+        response = editor.api().post(RECALL, body, format="json")
+
+        assert missing in error_of(response, 400)["details"]["fields"]
+
+    def test_top_k_defaults_to_10_and_may_be_200(self, editor, workload_a):
+        factories.memories(editor.workspace, *({"content": f"m {n}"} for n in range(12)))
+        body = body_for(workload_a)
+        del body["topK"]
+
+        default = editor.api().post(RECALL, body, format="json").json()
+        widest = recall(editor, workload_a, topK=200)
+
+        assert default["diagnostics"]["counts"]["afterRanking"] == 10
+        assert widest["diagnostics"]["counts"]["afterRanking"] == 12
+
+    def test_a_malformed_actor_id_is_a_400(self, editor, workload_a):
+        response = post_recall(editor, workload_a, actor="robot:x")
+
+        assert "actorId" in error_of(response, 400)["details"]["fields"]
+
+    def test_an_unknown_workload_is_not_found(self, editor, workload_a):
+        response = post_recall(editor, workload_a, workloadId=str(uuid.uuid4()))
+
+        error_of(response, 404, "NOT_FOUND")
+
+    def test_another_workspaces_workload_is_not_found(self, editor, workload_a, workload_b):
+        before = state(editor.workspace)
+
+        response = post_recall(editor, workload_b)
+
+        error_of(response, 404, "NOT_FOUND")
+        assert state(editor.workspace) == before
+        assert not AuditEvent.objects.filter(type=EventType.ASSEMBLED).exists()
+
+    def test_a_viewer_may_not_recall(self, viewer, workload_a):
+        factories.memories(viewer.workspace, {"content": "release summary"})
+        before = state(viewer.workspace)
+
+        error_of(post_recall(viewer, workload_a), 403, "PERMISSION_DENIED")
+
+        assert state(viewer.workspace) == before
+
+    def test_an_outsider_gets_404_and_changes_nothing(self, outsider, workload_a):
+        factories.memories(workload_a.workspace, {"content": "release summary"})
+        before = state(workload_a.workspace)
+
+        by_token = post_recall(outsider, workload_a)
+        by_slug = outsider.api().post(
+            f"{RECALL}?workspace=team-a", body_for(workload_a), format="json"
+        )
+        by_session = csrf_session(outsider).post(
+            f"{RECALL}?workspace=team-a", body_for(workload_a), format="json"
+        )
+
+        for response in (by_token, by_slug, by_session):
+            error_of(response, 404, "NOT_FOUND")
+        assert state(workload_a.workspace) == before
+        assert not AuditEvent.objects.filter(type=EventType.ASSEMBLED).exists()
+
+    def test_a_session_editor_recalls_with_a_csrf_token(self, editor, workload_a):
+        factories.memories(editor.workspace, {"content": "release summary"})
+
+        response = csrf_session(editor).post(
+            f"{RECALL}?workspace=team-a", body_for(workload_a), format="json"
+        )
+
+        assert response.status_code == 200, response.content
+        assert AuditEvent.objects.get(type=EventType.ASSEMBLED).author == "user:eddie"
+
+
+def csrf_session(persona: Any) -> Any:
+    client = persona.session()
+    secret = get_random_string(32)
+    client.cookies[settings.CSRF_COOKIE_NAME] = secret
+    client.credentials(HTTP_X_CSRFTOKEN=secret)
+    return client
+
+
+@pytest.fixture
+def ranked(workspace_a: Any) -> list[MemoryRecord]:
+    """Eight eligible memories of decreasing relevance to QUERY, and two that fail policy."""
+    rows = factories.memories(
+        workspace_a,
+        {"content": "release summary preferences of Ada"},
+        {"content": "Ada's release summary preferences, in short"},
+        {"content": "release summary"},
+        {"content": "summary preferences"},
+        {"content": "release notes are read on Mondays"},
+        {"content": "preferences about tea"},
+        {"content": "Ada lives in Paris"},
+        {"content": "The build takes ten minutes"},
+    )
+    factories.memories(
+        workspace_a,
+        {"content": "POLICY-FAILED release summary preferences", "sensitivity": "restricted"},
+        {"content": "POLICY-FAILED too: release summary", "sensitivity": "restricted"},
+    )
+    return rows
+
+
+class EnvelopeTests:
+    def test_the_funnel_narrows_and_entries_come_best_first(self, editor, workload_a, ranked):
+        envelope = recall(editor, workload_a, topK=5)
+
+        counts = envelope["diagnostics"]["counts"]
+        assert counts == {
+            "candidates": 10, "afterPolicy": 8, "afterRanking": 5, "afterBudgetAllocation": 5,
+        }  # fmt: skip
+        scores = [entry["score"] for entry in envelope["entries"]]
+        assert scores == sorted(scores, reverse=True)
+        assert envelope["entries"][0]["id"] in ids(ranked[:2])
+        assert envelope["diagnostics"]["reasons"]["below_top_k"] == 3
+        assert envelope["diagnostics"]["reasons"]["sensitivity_above_ceiling"] == 2
+
+    def test_an_entry_carries_the_spec_fields(self, editor, workload_a, ranked):
+        entry = recall(editor, workload_a, topK=1)["entries"][0]
+
+        assert set(entry) >= {
+            "id", "segmentKind", "memoryType", "sourceKind", "confirmationStatus", "confidence",
+            "sensitivity", "content", "tokens", "similarity", "score", "createdAt",
+        }  # fmt: skip
+        row = MemoryRecord.objects.get(pk=entry["id"])
+        assert entry["content"] == row.content
+        assert entry["tokens"] == row.token_count
+        assert 0 < entry["score"] <= entry["similarity"] <= 1
+
+    def test_the_envelope_has_every_spec_key(self, editor, workload_a, ranked):
+        envelope = recall(editor, workload_a)
+
+        assert set(envelope) >= {
+            "entries", "truncatedRefs", "budget", "diagnostics", "effectivePolicyHash",
+            "effectiveBudgetHash", "prefixFingerprint", "digest", "tokenCounts", "reused",
+            "envelopeId",
+        }  # fmt: skip
+        assert set(envelope["budget"]) >= {"totalTokenBudget", "perKind", "usedTokens", "pressure"}
+        for allocation in envelope["budget"]["perKind"].values():
+            assert set(allocation) == {"reserved", "ceiling", "demand", "allocated", "used"}
+        assert envelope["budget"]["usedTokens"] == sum(e["tokens"] for e in envelope["entries"])
+        assert envelope["tokenCounts"]["used"] == envelope["budget"]["usedTokens"]
+
+    def test_the_digest_covers_the_entries_in_order(self, editor, workload_a, ranked):
+        envelope = recall(editor, workload_a)
+
+        contents = dict(MemoryRecord.objects.values_list("id", "content"))
+        expected = context_digest(
+            (e["id"], hashlib.sha256(contents[int(e["id"])].encode()).hexdigest())
+            for e in envelope["entries"]
+        )
+        assert envelope["digest"] == expected
+
+    def test_the_same_recall_twice_gives_the_same_digest_and_is_reused(
+        self, editor, workload_a, ranked
+    ):
+        first = recall(editor, workload_a)
+        second = recall(editor, workload_a)
+
+        assert first["reused"] is False
+        assert second["reused"] is True
+        assert second["digest"] == first["digest"]
+        assert second["prefixFingerprint"] == first["prefixFingerprint"]
+        assert second["envelopeId"] != first["envelopeId"]
+
+    def test_the_prefix_fingerprint_follows_only_the_pinned_part(self, editor, workload_a):
+        system, memory = factories.memories(
+            editor.workspace,
+            {"content": "Answer release questions in English", "segment_kind": "system_policy"},
+            {"content": "Ada likes release summary preferences short"},
+        )
+        first = recall(editor, workload_a)
+        assert entry_ids(first) == ids([system, memory])
+
+        editor.api().patch(
+            f"/v1/memory/memories/{memory.pk}",
+            {"content": "Ada likes release summary preferences long"},
+            format="json",
+        )
+        memory_edited = recall(editor, workload_a)
+        editor.api().patch(
+            f"/v1/memory/memories/{system.pk}",
+            {"content": "Answer release questions in French"},
+            format="json",
+        )
+        system_edited = recall(editor, workload_a)
+
+        assert memory_edited["digest"] != first["digest"]
+        assert memory_edited["prefixFingerprint"] == first["prefixFingerprint"]
+        assert memory_edited["reused"] is True
+        assert system_edited["prefixFingerprint"] != first["prefixFingerprint"]
+        assert system_edited["reused"] is False
+
+    def test_a_different_effective_policy_is_not_reused(self, editor, workload_a, ranked):
+        recall(editor, workload_a)
+        set_workload(workload_a, sensitivityCeiling="internal")
+
+        changed = recall(editor, workload_a)
+        in_another_environment = recall(editor, workload_a, environment="dev")
+
+        assert changed["reused"] is False
+        assert in_another_environment["reused"] is False
+
+    def test_the_audit_event_and_the_effective_policy_agree_with_the_envelope(
+        self, editor, viewer, workload_a, ranked
+    ):
+        set_workload(workload_a, confidenceMin=0.3)
+        envelope = recall(editor, workload_a)
+
+        events = viewer.api().get("/v1/audit/events/", {"type": "context.assembled"}).json()
+        effective = (
+            viewer.api()
+            .get(f"/v1/workloads/{workload_a.id}/effective-policy", {"environment": "prod"})
+            .json()
+        )
+
+        assert events["count"] == 1
+        event = events["results"][0]
+        assert event["type"] == "context.assembled"
+        assert event["actorId"] == "user:ada"
+        assert event["workloadId"] == str(workload_a.id)
+        assert event["environment"] == "prod"
+        assert event["author"] == "token:eddie-token"
+        payload = event["payload"]
+        for key in (
+            "envelopeId", "effectivePolicyHash", "effectiveBudgetHash", "prefixFingerprint",
+            "digest", "tokenCounts", "reused",
+        ):  # fmt: skip
+            assert payload[key] == envelope[key], key
+        assert payload["counts"] == envelope["diagnostics"]["counts"]
+        assert effective["effectivePolicyHash"] == envelope["effectivePolicyHash"]
+        assert effective["effectiveBudgetHash"] == envelope["effectiveBudgetHash"]
+        assert viewer.api().get("/v1/audit/verify").json()["ok"] is True
+
+    def test_only_returned_entries_are_hit_counted(self, editor, workload_a, ranked):
+        start = timezone.now()
+
+        envelope = recall(editor, workload_a, topK=3)
+
+        returned = entry_ids(envelope)
+        assert len(returned) == 3
+        for row in MemoryRecord.objects.filter(workspace=editor.workspace):
+            if str(row.pk) in returned:
+                assert row.hit_count == 1
+                assert start <= row.last_accessed_at <= timezone.now()
+            else:
+                assert row.hit_count == 0
+                assert row.last_accessed_at is None
+
+        recall(editor, workload_a, topK=3)
+        assert sorted(
+            MemoryRecord.objects.filter(pk__in=returned).values_list("hit_count", flat=True)
+        ) == [2, 2, 2]
+
+
+class VerbosityTests:
+    @pytest.mark.parametrize("verbosity", ["none", "summary", "full"])
+    def test_each_verbosity_reports_what_it_should(
+        self, editor, workload_a, full_floor, ranked, verbosity
+    ):
+        set_workload(workload_a, diagnosticsVerbosity=verbosity)
+
+        diagnostics = recall(editor, workload_a, topK=5)["diagnostics"]
+
+        assert diagnostics["verbosity"] == verbosity
+        assert diagnostics["counts"]["afterRanking"] == 5
+        if verbosity == "none":
+            assert "reasons" not in diagnostics
+            assert diagnostics["decisions"] == []
+        elif verbosity == "summary":
+            assert diagnostics["reasons"]["included"] == 5
+            assert diagnostics["decisions"] == []
+        else:
+            assert diagnostics["reasons"]["included"] == 5
+            codes = [d["code"] for d in diagnostics["decisions"]]
+            assert codes == ["included"] * 5 + ["sensitivity_above_ceiling"] * 2
+
+    def test_full_decisions_are_bounded_at_200_and_never_carry_failed_content(
+        self, editor, workload_a, full_floor
+    ):
+        factories.memories(
+            editor.workspace,
+            *({"content": f"SECRET-{n} release summary", "sensitivity": "restricted"}
+              for n in range(250)),
+        )  # fmt: skip
+        kept = factories.memories(
+            editor.workspace, *({"content": f"ok {n} release summary"} for n in range(5))
+        )
+
+        response = post_recall(editor, workload_a)
+
+        assert response.status_code == 200, response.content
+        diagnostics = response.json()["diagnostics"]
+        assert len(diagnostics["decisions"]) == 200
+        assert diagnostics["decisions"][:5] == [
+            {**d, "code": "included"} for d in diagnostics["decisions"][:5]
+        ]
+        assert {d["id"] for d in diagnostics["decisions"][:5]} == ids(kept)
+        assert diagnostics["reasons"]["sensitivity_above_ceiling"] == 250
+        assert b"SECRET" not in response.content
+        for decision in diagnostics["decisions"][5:]:
+            assert set(decision) == {"id", "code"}
+
+
+class BudgetTests:
+    def test_a_tiny_budget_cuts_entries_and_keeps_a_truncated_ref(self, editor, workload_a):
+        set_floor(
+            editor.workspace, perSegmentReservation={}, pinned=[], diagnosticsVerbosity="full"
+        )
+        set_workload(workload_a, totalTokenBudget=40)
+        rows = factories.memories(
+            editor.workspace,
+            # 48 characters each: 12 tokens apiece, so three fit in 40 with 4 left over.
+            *(
+                {"content": f"release summary preferences, memory number {n:02d}..."}
+                for n in range(5)
+            ),
+        )
+        assert {row.token_count for row in rows} == {12}
+
+        envelope = recall(editor, workload_a)
+
+        budget = envelope["budget"]
+        assert budget["pressure"] is True
+        assert budget["totalTokenBudget"] == 40
+        assert budget["usedTokens"] == 36 <= 40
+        assert len(envelope["entries"]) == 3
+        [ref] = envelope["truncatedRefs"]
+        assert set(ref) == {"id", "segmentKind", "memoryType", "tokens"}
+        assert ref["id"] not in entry_ids(envelope)
+        reasons = envelope["diagnostics"]["reasons"]
+        assert reasons["included"] == 3
+        assert reasons["truncated"] == 1
+        assert reasons["budget_drop_order"] == 1
+        counts = envelope["diagnostics"]["counts"]
+        assert counts["afterRanking"] == 5
+        assert counts["afterBudgetAllocation"] == 4
+        contents = {str(r.pk): r.content for r in rows}
+        assert envelope["digest"] == context_digest(
+            (pk, hashlib.sha256(contents[pk].encode()).hexdigest())
+            for pk in [e["id"] for e in envelope["entries"]] + [ref["id"]]
+        )
+        # A truncated ref is not returned content: it is not hit-counted.
+        assert MemoryRecord.objects.get(pk=ref["id"]).hit_count == 0
+        assert contents[ref["id"]] not in json.dumps(envelope["entries"])
+
+    def test_a_forbidden_segment_kind_gets_nothing(self, editor, workload_a, full_floor):
+        set_workload(workload_a, forbiddenSegmentKinds=["tool_result"])
+        memories = factories.memories(
+            editor.workspace, {"content": "release summary"}, {"content": "summary preferences"}
+        )
+        tools = factories.memories(
+            editor.workspace,
+            {"content": "tool said release summary", "segment_kind": "tool_result"},
+            {"content": "tool said preferences", "segment_kind": "tool_result"},
+        )
+
+        envelope = recall(editor, workload_a)
+
+        assert entry_ids(envelope) == ids(memories)
+        assert envelope["diagnostics"]["reasons"]["segment_kind_forbidden"] == 2
+        assert envelope["budget"]["perKind"]["tool_result"] == {
+            "reserved": 0, "ceiling": 0, "demand": 0, "allocated": 0, "used": 0,
+        }  # fmt: skip
+        decided = {d["id"]: d["code"] for d in envelope["diagnostics"]["decisions"]}
+        assert {decided[pk] for pk in ids(tools)} == {"segment_kind_forbidden"}
+
+
+class RecallQueryCountTests:
+    @pytest.mark.parametrize("how_many", [3, 60])
+    @pytest.mark.parametrize("verbosity", ["summary", "full"])
+    def test_recall_runs_a_fixed_number_of_queries(
+        self, editor, workload_a, how_many, verbosity, django_assert_num_queries
+    ):
+        set_floor(editor.workspace, diagnosticsVerbosity=verbosity)
+        factories.memories(
+            editor.workspace,
+            *({"content": f"release summary {n}", "confidence": 0.9 if n % 3 else 0.1}
+              for n in range(how_many)),
+        )  # fmt: skip
+        set_workload(workload_a, confidenceMin=0.3)
+        client = editor.api()
+        body = body_for(workload_a, topK=20)
+
+        # token, workload, environment, floor, workload policy, savepoint, actor, funnel,
+        # ranking, [rejected ids at full], previous event, chain head, event, head update,
+        # hit counts, savepoint release
+        with django_assert_num_queries(15 if verbosity == "summary" else 16):
+            response = client.post(RECALL, body, format="json")
+
+        assert response.status_code == 200, response.content
