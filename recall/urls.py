@@ -7,5 +7,10 @@ from recall import views
 app_name = "recall"
 urlpatterns = [
     path("sandbox/", views.sandbox, name="sandbox"),
+    path("sandbox/actors", views.actor_options, name="actor-options"),
     path("memories/", views.memories, name="memories"),
+    path("memories/import/", views.memory_import, name="memory-import"),
+    path("memories/<int:memory_id>/row/", views.memory_row, name="memory-row"),
+    path("memories/<int:memory_id>/edit/", views.memory_edit, name="memory-edit"),
+    path("memories/<int:memory_id>/status/", views.memory_status, name="memory-status"),
 ]

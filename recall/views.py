@@ -1,19 +1,579 @@
+"""Recall pages: the sandbox and the memory browser.
+
+Each page URL serves the whole page and, for htmx requests, only the fragment that changes
+(``request.htmx``). Writes go through ``recall.services``; reads through the selectors and
+``recall.page_selectors``. Domain errors are shown next to the form fields they name.
+"""
+
 from __future__ import annotations
 
+from typing import Any
+from urllib.parse import urlencode
+
+from django import forms
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.core.paginator import Paginator
+from django.db.models import Count
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.shortcuts import redirect, render
+from django.urls import NoReverseMatch, reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from portal.pages import workspace_page
+from policies.algebra import AXES, PolicyError
+from policies.models import Workload, Workspace
+from policies.selectors import EffectivePolicy, effective_policy_for, workspace_policy_current
+from portal.errors import DomainError, ValidationFailed
+from portal.models import Role
+from portal.pages import PageAccess, workspace_page
+from recall import services
+from recall.filtersets import MemoryFilterSet
+from recall.forms import (
+    MemoryEditForm,
+    MemoryImportForm,
+    SandboxForm,
+    add_domain_error,
+    parse_jsonl,
+    show_value,
+)
+from recall.models import Actor, LifecycleStatus, MemoryRecord
+from recall.page_selectors import (
+    RecallPreview,
+    actor_suggestions,
+    assembled_event_id,
+    decision_words,
+    memory_rows,
+    recall_preview,
+    recall_reason,
+)
+from recall.selectors import actor_lookup
+from recall.svg import budget_bar, kind_summary
+
+PAGE_SIZE = 25
+COMPARE_WIDTH = 560  # each side of the compare view's budget bars, in SVG user units
+DEFAULT_ENVIRONMENT = "prod"
+FUNNEL_STEPS = (
+    ("candidates", "Candidates", "the actor's memories"),
+    ("afterPolicy", "After policy", "pass fail-closed rules and every axis"),
+    ("afterRanking", "After ranking", "best scores, cut to top K"),
+    ("afterBudgetAllocation", "After budget", "entries and truncated refs"),
+)
+
+
+def _audit_event_url(slug: str, event_id: int) -> str:
+    try:
+        return reverse("audit:event", args=[slug, event_id])
+    except NoReverseMatch:
+        return f"/w/{slug}/audit/{event_id}/"
+
+
+def _workloads(workspace: Workspace) -> list[Workload]:
+    workloads = list(workspace.workloads.order_by("name"))
+    for workload in workloads:
+        workload.workspace = workspace  # effective_policy_for reads it: no query per workload
+    return workloads
+
+
+def _environments(workspace: Workspace) -> list[str]:
+    return list(workspace.environments.order_by("slug").values_list("slug", flat=True))
+
+
+def _pick_workload(workloads: list[Workload], wanted: str | None) -> Workload | None:
+    return next((w for w in workloads if str(w.pk) == wanted), workloads[0] if workloads else None)
+
+
+def _pick_environment(environments: list[str], wanted: str | None) -> str:
+    if wanted in environments:
+        return str(wanted)
+    if DEFAULT_ENVIRONMENT in environments:
+        return DEFAULT_ENVIRONMENT
+    return environments[0] if environments else ""
+
+
+def _saved_policy(workload: Workload | None, environment: str) -> EffectivePolicy | None:
+    if workload is None:
+        return None
+    try:
+        return effective_policy_for(workload=workload, environment=environment)
+    except PolicyError:  # a stored policy the current floor cannot honour; the run says why
+        return None
+
+
+# --- sandbox -----------------------------------------------------------------------------------
 
 
 @login_required
-def sandbox(request: HttpRequest, slug: str) -> HttpResponse:
+@require_GET
+def actor_options(request: HttpRequest, slug: str) -> HttpResponse:
+    """``<option>``s for the actor ``<datalist>`` (``?q=``; the input's own name works too)."""
     access = workspace_page(request, slug)
-    return render(request, "portal/placeholder.html", {**access.context(), "title": "Sandbox"})
+    q = request.GET.get("q", request.GET.get("actor", ""))
+    actors = actor_suggestions(workspace=access.workspace, q=q[:250])
+    return render(request, "recall/_actor_options.html", {"actors": actors})
 
 
 @login_required
+@require_http_methods(["GET", "POST"])
+def sandbox(request: HttpRequest, slug: str) -> HttpResponse:
+    posting = request.method == "POST"
+    access = workspace_page(request, slug, required=Role.EDITOR if posting else Role.VIEWER)
+    workspace = access.workspace
+    workloads = _workloads(workspace)
+    environments = _environments(workspace)
+    source = request.POST if posting else request.GET
+    workload = _pick_workload(workloads, source.get("workload"))
+    environment = _pick_environment(environments, source.get("environment"))
+    floor = workspace_policy_current(workspace=workspace)
+    saved = _saved_policy(workload, environment)
+    default_actor = source.get("actor") or next(
+        iter(actor_suggestions(workspace=workspace, q="", limit=1)), ""
+    )
+    form = SandboxForm(
+        request.POST if posting else None,
+        workloads=workloads,
+        environments=environments,
+        relaxable=floor.relaxable_axes,
+        saved_policy=saved.policy if saved else floor.document,
+        editable=access.can_edit,
+        initial={
+            "actor": default_actor,
+            "workload": str(workload.pk) if workload else None,
+            "environment": environment,
+            "query": source.get("query", ""),
+            "top_k": source.get("top_k") or 5,
+        },
+    )
+    outcome: dict[str, Any] = {}
+    if posting and form.is_valid():
+        outcome = _sandbox_run(form, access)
+    context = {
+        **access.context(),
+        "form": form,
+        "axis_blocks": form.axis_blocks(),
+        "override_open": form.override_touched(),
+        "relaxable": floor.relaxable_axes,
+        "floor": floor,
+        "saved": saved,
+        "workloads": workloads,
+        "selected_workload": workload,
+        "selected_environment": environment,
+        **outcome,
+    }
+    template = "recall/_sandbox_body.html" if request.htmx else "recall/sandbox.html"
+    return render(request, template, context)
+
+
+def _sandbox_run(form: SandboxForm, access: PageAccess) -> dict[str, Any]:
+    """Run the recall for real (one ``context.assembled`` event); in compare mode also preview
+    the saved policy and the draft override read-only. Errors go onto the form."""
+    data = form.cleaned_data
+    workspace = access.workspace
+    override = form.override()
+    overridden = list(override)
+    if form.errors:
+        return {}
+    actor_id = data["actor"].strip()
+    args: dict[str, Any] = {
+        "workspace": workspace,
+        "workload": form.selected_workload(),
+        "environment": data["environment"],
+        "actor_id": actor_id,
+        "query": data["query"],
+        "top_k": data["top_k"],
+    }
+    comparing = bool(data["compare"])
+    try:
+        services.actor_parse(actor_id)
+        if actor_lookup(workspace=workspace, actor_id=actor_id) is None:
+            form.add_error("actor", f"No actor {actor_id} in this workspace; pick a suggestion.")
+            return {}
+        previews: tuple[RecallPreview, RecallPreview] | None = None
+        if comparing:
+            # Both previews read the same rows the real run will (before it records hits).
+            previews = (
+                recall_preview(**args, override=None),
+                recall_preview(**args, override=override or None),
+            )
+        envelope = services.recall_assemble(
+            request=services.RecallRequest(
+                **args,
+                override=None if comparing else (override or None),
+                author=access.caller.label,
+            )
+        )
+    except (PolicyError, DomainError) as exc:
+        add_domain_error(form, exc)
+        touched = [name for name in overridden if f"override_{name}" in form.errors]
+        if isinstance(exc, PolicyError) and override and not touched:
+            # e.g. a smaller totalTokenBudget that the (locked) reservations no longer fit
+            form.add_error(None, f"The draft override cannot be applied: {exc.message}")
+        return {}
+    result = _result_context(envelope, workspace)
+    if previews is not None:
+        result["compare"] = _compare_context(envelope, *previews, override=override)
+        result["budget_svg"] = budget_bar(
+            envelope["budget"], dom_id="budget-saved", width=COMPARE_WIDTH
+        )
+    result["override_used"] = [] if comparing else _override_rows(override)
+    return result
+
+
+def _override_rows(override: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(name, show_value(value)) for name, value in override.items() if name in AXES]
+
+
+def _funnel(counts: dict[str, int]) -> list[dict[str, Any]]:
+    return [
+        {"key": key, "label": label, "hint": hint, "n": counts.get(key, 0)}
+        for key, label, hint in FUNNEL_STEPS
+    ]
+
+
+def _budget_rows(budget: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {"kind": kind, **alloc, "summary": kind_summary(kind, alloc)}
+        for kind, alloc in budget["perKind"].items()
+    ]
+
+
+def _result_context(envelope: dict[str, Any], workspace: Workspace) -> dict[str, Any]:
+    entries = {e["id"]: e for e in envelope["entries"]}
+    diagnostics = envelope["diagnostics"]
+    decisions = [
+        {
+            **decision,
+            "words": decision_words(decision["code"]),
+            "content": entries[decision["id"]]["content"] if decision["id"] in entries else None,
+        }
+        for decision in diagnostics.get("decisions", [])
+    ]
+    reasons = [
+        {"code": code, "words": decision_words(code), "n": n}
+        for code, n in diagnostics.get("reasons", {}).items()
+    ]
+    event_id = assembled_event_id(workspace=workspace, envelope_id=envelope["envelopeId"])
+    return {
+        "envelope": envelope,
+        "funnel": _funnel(diagnostics["counts"]),
+        "budget_svg": budget_bar(envelope["budget"], dom_id="budget-saved"),
+        "budget_rows": _budget_rows(envelope["budget"]),
+        "decisions": decisions,
+        "reasons": reasons,
+        "verbosity": diagnostics["verbosity"],
+        "warnings": diagnostics.get("warnings", []),
+        "event_id": event_id,
+        "event_url": _audit_event_url(workspace.slug, event_id) if event_id else None,
+    }
+
+
+def _compare_context(
+    envelope: dict[str, Any],
+    saved: RecallPreview,
+    draft: RecallPreview,
+    *,
+    override: dict[str, Any],
+) -> dict[str, Any]:
+    """Which memories enter or leave the context under the draft override."""
+    saved_state = {e["id"]: "included" for e in envelope["entries"]}
+    saved_state.update({t["id"]: "truncated" for t in envelope["truncatedRefs"]})
+    draft_state = {pk: "included" for pk in draft.included}
+    draft_state.update({pk: "truncated" for pk in draft.truncated})
+    meta: dict[str, dict[str, Any]] = {}
+    for entry in envelope["entries"] + envelope["truncatedRefs"]:
+        meta[entry["id"]] = entry
+    for pk, row in draft.rows.items():
+        meta.setdefault(
+            pk,
+            {
+                "segmentKind": row.segment_kind,
+                "memoryType": row.memory_type,
+                "tokens": row.token_count,
+                # Content only when it entered the draft context (it passed the draft policy).
+                **({"content": row.content} if pk in draft_state else {}),
+            },
+        )
+    rows = []
+    for pk in list(saved_state) + [pk for pk in draft_state if pk not in saved_state]:
+        saved_code = saved_state.get(pk) or saved.codes.get(pk, "not_selected")
+        draft_code = draft_state.get(pk) or draft.codes.get(pk, "not_selected")
+        change = (
+            "stays"
+            if pk in saved_state and pk in draft_state
+            else ("leaves" if pk in saved_state else "enters")
+        )
+        rows.append(
+            {
+                "id": pk,
+                "change": change,
+                "saved_words": decision_words(saved_code),
+                "draft_words": decision_words(draft_code),
+                "saved_code": saved_code,
+                "draft_code": draft_code,
+                **meta.get(pk, {}),
+            }
+        )
+    order = {"enters": 0, "leaves": 1, "stays": 2}
+    rows.sort(key=lambda r: order[r["change"]])
+    return {
+        "rows": rows,
+        "entering": sum(1 for r in rows if r["change"] == "enters"),
+        "leaving": sum(1 for r in rows if r["change"] == "leaves"),
+        "override": _override_rows(override),
+        "draft": draft,
+        "draft_funnel": _funnel(draft.counts),
+        "draft_budget_svg": budget_bar(draft.budget, dom_id="budget-draft", width=COMPARE_WIDTH),
+        "draft_budget_rows": _budget_rows(draft.budget),
+        "same_policy": draft.policy_hash == saved.policy_hash
+        and draft.budget_hash == saved.budget_hash,
+    }
+
+
+# --- memory browser ----------------------------------------------------------------------------
+
+
+def _safe_next(request: HttpRequest, fallback: str) -> str:
+    target = request.POST.get("next") or request.GET.get("next") or ""
+    if target and url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        return target
+    return fallback
+
+
+def _memories_url(slug: str, **params: str) -> str:
+    query = urlencode({k: v for k, v in params.items() if v})
+    base = reverse("recall:memories", args=[slug])
+    return f"{base}?{query}" if query else base
+
+
+def _memory_or_404(workspace: Workspace, memory_id: int) -> MemoryRecord:
+    memory = (
+        MemoryRecord.objects.select_related("actor", "workspace")
+        .defer("embedding")
+        .filter(pk=memory_id, workspace=workspace)
+        .first()
+    )
+    if memory is None:
+        raise Http404("No such memory.")
+    return memory
+
+
+FILTER_LABELS = {"createdAfter": "Created on or after", "createdBefore": "Created on or before"}
+
+
+def _filter_form(filterset: MemoryFilterSet) -> forms.Form:
+    """The shared filterset's form, with labels and empty choices worded for people."""
+    form = filterset.form
+    for name, field in form.fields.items():
+        if name in FILTER_LABELS:
+            field.label = FILTER_LABELS[name]
+            field.widget.attrs["placeholder"] = "2025-01-31 or 2025-01-31T09:00Z"
+        elif isinstance(field, forms.ChoiceField):
+            field.choices = [("", "any"), *[c for c in field.choices if c[0] != ""]]
+    return form
+
+
+class RecallScope:
+    """The workload and environment the "recallable?" column is judged under."""
+
+    def __init__(self, workspace: Workspace, params: Any) -> None:
+        self.workloads = _workloads(workspace)
+        self.environments = _environments(workspace)
+        self.workload = _pick_workload(self.workloads, params.get("workload"))
+        self.environment = _pick_environment(self.environments, params.get("environment"))
+        self.error = ""
+        self.policy: dict[str, Any] | None = None
+        if self.workload is not None:
+            try:
+                self.policy = effective_policy_for(
+                    workload=self.workload, environment=self.environment
+                ).policy
+            except PolicyError as exc:
+                self.error = exc.message
+
+    def params(self) -> dict[str, str]:
+        return {
+            "workload": str(self.workload.pk) if self.workload else "",
+            "environment": self.environment,
+        }
+
+
+def _row_context(access: PageAccess, scope: RecallScope, next_url: str) -> dict[str, Any]:
+    return {
+        **access.context(),
+        "scope": scope,
+        "show_recall": scope.policy is not None,
+        "columns": 6 + (scope.policy is not None) + access.can_edit,
+        "next_url": next_url,
+        "row_qs": urlencode({**scope.params(), "next": next_url}),
+    }
+
+
+@login_required
+@require_GET
 def memories(request: HttpRequest, slug: str) -> HttpResponse:
     access = workspace_page(request, slug)
-    return render(request, "portal/placeholder.html", {**access.context(), "title": "Memories"})
+    workspace = access.workspace
+    scope = RecallScope(workspace, request.GET)
+    actor_id = request.GET.get("actor", "").strip()
+    actor: Actor | None = None
+    actor_error = ""
+    if actor_id:
+        try:
+            services.actor_parse(actor_id)
+        except ValidationFailed as exc:
+            actor_error = exc.details["fields"]["actorId"]
+        else:
+            actor = actor_lookup(workspace=workspace, actor_id=actor_id)
+            if actor is None:
+                actor_error = f"No actor {actor_id} in this workspace."
+    filters = _filter_form(MemoryFilterSet(request.GET))
+    page = None
+    list_error = ""
+    if actor is not None:
+        try:
+            rows = memory_rows(actor=actor, filters=request.GET, policy=scope.policy)
+        except ValidationFailed as exc:
+            list_error = exc.message
+        else:
+            page = Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page"))
+            for memory in page:
+                memory.actor = actor
+                memory.recall_words = recall_reason(memory)  # type: ignore[attr-defined]
+    actors = (
+        []
+        if actor is not None
+        else list(
+            Actor.objects.filter(workspace=workspace)
+            .annotate(memory_count=Count("memories"))
+            .order_by("kind", "name")[:50]
+        )
+    )
+    context = {
+        **_row_context(access, scope, request.get_full_path()),
+        "actor_id": actor_id,
+        "actor": actor,
+        "actor_error": actor_error,
+        "actors": actors,
+        "filter_form": filters,
+        "page": page,
+        "list_error": list_error,
+        "import_form": MemoryImportForm(initial={"actor": actor_id}),
+    }
+    if request.htmx:
+        return render(request, "recall/_memory_browser.html", context)
+    context["actor_names"] = actor_suggestions(workspace=workspace, q="")
+    return render(request, "recall/memories.html", context)
+
+
+def _row_response(
+    request: HttpRequest, access: PageAccess, memory: MemoryRecord, params: Any
+) -> HttpResponse:
+    scope = RecallScope(access.workspace, params)
+    row = memory_rows(actor=memory.actor, filters={}, policy=scope.policy).get(pk=memory.pk)
+    row.actor = memory.actor
+    row.recall_words = recall_reason(row)  # type: ignore[attr-defined]
+    next_url = _safe_next(request, _memories_url(access.workspace.slug, actor=str(memory.actor)))
+    context = {**_row_context(access, scope, next_url), "m": row}
+    return render(request, "recall/_memory_row.html", context)
+
+
+@login_required
+@require_GET
+def memory_row(request: HttpRequest, slug: str, memory_id: int) -> HttpResponse:
+    """One row of the list (what "Cancel" on an edit row swaps back in)."""
+    access = workspace_page(request, slug)
+    memory = _memory_or_404(access.workspace, memory_id)
+    if not request.htmx:
+        return redirect(_safe_next(request, _memories_url(slug, actor=str(memory.actor))))
+    return _row_response(request, access, memory, request.GET)
+
+
+@login_required
+@require_POST
+def memory_status(request: HttpRequest, slug: str, memory_id: int) -> HttpResponse:
+    access = workspace_page(request, slug, required=Role.EDITOR)
+    memory = _memory_or_404(access.workspace, memory_id)
+    targets = {"suppress": LifecycleStatus.SUPPRESSED, "restore": LifecycleStatus.ACTIVE}
+    status = targets.get(request.POST.get("action", ""))
+    if status is None:
+        return HttpResponseBadRequest("Unknown action: use suppress or restore.")
+    services.memory_set_status(memory=memory, status=status, author=access.caller.label)
+    if request.htmx:
+        return _row_response(request, access, memory, request.POST)
+    verb = "Suppressed" if status == LifecycleStatus.SUPPRESSED else "Restored"
+    messages.success(request, f"{verb} memory {memory.pk}.")
+    return redirect(_safe_next(request, _memories_url(slug, actor=str(memory.actor))))
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def memory_edit(request: HttpRequest, slug: str, memory_id: int) -> HttpResponse:
+    access = workspace_page(request, slug, required=Role.EDITOR)
+    memory = _memory_or_404(access.workspace, memory_id)
+    form = MemoryEditForm(request.POST if request.method == "POST" else None, memory=memory)
+    params = request.POST if request.method == "POST" else request.GET
+    next_url = _safe_next(request, _memories_url(slug, actor=str(memory.actor)))
+    if form.is_bound and form.is_valid():
+        changes = form.changes()
+        if changes:
+            services.memory_update(memory=memory, changes=changes, author=access.caller.label)
+        if request.htmx:
+            return _row_response(request, access, memory, params)
+        messages.success(request, f"Saved memory {memory.pk}.")
+        return redirect(next_url)
+    scope = RecallScope(access.workspace, params)
+    context = {**_row_context(access, scope, next_url), "m": memory, "form": form}
+    template = "recall/_memory_edit_row.html" if request.htmx else "recall/memory_edit.html"
+    return render(request, template, context)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def memory_import(request: HttpRequest, slug: str) -> HttpResponse:
+    """Bulk import from JSON Lines: every line validated first, then all or nothing."""
+    access = workspace_page(request, slug, required=Role.EDITOR)
+    workspace = access.workspace
+    posting = request.method == "POST"
+    form = MemoryImportForm(
+        request.POST if posting else None,
+        request.FILES if posting else None,
+        initial={"actor": request.GET.get("actor", "")},
+    )
+    report = []
+    imported: dict[str, Any] | None = None
+    if posting and form.is_valid():
+        actor_id = form.cleaned_data["actor"].strip()
+        try:
+            services.actor_parse(actor_id)
+            items, errors = parse_jsonl(form.cleaned_data["file"].read())
+            for error in errors:
+                if error.line == 0:
+                    form.add_error("file", error.message)
+            report = [error for error in errors if error.line]
+            if not errors:
+                rows = services.memory_import(
+                    workspace=workspace, actor_id=actor_id, items=items, author=access.caller.label
+                )
+                imported = {"count": len(rows), "actor": actor_id}
+        except DomainError as exc:
+            add_domain_error(form, exc)
+    context = {
+        **access.context(),
+        "import_form": form,
+        "report": report,
+        "report_lines": len({error.line for error in report}),
+        "imported": imported,
+        "imported_url": _memories_url(slug, actor=imported["actor"]) if imported else "",
+    }
+    if request.htmx:
+        response = render(request, "recall/_import_panel.html", context)
+        if imported:
+            response["HX-Trigger"] = "memoriesChanged"
+        return response
+    if imported:
+        messages.success(request, f"Imported {imported['count']} memories for {imported['actor']}.")
+        return redirect(context["imported_url"])
+    context["actor_names"] = actor_suggestions(workspace=workspace, q="")
+    return render(request, "recall/memory_import.html", context)

@@ -1,0 +1,176 @@
+"""Server-rendered SVG for the recall pages (no chart library, no JavaScript).
+
+``budget_bar`` draws an envelope's ``budget``: one stacked bar of the tokens each segment kind
+used against ``totalTokenBudget``, then one row per kind with its allocation, its reservation
+(dashed marker) and its ceiling (solid marker), each labelled with numbers, and a legend. The
+page shows the same numbers in a table next to it for screen readers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from django.utils.html import escape, format_html
+from django.utils.safestring import SafeString, mark_safe
+
+from recall.planner import SEGMENT_KINDS
+
+KIND_COLOURS: dict[str, str] = {
+    "system_policy": "#6d4bc3",
+    "memory": "#2459c8",
+    "retrieval": "#137a4b",
+    "tool_result": "#b5520f",
+}
+WIDTH = 760
+LEFT = 120  # room for the kind labels
+RIGHT = 24
+BAR_H = 18
+ROW_H = 50
+INK = "#1c2430"
+MUTED = "#5b6778"
+TRACK = "#eef1f5"
+CAP = "#b42318"
+
+
+def _n(value: int) -> str:
+    return f"{value:,}"
+
+
+def _text(x: float, y: float, content: str, **attrs: str) -> str:
+    extra = "".join(f' {k.replace("_", "-")}="{escape(v)}"' for k, v in attrs.items())
+    return f'<text x="{x:.1f}" y="{y:.1f}"{extra}>{escape(content)}</text>'
+
+
+def _rect(x: float, y: float, w: float, h: float, fill: str, **attrs: str) -> str:
+    extra = "".join(f' {k.replace("_", "-")}="{escape(v)}"' for k, v in attrs.items())
+    return (
+        f'<rect x="{x:.1f}" y="{y:.1f}" width="{max(w, 0):.1f}" height="{h:.1f}"'
+        f' fill="{fill}"{extra}/>'
+    )
+
+
+def _line(x: float, y1: float, y2: float, **attrs: str) -> str:
+    extra = "".join(f' {k.replace("_", "-")}="{escape(v)}"' for k, v in attrs.items())
+    return f'<line x1="{x:.1f}" y1="{y1:.1f}" x2="{x:.1f}" y2="{y2:.1f}"{extra}/>'
+
+
+def kind_summary(kind: str, alloc: Mapping[str, Any]) -> str:
+    ceiling = alloc.get("ceiling")
+    cap = f"ceiling {_n(ceiling)}" if ceiling is not None else "no ceiling"
+    return (
+        f"used {_n(alloc['used'])} · allocated {_n(alloc['allocated'])} · "
+        f"reserved {_n(alloc['reserved'])} · {cap} · demand {_n(alloc['demand'])}"
+    )
+
+
+def budget_bar(
+    budget: Mapping[str, Any], *, dom_id: str = "budget", width: int = WIDTH
+) -> SafeString:
+    """The budget allocation of one envelope as an accessible SVG, ``width`` user units wide.
+
+    Draw it at about the width it is shown at (narrower side by side), so its text stays at
+    its nominal size rather than being scaled down.
+    """
+    total = int(budget["totalTokenBudget"])
+    used_total = int(budget["usedTokens"])
+    per_kind: Mapping[str, Mapping[str, Any]] = budget["perKind"]
+    kinds = [k for k in SEGMENT_KINDS if k in per_kind] + [
+        k for k in per_kind if k not in SEGMENT_KINDS
+    ]
+    span = width - LEFT - RIGHT
+    scale = span / total if total > 0 else 0.0
+
+    def x_at(tokens: int) -> float:
+        return LEFT + min(tokens * scale, span)
+
+    parts: list[str] = []
+    title = f"Token budget: {_n(used_total)} of {_n(total)} tokens used"
+    pct = f" ({used_total * 100 / total:.0f}%)" if total else ""
+
+    # The stacked total bar.
+    y = 34
+    summary = f"used {_n(used_total)} of {_n(total)} tokens{pct}"
+    parts.append(_text(LEFT, 20, summary, font_weight="600", fill=INK))
+    parts.append(_text(LEFT - 10, y + 13, "all kinds", text_anchor="end", fill=INK))
+    parts.append(_rect(LEFT, y, span, BAR_H, TRACK, stroke="#c3cad5"))
+    x = float(LEFT)
+    for kind in kinds:
+        width = per_kind[kind]["used"] * scale
+        if width > 0:
+            parts.append(
+                f'<rect x="{x:.1f}" y="{y}" width="{width:.1f}" height="{BAR_H}"'
+                f' fill="{KIND_COLOURS.get(kind, MUTED)}">'
+                f"<title>{escape(kind)}: {_n(per_kind[kind]['used'])} tokens used</title></rect>"
+            )
+            x += width
+
+    # One row per kind: allocation, use, reservation and ceiling.
+    y = 76
+    for kind in kinds:
+        alloc = per_kind[kind]
+        colour = KIND_COLOURS.get(kind, MUTED)
+        parts.append(_text(LEFT - 10, y + 13, kind, text_anchor="end", fill=INK))
+        parts.append(_rect(LEFT, y, span, BAR_H, TRACK))
+        parts.append(_rect(LEFT, y, x_at(alloc["allocated"]) - LEFT, BAR_H, colour, opacity=".28"))
+        parts.append(_rect(LEFT, y, x_at(alloc["used"]) - LEFT, BAR_H, colour))
+        if alloc["reserved"]:
+            parts.append(
+                _line(
+                    x_at(alloc["reserved"]),
+                    y - 4,
+                    y + BAR_H + 4,
+                    stroke=INK,
+                    stroke_width="2",
+                    stroke_dasharray="3 2",
+                )
+            )
+        if alloc.get("ceiling") is not None:
+            ceiling_x = x_at(alloc["ceiling"])
+            parts.append(_line(ceiling_x, y - 4, y + BAR_H + 4, stroke=CAP, stroke_width="2.5"))
+        summary = kind_summary(kind, alloc)
+        parts.append(_text(LEFT, y + BAR_H + 16, summary, fill=MUTED, font_size="12"))
+        y += ROW_H
+
+    # Legend.
+    y += 4
+    lx = float(LEFT)
+    legend = [
+        ("swatch", INK, "used (colour of its kind)"),
+        ("tint", INK, "allocated, unused"),
+        ("dash", INK, "reserved (floor)"),
+        ("cap", CAP, "ceiling"),
+    ]
+    for shape, colour, label in legend:
+        room = 40 + len(label) * 7
+        if lx > LEFT and lx + room > width:
+            lx, y = float(LEFT), y + 20
+        if shape == "swatch":
+            parts.append(_rect(lx, y, 14, 12, "#2459c8"))
+        elif shape == "tint":
+            parts.append(_rect(lx, y, 14, 12, "#2459c8", opacity=".28"))
+        elif shape == "dash":
+            parts.append(
+                _line(
+                    lx + 7, y - 2, y + 14, stroke=colour, stroke_width="2", stroke_dasharray="3 2"
+                )
+            )
+        else:
+            parts.append(_line(lx + 7, y - 2, y + 14, stroke=colour, stroke_width="2.5"))
+        parts.append(_text(lx + 20, y + 11, label, fill=INK, font_size="12"))
+        lx += room
+    height = y + 24
+    desc = "; ".join(f"{kind}: {kind_summary(kind, per_kind[kind])}" for kind in kinds)
+    svg = format_html(
+        '<svg class="budget-bar" id="{id}" role="img" viewBox="0 0 {w} {h}" width="100%"'
+        ' aria-labelledby="{id}-title {id}-desc" xmlns="http://www.w3.org/2000/svg"'
+        ' font-family="system-ui, sans-serif" font-size="13">'
+        '<title id="{id}-title">{title}</title><desc id="{id}-desc">{desc}</desc>{body}</svg>',
+        id=dom_id,
+        w=width,
+        h=height,
+        title=title,
+        desc=desc,
+        body=mark_safe("".join(parts)),  # noqa: S308 - every value above is escaped
+    )
+    return svg

@@ -1,0 +1,600 @@
+"""The recall pages: the sandbox and the memory browser, per persona."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
+
+from audit.models import AuditEvent, EventType
+from policies.algebra import default_floor
+from policies.services import workload_policy_save, workspace_policy_save
+from recall.models import MemoryRecord
+from recall.services import actor_get_or_create, memory_create_many
+
+HTMX = {"HTTP_HX_REQUEST": "true"}
+PASSING: dict[str, Any] = {
+    "memory_type": "fact",
+    "source_kind": "user",
+    "confirmation_status": "user_confirmed",
+    "confidence": 0.9,
+    "sensitivity": "internal",
+    "consent_policy": "explicit",
+    "segment_kind": "memory",
+}
+RELAXABLE = ["memoryTypeAllowed", "totalTokenBudget", "diagnosticsVerbosity"]
+
+
+def seed(workspace, *items: dict[str, Any], actor_id: str = "user:ada") -> list[MemoryRecord]:
+    actor = actor_get_or_create(workspace=workspace, actor_id=actor_id)
+    return memory_create_many(
+        workspace=workspace, actor=actor, items=[{**PASSING, **item} for item in items]
+    )
+
+
+def set_floor(workspace, **axes: Any) -> None:
+    document = {**default_floor(), "relaxableAxes": RELAXABLE, **axes}
+    workspace_policy_save(workspace=workspace, document=document, author="system:test")
+
+
+def client_for(persona, *, csrf: bool = False) -> Client:
+    client = Client(enforce_csrf_checks=csrf)
+    client.force_login(persona.user)
+    return client
+
+
+def assembled_count(workspace) -> int:
+    return AuditEvent.objects.filter(workspace=workspace, type=EventType.ASSEMBLED).count()
+
+
+@pytest.fixture
+def ada(workspace_a):
+    set_floor(workspace_a, diagnosticsVerbosity="full")
+    return seed(
+        workspace_a,
+        {"content": "Ada prefers concise release summaries", "memory_type": "preference"},
+        {"content": "Ada decided release notes go out on Fridays", "memory_type": "decision"},
+        {"content": "Ada salary band and release bonus", "sensitivity": "restricted"},
+        {"content": "Ada old release summary preference", "lifecycle_status": "suppressed"},
+        {"content": "release pipeline tool output summary", "segment_kind": "tool_result"},
+        {"content": "Ada attended the release retro", "memory_type": "episode"},
+    )
+
+
+def recall_form(workload, **extra: Any) -> dict[str, Any]:
+    return {
+        "actor": "user:ada",
+        "workload": str(workload.pk),
+        "environment": "prod",
+        "query": "release summary preferences",
+        "top_k": 5,
+        **extra,
+    }
+
+
+class SandboxPageTests:
+    def test_every_member_can_open_it_and_a_viewer_sees_it_disabled(
+        self, operator, editor, viewer, workload_a
+    ):
+        for persona in (operator, editor):
+            response = client_for(persona).get("/w/team-a/sandbox/")
+            assert response.status_code == 200
+            assert b"Run recall" in response.content
+        response = client_for(viewer).get("/w/team-a/sandbox/")
+        assert response.status_code == 200
+        html = response.content.decode()
+        assert "Run recall" not in html
+        assert "needs the <strong>editor</strong> role" in html
+        assert re.search(r'<fieldset class="plain" disabled>', html)
+
+    def test_a_workspace_without_workloads_says_what_is_missing(self, editor):
+        response = client_for(editor).post("/w/team-a/sandbox/", {"actor": "user:ada"})
+        assert response.status_code == 200
+        assert "has no workloads yet" in response.content.decode()
+        assert assembled_count(editor.workspace) == 0
+
+    def test_an_outsider_gets_404_and_an_anonymous_visitor_is_sent_to_log_in(
+        self, outsider, editor, workload_a
+    ):
+        client = client_for(outsider)
+        assert client.get("/w/team-a/sandbox/").status_code == 404
+        assert client.post("/w/team-a/sandbox/", recall_form(workload_a)).status_code == 404
+        assert client.get("/w/team-a/sandbox/actors?q=a").status_code == 404
+        response = Client().get("/w/team-a/sandbox/")
+        assert response.status_code == 302 and "/login/" in response["Location"]
+
+    def test_a_viewer_cannot_run_a_recall(self, viewer, workload_a, ada):
+        response = client_for(viewer).post("/w/team-a/sandbox/", recall_form(workload_a))
+        assert response.status_code == 403
+        assert assembled_count(viewer.workspace) == 0
+        assert not MemoryRecord.objects.filter(hit_count__gt=0).exists()
+
+    def test_running_needs_a_csrf_token(self, editor, workload_a, ada):
+        client = client_for(editor, csrf=True)
+        assert client.post("/w/team-a/sandbox/", recall_form(workload_a)).status_code == 403
+        assert assembled_count(editor.workspace) == 0
+        client.get("/w/team-a/sandbox/")
+        token = client.cookies["csrftoken"].value
+        response = client.post(
+            "/w/team-a/sandbox/", recall_form(workload_a), HTTP_X_CSRFTOKEN=token
+        )
+        assert response.status_code == 200
+        assert assembled_count(editor.workspace) == 1
+
+    def test_a_run_shows_the_funnel_the_budget_bar_every_decision_and_its_audit_event(
+        self, editor, workload_a, ada
+    ):
+        response = client_for(editor).post("/w/team-a/sandbox/", recall_form(workload_a))
+        assert response.status_code == 200
+        html = response.content.decode()
+        event = AuditEvent.objects.get(workspace=editor.workspace, type=EventType.ASSEMBLED)
+        assert event.author == "user:eddie"
+        assert f"/w/team-a/audit/{event.pk}/" in html
+        assert event.payload["envelopeId"] in html
+        # the funnel: 6 candidates, 1 fails closed, 1 fails sensitivity, 4 pass
+        counts = event.payload["counts"]
+        assert counts == {
+            "candidates": 6,
+            "afterPolicy": 4,
+            "afterRanking": 4,
+            "afterBudgetAllocation": counts["afterBudgetAllocation"],
+        }
+        assert re.search(r'<span class="n">6</span><span class="label">Candidates', html)
+        assert '<svg class="budget-bar"' in html
+        assert f"used {event.payload['tokenCounts']['used']:,} of 3,200 tokens" in html
+        assert "Included in the context" in html
+        assert "Filtered: more sensitive than the ceiling" in html
+        assert "sensitivity_above_ceiling" in html
+        # content is shown for included entries, never for a memory that failed policy
+        assert "Ada prefers concise release summaries" in html
+        assert "Ada salary band" not in html
+        assert event.payload["digest"] in html
+
+    def test_budget_pressure_decisions_are_shown_in_words_with_the_allocation(
+        self, editor, workspace_a, workload_a
+    ):
+        set_floor(
+            workspace_a,
+            diagnosticsVerbosity="full",
+            totalTokenBudget=200,
+            perSegmentReservation={"memory": 100, "tool_result": 50},
+            perSegmentCeiling={},
+        )
+        text = "release summary " * 10  # 160 characters: 40 tokens each
+        seed(
+            workspace_a,
+            *({"content": f"{text}{i}"} for i in range(6)),
+            *({"content": f"{text}tool {i}", "segment_kind": "tool_result"} for i in range(3)),
+        )
+        html = client_for(editor).post("/w/team-a/sandbox/", recall_form(workload_a, top_k=10))
+        html = html.content.decode()
+        event = AuditEvent.objects.get(type=EventType.ASSEMBLED)
+        assert event.payload["tokenCounts"]["used"] <= 200
+        assert "Dropped: kind held at its reserved floor" in html  # tool_result, at 50
+        assert "Dropped: kind cut in drop order under budget pressure" in html  # memory
+        assert "Kept as a truncated ref (id and metadata only)" in html
+        assert "<h3>Truncated refs</h3>" in html
+        assert "under pressure (demand above the budget)" in html
+        assert "reserved 50" in html and "ceiling" in html
+
+    def test_an_htmx_run_returns_only_the_fragment(self, editor, workload_a, ada):
+        response = client_for(editor).post("/w/team-a/sandbox/", recall_form(workload_a), **HTMX)
+        html = response.content.decode()
+        assert response.status_code == 200
+        assert html.lstrip().startswith('<div id="sandbox-body">')
+        assert "<html" not in html and "budget-bar" in html
+
+    def test_summary_verbosity_shows_the_reasons_and_says_how_to_get_decisions(
+        self, editor, workspace_a, workload_a
+    ):
+        set_floor(workspace_a, diagnosticsVerbosity="summary")
+        seed(workspace_a, {"content": "Ada prefers concise release summaries"})
+        html = client_for(editor).post("/w/team-a/sandbox/", recall_form(workload_a)).content
+        html = html.decode()
+        assert "Per-memory decisions are not shown" in html
+        assert "raise it to <code>full</code> in the" in html
+        assert "Included in the context" in html  # the reasons summary
+        assert "Ada prefers concise release summaries" in html  # the entries table
+
+    def test_locked_axes_are_disabled_with_the_reason(self, editor, workload_a, ada):
+        html = client_for(editor).get("/w/team-a/sandbox/").content.decode()
+        assert 'id="why-sensitivityCeiling">Not relaxable in this workspace' in html
+        assert "why-memoryTypeAllowed" not in html
+        assert 'name="override_sensitivityCeiling"' not in html
+        assert '<select name="axis_sensitivityCeiling" disabled' in html
+        assert re.search(r'<input type="checkbox" name="override_memoryTypeAllowed" id=', html)
+
+    def test_a_locked_axis_posted_anyway_is_ignored(self, editor, workload_a, ada):
+        form = recall_form(
+            workload_a, override_sensitivityCeiling="on", axis_sensitivityCeiling="restricted"
+        )
+        response = client_for(editor).post("/w/team-a/sandbox/", form)
+        assert response.status_code == 200
+        event = AuditEvent.objects.get(type=EventType.ASSEMBLED)
+        assert event.payload["counts"]["afterPolicy"] == 4  # the restricted row stays out
+
+    def test_an_override_past_the_floor_is_shown_next_to_the_field_and_nothing_runs(
+        self, editor, workload_a, ada
+    ):
+        form = recall_form(
+            workload_a, override_totalTokenBudget="on", axis_totalTokenBudget="99999"
+        )
+        response = client_for(editor).post("/w/team-a/sandbox/", form)
+        assert response.status_code == 200
+        html = response.content.decode()
+        block = html[html.index('id="axis-totalTokenBudget"') :]
+        block = block[: block.index("</fieldset>")]
+        assert "goes past the operator floor" in block
+        assert "has-error" in html[html.index('id="axis-totalTokenBudget"') - 80 :][:120]
+        assert assembled_count(editor.workspace) == 0
+
+    def test_an_override_the_budget_cannot_honour_is_explained_at_the_top_and_the_axis(
+        self, editor, workload_a, ada
+    ):
+        form = recall_form(workload_a, override_totalTokenBudget="on", axis_totalTokenBudget="1000")
+        html = client_for(editor).post("/w/team-a/sandbox/", form).content.decode()
+        assert "The draft override cannot be applied: The token budget cannot be honoured" in html
+        block = html[html.index('id="axis-perSegmentReservation"') :]
+        assert "more than the totalTokenBudget of 1000" in block[: block.index("</fieldset>")]
+        assert assembled_count(editor.workspace) == 0
+
+    def test_a_malformed_override_value_is_an_error_next_to_the_field(
+        self, editor, workload_a, ada
+    ):
+        form = recall_form(workload_a, override_totalTokenBudget="on", axis_totalTokenBudget="")
+        html = client_for(editor).post("/w/team-a/sandbox/", form).content.decode()
+        block = html[html.index('id="axis-totalTokenBudget"') :]
+        assert "Enter a value to override this axis." in block[: block.index("</fieldset>")]
+        assert assembled_count(editor.workspace) == 0
+
+    def test_an_unknown_actor_is_an_error_next_to_the_actor_field(self, editor, workload_a, ada):
+        form = recall_form(workload_a, actor="user:nobody")
+        html = client_for(editor).post("/w/team-a/sandbox/", form).content.decode()
+        assert 'id="actor-err">No actor user:nobody in this workspace' in html
+        form = recall_form(workload_a, actor="ada")
+        html = client_for(editor).post("/w/team-a/sandbox/", form).content.decode()
+        assert 'id="actor-err">Use kind:name' in html
+        assert assembled_count(editor.workspace) == 0
+
+    def test_an_allowed_override_changes_the_run(self, editor, workload_a, ada):
+        form = recall_form(
+            workload_a,
+            override_memoryTypeAllowed="on",
+            axis_memoryTypeAllowed=["preference", "decision"],
+        )
+        html = client_for(editor).post("/w/team-a/sandbox/", form).content.decode()
+        assert "<code>memoryTypeAllowed</code> = preference, decision" in html
+        event = AuditEvent.objects.get(type=EventType.ASSEMBLED)
+        assert event.payload["counts"]["afterPolicy"] == 2
+        assert "Filtered: memory type not allowed" in html
+
+    def test_compare_lists_what_enters_and_leaves_and_writes_one_audit_event(
+        self, editor, workload_a, ada
+    ):
+        form = recall_form(
+            workload_a,
+            compare="on",
+            override_memoryTypeAllowed="on",
+            axis_memoryTypeAllowed=["preference", "decision"],
+        )
+        response = client_for(editor).post("/w/team-a/sandbox/", form)
+        html = response.content.decode()
+        assert response.status_code == 200
+        assert assembled_count(editor.workspace) == 1
+        event = AuditEvent.objects.get(type=EventType.ASSEMBLED)
+        assert event.payload["counts"]["afterPolicy"] == 4  # the saved policy ran for real
+        fact, episode = ada[4], ada[5]  # the tool_result fact and the episode leave
+        found = re.findall(r'<tr class="change-(\w+)">\s*<td><code>(\d+)</code>', html)
+        changes = {pk: change for change, pk in found}
+        assert changes[str(episode.pk)] == "leaves"
+        assert changes[str(fact.pk)] == "leaves"
+        assert changes[str(ada[0].pk)] == "stays"
+        assert "2 leave" in html
+        assert 'id="budget-draft"' in html and 'id="budget-saved"' in html
+        assert "computed read-only" in html
+
+    def test_the_workload_policy_is_used_and_named(self, editor, workspace_a, workload_a, ada):
+        workload_policy_save(
+            workload=workload_a,
+            environment="prod",
+            document={"memoryTypeAllowed": ["preference"]},
+            author="system:test",
+        )
+        html = client_for(editor).get(f"/w/team-a/sandbox/?workload={workload_a.pk}")
+        assert "narrowed by workload policy v1" in html.content.decode()
+        client_for(editor).post("/w/team-a/sandbox/", recall_form(workload_a))
+        event = AuditEvent.objects.get(type=EventType.ASSEMBLED)
+        assert event.payload["counts"]["afterPolicy"] == 1
+
+    def test_the_actor_suggestions_come_from_this_workspace_only(
+        self, editor, workspace_a, workspace_b
+    ):
+        seed(workspace_a, {"content": "x"}, actor_id="user:ada")
+        seed(workspace_a, {"content": "x"}, actor_id="agent:planner")
+        seed(workspace_b, {"content": "x"}, actor_id="user:adam")
+        response = client_for(editor).get("/w/team-a/sandbox/actors?q=ad", **HTMX)
+        assert response.status_code == 200
+        assert response.content.decode().strip() == '<option value="user:ada"></option>'
+        html = client_for(editor).get("/w/team-a/sandbox/actors?actor=agent").content.decode()
+        assert "agent:planner" in html
+
+
+@pytest.fixture
+def browse(workspace_a, workload_a):
+    set_floor(workspace_a)
+    return seed(
+        workspace_a,
+        {"content": "Ada prefers tea", "memory_type": "preference"},
+        {"content": "Ada's medical note", "sensitivity": "restricted"},
+        {"content": "Ada used to like coffee", "lifecycle_status": "suppressed"},
+        {"content": "Ada withdrew this", "consent_policy": "withdrawn"},
+    )
+
+
+def row_of(html: str, memory: MemoryRecord) -> str:
+    start = html.index(f'<tr id="memory-{memory.pk}"')
+    return html[start : html.index("</tr>", start)]
+
+
+class MemoryBrowserTests:
+    def test_every_member_can_browse_and_only_editors_get_edit_controls(
+        self, operator, editor, viewer, browse
+    ):
+        for persona in (operator, editor):
+            html = client_for(persona).get("/w/team-a/memories/?actor=user:ada").content.decode()
+            assert "Suppress memory" in html and "Import memories" in html
+        response = client_for(viewer).get("/w/team-a/memories/?actor=user:ada")
+        assert response.status_code == 200
+        html = response.content.decode()
+        assert "Ada prefers tea" in html
+        assert "Suppress memory" not in html and "Edit memory" not in html
+        assert "import-panel" not in html
+
+    def test_an_outsider_gets_404_everywhere(self, outsider, browse):
+        client = client_for(outsider)
+        memory = browse[0]
+        assert client.get("/w/team-a/memories/?actor=user:ada").status_code == 404
+        assert client.get("/w/team-a/memories/import/").status_code == 404
+        assert client.get(f"/w/team-a/memories/{memory.pk}/edit/").status_code == 404
+        assert client.get(f"/w/team-a/memories/{memory.pk}/row/").status_code == 404
+        response = client.post(f"/w/team-a/memories/{memory.pk}/status/", {"action": "suppress"})
+        assert response.status_code == 404
+        # their own workspace does not reach team-a's memory either
+        response = client.post(f"/w/team-b/memories/{memory.pk}/status/", {"action": "suppress"})
+        assert response.status_code == 404
+        memory.refresh_from_db()
+        assert memory.lifecycle_status == "active"
+
+    def test_without_an_actor_it_lists_the_actors(self, viewer, browse):
+        html = client_for(viewer).get("/w/team-a/memories/").content.decode()
+        assert "?actor=user%3Aada" in html and "4 memories" in html
+
+    def test_an_unknown_actor_is_an_error_next_to_the_actor_field(self, viewer, browse):
+        html = client_for(viewer).get("/w/team-a/memories/?actor=user:zed").content.decode()
+        assert 'id="browse-actor-err">No actor user:zed in this workspace.' in html
+
+    def test_the_recallable_column_explains_each_row(self, viewer, workload_a, browse):
+        tea, medical, coffee, withdrawn = browse
+        html = client_for(viewer).get("/w/team-a/memories/?actor=user:ada").content.decode()
+        assert f"judged for <strong>{workload_a.name}</strong> in <strong>prod</strong>" in html
+        assert "Passes the fail-closed rules and every policy axis" in row_of(html, tea)
+        assert "more sensitive than the ceiling (restricted)" in row_of(html, medical)
+        assert "lifecycle status is not active (suppressed)" in row_of(html, coffee)
+        assert "Fail closed: consent withdrawn" in row_of(html, withdrawn)
+
+    def test_the_recallable_column_follows_the_chosen_workload_policy(
+        self, viewer, workload_a, browse
+    ):
+        workload_policy_save(
+            workload=workload_a,
+            environment="dev",
+            document={"memoryTypeAllowed": ["preference"]},
+            author="system:test",
+        )
+        url = f"/w/team-a/memories/?actor=user:ada&workload={workload_a.pk}&environment=dev"
+        html = client_for(viewer).get(url).content.decode()
+        assert "memory type not allowed (fact)" in row_of(html, browse[1])
+        assert "Passes the fail-closed rules" in row_of(html, browse[0])
+
+    def test_filters_narrow_the_list_and_bad_ones_are_shown_next_to_the_field(self, viewer, browse):
+        client = client_for(viewer)
+        html = client.get("/w/team-a/memories/?actor=user:ada&type=preference").content.decode()
+        assert "Ada prefers tea" in html and "medical" not in html
+        html = client.get("/w/team-a/memories/?actor=user:ada&status=bogus").content.decode()
+        assert "Select a valid choice" in html
+
+    def test_an_htmx_request_returns_only_the_browser_fragment(self, viewer, browse):
+        response = client_for(viewer).get("/w/team-a/memories/?actor=user:ada", **HTMX)
+        html = response.content.decode()
+        assert html.lstrip().startswith('<div id="memory-browser"') and "<html" not in html
+
+    def test_the_list_is_paginated(self, viewer, workspace_a, browse):
+        seed(workspace_a, *({"content": f"note {i}"} for i in range(30)))
+        client = client_for(viewer)
+        html = client.get("/w/team-a/memories/?actor=user:ada").content.decode()
+        assert "Page 1 of 2" in html and html.count('<tr id="memory-') == 25
+        assert "?actor=user%3Aada&amp;page=2" in html
+        html = client.get("/w/team-a/memories/?actor=user:ada&page=2").content.decode()
+        assert html.count('<tr id="memory-') == 9
+
+    def test_the_list_query_count_does_not_grow_with_the_rows(
+        self, editor, workspace_a, browse, django_assert_num_queries
+    ):
+        client = client_for(editor)
+        url = "/w/team-a/memories/?actor=user:ada"
+        client.get(url)  # warm the session and caches
+        with django_assert_num_queries(13):
+            assert client.get(url).status_code == 200
+        seed(workspace_a, *({"content": f"note {i}", "memory_type": "episode"} for i in range(20)))
+        with django_assert_num_queries(13):
+            assert client.get(url).status_code == 200
+
+    def test_an_editor_suppresses_and_restores_a_row_in_place(self, editor, browse):
+        tea = browse[0]
+        client = client_for(editor)
+        response = client.post(
+            f"/w/team-a/memories/{tea.pk}/status/", {"action": "suppress"}, **HTMX
+        )
+        assert response.status_code == 200
+        html = response.content.decode()
+        assert html.lstrip().startswith(f'<tr id="memory-{tea.pk}"')
+        assert "lifecycle status is not active (suppressed)" in html and "Restore" in html
+        tea.refresh_from_db()
+        assert tea.lifecycle_status == "suppressed"
+        event = AuditEvent.objects.filter(type=EventType.MEMORY_CHANGED).order_by("-id").first()
+        assert event.payload["action"] == "suppressed" and event.author == "user:eddie"
+        response = client.post(f"/w/team-a/memories/{tea.pk}/status/", {"action": "restore"})
+        assert response.status_code == 302
+        tea.refresh_from_db()
+        assert tea.lifecycle_status == "active"
+
+    def test_a_viewer_cannot_change_anything(self, viewer, browse):
+        tea = browse[0]
+        client = client_for(viewer)
+        status = client.post(f"/w/team-a/memories/{tea.pk}/status/", {"action": "suppress"})
+        edit = client.post(f"/w/team-a/memories/{tea.pk}/edit/", {"content": "changed"})
+        upload = SimpleUploadedFile("m.jsonl", b'{"content": "x", "memoryType": "fact"}\n')
+        imported = client.post("/w/team-a/memories/import/", {"actor": "user:ada", "file": upload})
+        assert (status.status_code, edit.status_code, imported.status_code) == (403, 403, 403)
+        assert client.get(f"/w/team-a/memories/{tea.pk}/edit/").status_code == 403
+        tea.refresh_from_db()
+        assert (tea.lifecycle_status, tea.content) == ("active", "Ada prefers tea")
+        assert MemoryRecord.objects.count() == 4
+        assert not AuditEvent.objects.filter(type=EventType.MEMORY_CHANGED).exists()
+
+    def test_writes_need_a_csrf_token(self, editor, browse):
+        tea = browse[0]
+        client = client_for(editor, csrf=True)
+        response = client.post(f"/w/team-a/memories/{tea.pk}/status/", {"action": "suppress"})
+        assert response.status_code == 403
+        tea.refresh_from_db()
+        assert tea.lifecycle_status == "active"
+
+    def test_an_unknown_status_action_is_a_bad_request(self, editor, browse):
+        response = client_for(editor).post(
+            f"/w/team-a/memories/{browse[0].pk}/status/", {"action": "delete"}
+        )
+        assert response.status_code == 400
+
+    def test_an_editor_edits_content_in_place_and_it_is_re_embedded(self, editor, browse):
+        tea = browse[0]
+        client = client_for(editor)
+        response = client.get(f"/w/team-a/memories/{tea.pk}/edit/", **HTMX)
+        assert 'class="editing"' in response.content.decode()
+        form = {
+            "content": "Ada prefers green tea in the morning, without sugar or milk please",
+            "memory_type": "preference",
+            "sensitivity": "internal",
+            "segment_kind": "memory",
+            "confidence": "0.9",
+        }
+        response = client.post(f"/w/team-a/memories/{tea.pk}/edit/", form, **HTMX)
+        assert response.status_code == 200
+        assert "green tea" in response.content.decode()
+        before = (tea.token_count, list(tea.embedding))
+        tea.refresh_from_db()
+        assert tea.content.startswith("Ada prefers green tea")
+        assert (tea.token_count, list(tea.embedding)) != before
+        event = AuditEvent.objects.filter(type=EventType.MEMORY_CHANGED).order_by("-id").first()
+        assert event.payload["fields"] == ["content"]
+
+    def test_an_empty_edit_is_an_error_next_to_the_field(self, editor, browse):
+        tea = browse[0]
+        form = {
+            "content": "  ",
+            "memory_type": "preference",
+            "sensitivity": "internal",
+            "segment_kind": "memory",
+            "confidence": "2",
+        }
+        response = client_for(editor).post(f"/w/team-a/memories/{tea.pk}/edit/", form)
+        html = response.content.decode()
+        assert response.status_code == 200
+        assert "This field is required." in html or "cannot be empty" in html
+        assert "less than or equal to 1" in html
+        tea.refresh_from_db()
+        assert tea.content == "Ada prefers tea"
+
+    def test_a_memory_row_can_be_fetched_back_for_cancel(self, viewer, browse):
+        response = client_for(viewer).get(f"/w/team-a/memories/{browse[0].pk}/row/", **HTMX)
+        assert response.content.decode().lstrip().startswith(f'<tr id="memory-{browse[0].pk}"')
+
+
+def jsonl(*lines: str) -> SimpleUploadedFile:
+    return SimpleUploadedFile("memories.jsonl", ("\n".join(lines) + "\n").encode())
+
+
+class MemoryImportTests:
+    def test_an_editor_imports_a_file_all_at_once(self, editor, workspace_a):
+        upload = jsonl(
+            '{"content": "Bob likes jazz", "memoryType": "preference", "sourceKind": "user"}',
+            "",
+            '{"content": "Bob is in Lisbon", "memoryType": "fact", "sourceKind": "import",'
+            ' "createdAt": "2024-01-02T03:04:05Z", "hitCount": 3}',
+        )
+        response = client_for(editor).post(
+            "/w/team-a/memories/import/", {"actor": "user:bob", "file": upload}, **HTMX
+        )
+        assert response.status_code == 200
+        assert "Imported 2 memories for" in response.content.decode()
+        assert response["HX-Trigger"] == "memoriesChanged"
+        rows = MemoryRecord.objects.filter(actor__name="bob").order_by("id")
+        assert [r.content for r in rows] == ["Bob likes jazz", "Bob is in Lisbon"]
+        assert rows[1].hit_count == 3 and rows[1].created_at.year == 2024
+        event = AuditEvent.objects.get(type=EventType.MEMORY_CHANGED)
+        assert event.payload["count"] == 2
+
+    def test_without_htmx_a_successful_import_redirects_to_the_actor(self, editor, workspace_a):
+        upload = jsonl('{"content": "Bob likes jazz", "memoryType": "fact", "sourceKind": "user"}')
+        response = client_for(editor).post(
+            "/w/team-a/memories/import/", {"actor": "user:bob", "file": upload}
+        )
+        assert response.status_code == 302
+        assert response["Location"] == "/w/team-a/memories/?actor=user%3Abob"
+
+    def test_a_bad_line_is_reported_by_number_and_nothing_is_imported(self, editor, workspace_a):
+        upload = jsonl(
+            '{"content": "fine", "memoryType": "fact", "sourceKind": "user"}',
+            '{"content": "typo", "memoryType": "factoid", "sourceKind": "user"}',
+            "not json",
+            '["a list"]',
+            '{"content": "fine too", "memoryType": "fact", "sourceKind": "user", "colour": 1}',
+        )
+        response = client_for(editor).post(
+            "/w/team-a/memories/import/", {"actor": "user:bob", "file": upload}
+        )
+        html = response.content.decode()
+        assert response.status_code == 200
+        assert "4 lines have errors; nothing was imported." in html
+        assert re.search(r"Line 2</td><td><code>memoryType</code></td><td>.*factoid", html)
+        assert "Line 3</td><td><code>line</code></td><td>Not valid JSON" in html
+        assert "Line 4</td><td><code>line</code></td><td>Each line must be one JSON object." in html
+        assert "Line 5</td><td><code>colour</code></td><td>Unknown field." in html
+        assert not MemoryRecord.objects.exists()
+        assert not AuditEvent.objects.filter(type=EventType.MEMORY_CHANGED).exists()
+
+    def test_file_level_problems_are_shown_next_to_the_fields(self, editor, workspace_a):
+        client = client_for(editor)
+        html = client.post(
+            "/w/team-a/memories/import/", {"actor": "user:bob", "file": jsonl("", " ")}
+        ).content.decode()
+        assert "The file has no memories in it." in html
+        html = client.post(
+            "/w/team-a/memories/import/",
+            {"actor": "bob", "file": jsonl('{"content": "x", "memoryType": "fact"}')},
+        ).content.decode()
+        assert "Use kind:name" in html
+        html = client.post(
+            "/w/team-a/memories/import/",
+            {"actor": "user:bob", "file": SimpleUploadedFile("m.jsonl", b"\xff\xfe\x00")},
+        ).content.decode()
+        assert "not UTF-8" in html
+        assert not MemoryRecord.objects.exists()
+
+    def test_the_import_page_works_without_javascript(self, editor, workspace_a):
+        response = client_for(editor).get("/w/team-a/memories/import/?actor=user:bob")
+        assert response.status_code == 200
+        assert 'value="user:bob"' in response.content.decode()
