@@ -143,7 +143,7 @@ def load(total: int, large: int, label: str, marker: Path) -> None:
         cursor.execute(
             f"CREATE INDEX memory_recall_cover_idx ON {table} (actor_id) INCLUDE"
             " (lifecycle_status, is_current, expires_at, consent_policy, memory_type,"
-            " source_kind, confirmation_status, confidence, sensitivity, created_at)"
+            " source_kind, confirmation_status, confidence, sensitivity, created_at, segment_kind)"
         )
         cursor.execute(
             f"CREATE INDEX memory_embedding_hnsw ON {table} USING hnsw"

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import copy
+import json
 import re
 import uuid
 from dataclasses import dataclass
@@ -74,28 +76,88 @@ class EffectivePolicy:
     workload_version: int | None
 
 
+_POLICY_CONTEXT_SQL = """
+SELECT
+    EXISTS (
+        SELECT 1 FROM policies_environment e WHERE e.workspace_id = %(ws)s AND e.slug = %(env)s
+    ),
+    f.id, f.version, f.document, f.relaxable_axes,
+    w.id, w.version, w.document
+FROM (
+    SELECT id, version, document, relaxable_axes FROM policies_workspacepolicyversion
+    WHERE workspace_id = %(ws)s ORDER BY version DESC LIMIT 1
+) f
+LEFT JOIN LATERAL (
+    SELECT id, version, document FROM policies_workloadpolicyversion
+    WHERE workload_id = %(wl)s AND environment IN (%(env)s, '')
+    -- the environment's own policy wins over the all-environments default
+    ORDER BY environment = '', version DESC LIMIT 1
+) w ON true
+"""
+
+_EFFECTIVE_CACHE_SIZE = 2048
+_effective_cache: dict[tuple[int, int | None, str], tuple[dict[str, Any], str, str, list[str]]] = {}
+
+
+def _effective_cached(
+    floor_id: int,
+    floor_doc: dict[str, Any],
+    relaxable: list[str],
+    workload_id: int | None,
+    workload_doc: dict[str, Any],
+    override: dict[str, Any] | None,
+) -> tuple[dict[str, Any], str, str, list[str]]:
+    """The pure computation, memoised: policy versions are immutable, so their ids and the
+    override's canonical form fully determine the result."""
+    key = (floor_id, workload_id, algebra.canonical_json(override or {}))
+    cached = _effective_cache.get(key)
+    if cached is None:
+        policy = algebra.effective_policy(floor_doc, workload_doc, override, relaxable)
+        policy_hash, budget_hash = algebra.policy_hashes(policy)
+        relaxing = algebra.check_workload(floor_doc, workload_doc)
+        cached = (policy, policy_hash, budget_hash, relaxing)
+        if len(_effective_cache) >= _EFFECTIVE_CACHE_SIZE:
+            _effective_cache.clear()
+        _effective_cache[key] = cached
+    policy, policy_hash, budget_hash, relaxing = cached
+    # Callers may annotate the policy dict; never hand out the cached object itself.
+    return copy.deepcopy(policy), policy_hash, budget_hash, list(relaxing)
+
+
 def effective_policy_for(
     *,
     workload: Workload,
     environment: str,
     override: dict[str, Any] | None = None,
 ) -> EffectivePolicy:
-    floor_version = workspace_policy_current(workspace=workload.workspace)
-    applicable = workload_policy_applicable(workload=workload, environment=environment)
-    workload_doc = applicable.document if applicable else {}
-    relaxing = algebra.check_workload(floor_version.document, workload_doc)
-    policy = algebra.effective_policy(
-        floor_version.document, workload_doc, override, floor_version.relaxable_axes
+    """Floor + the most specific workload policy + override, in one query.
+
+    An unknown environment is a 400 naming the field (checked in the same query).
+    """
+    params = {"ws": workload.workspace_id, "wl": workload.pk, "env": environment}
+    with connection.cursor() as cursor:
+        cursor.execute(_POLICY_CONTEXT_SQL, params)
+        row = cursor.fetchone()
+    if row is None:  # every workspace is created with a floor; this is a broken invariant
+        raise NotFoundError(f"Workspace {workload.workspace_id} has no policy yet.")
+    env_ok, floor_id, floor_version, floor_doc, relaxable, wl_id, wl_version, wl_doc = row
+    # Django reads jsonb as text on raw cursors; the ORM would parse it for us.
+    floor_doc, relaxable, wl_doc = (
+        json.loads(v) if isinstance(v, str) else v for v in (floor_doc, relaxable, wl_doc)
     )
-    policy_hash, budget_hash = algebra.policy_hashes(policy)
+    if environment and not env_ok:
+        environment_check(workspace=workload.workspace, environment=environment)
+    policy, policy_hash, budget_hash, relaxing = _effective_cached(
+        floor_id, floor_doc, relaxable, wl_id, wl_doc or {}, override
+    )
     return EffectivePolicy(
         policy=policy,
         policy_hash=policy_hash,
         budget_hash=budget_hash,
         compliant=not relaxing,
         relaxing_axes=relaxing,
-        floor_version=floor_version.version,
-        workload_version=applicable.version if applicable else None,
+        floor_version=floor_version,
+        workload_version=wl_version,
     )
 
 

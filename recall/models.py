@@ -106,6 +106,7 @@ class MemoryRecord(models.Model):
                     "confidence",
                     "sensitivity",
                     "created_at",
+                    "segment_kind",
                 ],
                 name="memory_recall_cover_idx",
             ),

@@ -34,10 +34,13 @@ HNSW_EF_SEARCH = 100
 HNSW_MAX_SCAN_TUPLES = 40_000
 
 # The fail-closed rule, whatever any policy says (SPEC §3). ``%(now)s`` is bound per call.
+# A segment kind outside the vocabulary (a row written around the API) cannot be budgeted:
+# like any unknown value it fails closed rather than failing the whole recall.
 FAIL_CLOSED_SQL = (
     "m.lifecycle_status = 'active' AND m.is_current"
     " AND (m.expires_at IS NULL OR m.expires_at > %(now)s)"
     " AND m.consent_policy <> 'withdrawn'"
+    " AND m.segment_kind IN (" + ", ".join(f"'{kind}'" for kind in SEGMENT_KINDS) + ")"
 )
 
 # Policy axes in the order their decision codes are reported: a row failing several axes is
@@ -104,16 +107,45 @@ SELECT id, code FROM (
 """
 
 
+ACTOR_FUNNEL_SQL = f"""
+SELECT a.id, coded.code, count(coded.code)
+FROM recall_actor a
+LEFT JOIN LATERAL (
+    SELECT {_code_case()} AS code FROM {TABLE} m WHERE m.actor_id = a.id
+) coded ON true
+WHERE a.workspace_id = %(workspace)s AND a.kind = %(kind)s AND a.name = %(name)s
+GROUP BY a.id, coded.code
+"""
+
+
+def actor_funnel(
+    *, workspace_id: int, actor_id: str, policy: dict[str, Any], now: datetime
+) -> tuple[int | None, Funnel]:
+    """The actor's pk (None if unknown) and its funnel, in one round trip (the hot path)."""
+    kind, _, name = actor_id.partition(":")
+    params = {**policy_params(policy, now), "workspace": workspace_id, "kind": kind, "name": name}
+    with connection.cursor() as cursor:
+        cursor.execute(ACTOR_FUNNEL_SQL, params)
+        rows = cursor.fetchall()
+    if not rows:
+        return None, Funnel(0, 0, 0, {})
+    counts = {code: n for _, code, n in rows if code is not None}
+    return rows[0][0], _funnel(counts)
+
+
+def _funnel(counts: dict[str, int]) -> Funnel:
+    candidates = sum(counts.values())
+    lifecycle = counts.pop("lifecycle_excluded", 0)
+    after_policy = counts.pop("passes_policy", 0)
+    return Funnel(candidates, lifecycle, after_policy, counts)
+
+
 def memory_funnel(*, actor_pk: int, policy: dict[str, Any], now: datetime) -> Funnel:
     """How many of the actor's rows exist, fail closed, fail each axis, and pass."""
     params = {**policy_params(policy, now), "actor": actor_pk}
     with connection.cursor() as cursor:
         cursor.execute(FUNNEL_SQL, params)
-        counts = dict(cursor.fetchall())
-    candidates = sum(counts.values())
-    lifecycle = counts.pop("lifecycle_excluded", 0)
-    after_policy = counts.pop("passes_policy", 0)
-    return Funnel(candidates, lifecycle, after_policy, counts)
+        return _funnel(dict(cursor.fetchall()))
 
 
 def memory_policy_rejections(
@@ -126,12 +158,6 @@ def memory_policy_rejections(
         return list(cursor.fetchall())
 
 
-# A row whose segment kind is outside the vocabulary (written around the API) cannot be
-# budgeted, and one such row must not fail the whole recall: it never ranks. Checked in the
-# ranking statements, which read the heap anyway, not in the funnel, whose covering index does
-# not hold segment_kind.
-KNOWN_SEGMENT_SQL = "m.segment_kind IN (" + ", ".join(f"'{k}'" for k in SEGMENT_KINDS) + ")"
-
 RANKED_COLUMNS = (
     "m.id, m.content, m.memory_type, m.source_kind, m.confirmation_status, m.confidence,"
     " m.sensitivity, m.segment_kind, m.token_count, m.created_at, m.hit_count"
@@ -141,18 +167,18 @@ EXACT_SQL = f"""
 WITH eligible AS MATERIALIZED (
     SELECT m.id, m.embedding <=> %(query)s::vector AS distance
     FROM {TABLE} m
-    WHERE m.actor_id = %(actor)s AND {FAIL_CLOSED_SQL} AND {POLICY_SQL} AND {KNOWN_SEGMENT_SQL}
+    WHERE m.actor_id = %(actor)s AND {FAIL_CLOSED_SQL} AND {POLICY_SQL}
 )
-SELECT {RANKED_COLUMNS}, 1 - e.distance AS similarity
+SELECT {RANKED_COLUMNS}, COALESCE(1 - e.distance, 0) AS similarity
 FROM eligible e JOIN {TABLE} m ON m.id = e.id
-ORDER BY e.distance, m.id
+ORDER BY e.distance NULLS LAST, m.id
 LIMIT %(limit)s
 """
 
 HNSW_SQL = f"""
 SELECT {RANKED_COLUMNS}, 1 - (m.embedding <=> %(query)s::vector) AS similarity
 FROM {TABLE} m
-WHERE m.actor_id = %(actor)s AND {FAIL_CLOSED_SQL} AND {POLICY_SQL} AND {KNOWN_SEGMENT_SQL}
+WHERE m.actor_id = %(actor)s AND {FAIL_CLOSED_SQL} AND {POLICY_SQL}
 ORDER BY m.embedding <=> %(query)s::vector
 LIMIT %(limit)s
 """

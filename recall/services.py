@@ -23,8 +23,7 @@ from recall.scoring import inclusion_score
 from recall.selectors import (
     Funnel,
     RankedRow,
-    actor_lookup,
-    memory_funnel,
+    actor_funnel,
     memory_policy_rejections,
     memory_ranked,
 )
@@ -111,8 +110,10 @@ def recall_assemble(*, request: RecallRequest) -> dict[str, Any]:
     now = timezone.now()
     query_vector = embedder().embed([request.query])[0]
     with transaction.atomic():
-        actor = actor_lookup(workspace=request.workspace, actor_id=request.actor_id)
-        ranked, funnel, path = _rank(actor, policy, query_vector, request.top_k, now)
+        actor_pk, funnel = actor_funnel(
+            workspace_id=request.workspace.pk, actor_id=request.actor_id, policy=policy, now=now
+        )
+        ranked, path = _rank(actor_pk, funnel, policy, query_vector, request.top_k, now)
         plan = plan_budget(
             [
                 Candidate(str(row.id), row.segment_kind, row.token_count, score)
@@ -122,8 +123,8 @@ def recall_assemble(*, request: RecallRequest) -> dict[str, Any]:
         )
         envelope = _envelope(request, effective, ranked, funnel, plan, path, now)
         rejections = (
-            memory_policy_rejections(actor_pk=actor.pk, policy=policy, now=now, limit=DECISIONS_MAX)
-            if actor is not None and policy["diagnosticsVerbosity"] == "full"
+            memory_policy_rejections(actor_pk=actor_pk, policy=policy, now=now, limit=DECISIONS_MAX)
+            if actor_pk is not None and policy["diagnosticsVerbosity"] == "full"
             else []
         )
         if rejections:
@@ -161,21 +162,19 @@ def recall_assemble(*, request: RecallRequest) -> dict[str, Any]:
 
 
 def _rank(
-    actor: Actor | None,
+    actor_pk: int | None,
+    funnel: Funnel,
     policy: dict[str, Any],
     query_vector: list[float],
     top_k: int,
     now: datetime,
-) -> tuple[list[tuple[RankedRow, float]], Funnel, str]:
+) -> tuple[list[tuple[RankedRow, float]], str]:
     """Eligible rows nearest the query, re-scored, cut to ``top_k`` (best score first)."""
-    if actor is None:
-        return [], Funnel(0, 0, 0, {}), "none"
-    funnel = memory_funnel(actor_pk=actor.pk, policy=policy, now=now)
-    if funnel.after_policy == 0:
-        return [], funnel, "none"
+    if actor_pk is None or funnel.after_policy == 0:
+        return [], "none"
     pool = max(top_k * RERANK_POOL_FACTOR, RERANK_POOL_MIN)
     rows, path = memory_ranked(
-        actor_pk=actor.pk,
+        actor_pk=actor_pk,
         policy=policy,
         query_vector=query_vector,
         limit=pool,
@@ -187,7 +186,7 @@ def _rank(
     ]
     # Ties broken by id so the same inputs always give the same order.
     scored.sort(key=lambda pair: (-pair[1], pair[0].id))
-    return scored[:top_k], funnel, path
+    return scored[:top_k], path
 
 
 def _envelope(

@@ -9,7 +9,6 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from policies.models import Workload
-from policies.selectors import environment_check
 from portal.access import Caller, require_role, workspace_for, workspaces_for
 from portal.api.views import ApiView, json_object
 from portal.errors import NotFoundError, ValidationFailed
@@ -199,7 +198,7 @@ class RecallView(ApiView):
                 {"fields": {"workloadId": "Unknown workload."}},
             )
         workload.workspace = workspace
-        environment = environment_check(workspace=workspace, environment=data["environment"])
+        environment = data["environment"]  # checked with the policy, in one query
         override = data.get("policyOverride")
         envelope = services.recall_assemble(
             request=services.RecallRequest(

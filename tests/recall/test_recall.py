@@ -847,10 +847,10 @@ class RecallQueryCountTests:
         client = editor.api()
         body = body_for(workload_a, topK=20)
 
-        # token, workload, environment, floor, workload policy, savepoint, actor, funnel,
-        # ranking, [rejected ids at full], previous event, chain head, event, head update,
-        # hit counts, savepoint release
-        with django_assert_num_queries(15 if verbosity == "summary" else 16):
+        # token, workload, policy context (environment + floor + workload policy), savepoint,
+        # actor + funnel, ranking, [rejected ids at full], previous event, chain head, event,
+        # head update, hit counts, savepoint release
+        with django_assert_num_queries(12 if verbosity == "summary" else 13):
             response = client.post(RECALL, body, format="json")
 
         assert response.status_code == 200, response.content
