@@ -142,7 +142,7 @@ def load(total: int, large: int, label: str, marker: Path) -> None:
         cursor.execute("SET max_parallel_maintenance_workers = 1")
         cursor.execute(
             f"CREATE INDEX memory_recall_cover_idx ON {table} (actor_id) INCLUDE"
-            " (lifecycle_status, is_current, expires_at, consent_policy, memory_type,"
+            " (id, lifecycle_status, is_current, expires_at, consent_policy, memory_type,"
             " source_kind, confirmation_status, confidence, sensitivity, created_at, segment_kind)"
         )
         cursor.execute(

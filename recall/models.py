@@ -53,7 +53,10 @@ class MemoryRecord(models.Model):
     workspace = models.ForeignKey(
         "policies.Workspace", on_delete=models.CASCADE, related_name="memories"
     )
-    actor = models.ForeignKey(Actor, on_delete=models.CASCADE, related_name="memories")
+    # Indexed by memory_recall_cover_idx, which leads with actor.
+    actor = models.ForeignKey(
+        Actor, on_delete=models.CASCADE, related_name="memories", db_index=False
+    )
     content = models.TextField()
     memory_type = models.CharField(max_length=20, choices=_choices("memoryType"))
     source_kind = models.CharField(max_length=20, choices=_choices("sourceKind"))
@@ -96,6 +99,7 @@ class MemoryRecord(models.Model):
             models.Index(
                 fields=["actor"],
                 include=[
+                    "id",
                     "lifecycle_status",
                     "is_current",
                     "expires_at",

@@ -15,6 +15,8 @@ Ranking takes one of two access paths, chosen by the size of the eligible set:
 
 from __future__ import annotations
 
+import json
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -107,32 +109,6 @@ SELECT id, code FROM (
 """
 
 
-ACTOR_FUNNEL_SQL = f"""
-SELECT a.id, coded.code, count(coded.code)
-FROM recall_actor a
-LEFT JOIN LATERAL (
-    SELECT {_code_case()} AS code FROM {TABLE} m WHERE m.actor_id = a.id
-) coded ON true
-WHERE a.workspace_id = %(workspace)s AND a.kind = %(kind)s AND a.name = %(name)s
-GROUP BY a.id, coded.code
-"""
-
-
-def actor_funnel(
-    *, workspace_id: int, actor_id: str, policy: dict[str, Any], now: datetime
-) -> tuple[int | None, Funnel]:
-    """The actor's pk (None if unknown) and its funnel, in one round trip (the hot path)."""
-    kind, _, name = actor_id.partition(":")
-    params = {**policy_params(policy, now), "workspace": workspace_id, "kind": kind, "name": name}
-    with connection.cursor() as cursor:
-        cursor.execute(ACTOR_FUNNEL_SQL, params)
-        rows = cursor.fetchall()
-    if not rows:
-        return None, Funnel(0, 0, 0, {})
-    counts = {code: n for _, code, n in rows if code is not None}
-    return rows[0][0], _funnel(counts)
-
-
 def _funnel(counts: dict[str, int]) -> Funnel:
     candidates = sum(counts.values())
     lifecycle = counts.pop("lifecycle_excluded", 0)
@@ -163,17 +139,132 @@ RANKED_COLUMNS = (
     " m.sensitivity, m.segment_kind, m.token_count, m.created_at, m.hit_count"
 )
 
+# Two stages: the filter reads only the covering index (index-only scan, no wide heap rows),
+# then distances are computed for the eligible ids alone. Materialising both keeps the planner
+# from answering ORDER BY distance with the HNSW index, which would filter after the scan.
 EXACT_SQL = f"""
-WITH eligible AS MATERIALIZED (
-    SELECT m.id, m.embedding <=> %(query)s::vector AS distance
-    FROM {TABLE} m
+WITH ids AS MATERIALIZED (
+    SELECT m.id FROM {TABLE} m
     WHERE m.actor_id = %(actor)s AND {FAIL_CLOSED_SQL} AND {POLICY_SQL}
+),
+eligible AS MATERIALIZED (
+    SELECT m.id, m.embedding <=> %(query)s::vector AS distance
+    FROM ids JOIN {TABLE} m ON m.id = ids.id
 )
 SELECT {RANKED_COLUMNS}, COALESCE(1 - e.distance, 0) AS similarity
 FROM eligible e JOIN {TABLE} m ON m.id = e.id
 ORDER BY e.distance NULLS LAST, m.id
 LIMIT %(limit)s
 """
+
+# The hot path in one round trip: the actor, every row's decision code (one index-only scan),
+# the funnel counts, the rejected ids (verbosity full) and, when the eligible set is small
+# enough for exact search, the nearest rows. A larger eligible set returns no rows here and
+# is ranked by ``memory_ranked`` with the HNSW index instead.
+RECALL_SQL = f"""
+WITH actor AS (
+    SELECT a.id FROM recall_actor a
+    WHERE a.workspace_id = %(workspace)s AND a.kind = %(kind)s AND a.name = %(name)s
+),
+coded AS MATERIALIZED (
+    SELECT m.id, {_code_case()} AS code FROM {TABLE} m WHERE m.actor_id = (SELECT id FROM actor)
+),
+counts AS MATERIALIZED (SELECT code, count(*) AS n FROM coded GROUP BY code),
+eligible AS MATERIALIZED (
+    SELECT m.id, m.embedding <=> %(query)s::vector AS distance
+    FROM coded c JOIN {TABLE} m ON m.id = c.id
+    WHERE c.code = 'passes_policy'
+      AND (SELECT coalesce(sum(n), 0) FROM counts WHERE code = 'passes_policy') <= %(exact_max)s
+),
+nearest AS (
+    SELECT id, distance FROM eligible ORDER BY distance NULLS LAST, id LIMIT %(limit)s
+)
+SELECT
+    (SELECT id FROM actor),
+    (SELECT coalesce(json_object_agg(code, n), '{{}}') FROM counts),
+    (SELECT coalesce(json_agg(json_build_array(r.id, r.code)), '[]') FROM (
+        SELECT id, code FROM coded WHERE code NOT IN ('passes_policy', 'lifecycle_excluded')
+        ORDER BY id LIMIT %(rejected_limit)s
+    ) r),
+    -- the previous context.assembled for the same key: its prefix fingerprint sets `reused`
+    (SELECT ev.payload ->> 'prefixFingerprint' FROM audit_auditevent ev
+     WHERE ev.workspace_id = %(workspace)s AND ev.actor_id = %(actor_id)s
+       AND ev.workload_id = %(workload)s AND ev.environment = %(environment)s
+       AND ev.type = 'context.assembled'
+     ORDER BY ev.id DESC LIMIT 1),
+    t.*
+FROM (SELECT 1) one
+LEFT JOIN LATERAL (
+    SELECT {RANKED_COLUMNS}, COALESCE(1 - n.distance, 0) AS similarity
+    FROM nearest n JOIN {TABLE} m ON m.id = n.id
+    ORDER BY n.distance NULLS LAST, m.id
+) t ON true
+"""
+
+
+@dataclass(frozen=True)
+class RecallCandidates:
+    actor_pk: int | None
+    funnel: Funnel
+    rows: list[RankedRow]
+    rejections: list[tuple[int, str]]
+    path: str
+    previous_fingerprint: str | None
+
+
+def recall_candidates(
+    *,
+    workspace_id: int,
+    workload_id: uuid.UUID,
+    environment: str,
+    actor_id: str,
+    policy: dict[str, Any],
+    query_vector: Sequence[float],
+    limit: int,
+    rejected_limit: int,
+    now: datetime,
+) -> RecallCandidates:
+    """Everything recall reads about the actor's memories, nearest rows included."""
+    kind, _, name = actor_id.partition(":")
+    params = {
+        **policy_params(policy, now),
+        "workspace": workspace_id,
+        "workload": workload_id,
+        "environment": environment,
+        "actor_id": actor_id,
+        "kind": kind,
+        "name": name,
+        "query": vector_literal(query_vector),
+        "limit": limit,
+        "exact_max": EXACT_SEARCH_MAX,
+        "rejected_limit": rejected_limit,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(RECALL_SQL, params)
+        result = cursor.fetchall()
+    actor_pk, counts, rejected, previous = result[0][:4]
+    counts, rejected = _json(counts), _json(rejected)
+    funnel = _funnel(dict(counts))
+    rows = [RankedRow(*row[4:]) for row in result if row[4] is not None]
+    path = "exact" if rows else "none"
+    if actor_pk is not None and funnel.after_policy > EXACT_SEARCH_MAX:
+        rows, path = memory_ranked(
+            actor_pk=actor_pk,
+            policy=policy,
+            query_vector=query_vector,
+            limit=limit,
+            eligible=funnel.after_policy,
+            now=now,
+        )
+    return RecallCandidates(
+        actor_pk, funnel, rows, [(int(i), str(c)) for i, c in rejected], path, previous
+    )
+
+
+def _json(value: Any) -> Any:
+    # Django reads json/jsonb as text on raw cursors.
+    return json.loads(value) if isinstance(value, str) else value
+
 
 HNSW_SQL = f"""
 SELECT {RANKED_COLUMNS}, 1 - (m.embedding <=> %(query)s::vector) AS similarity

@@ -10,7 +10,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from audit.models import AuditEvent, EventType
+from audit.models import EventType
 from audit.services import audit_event_record
 from policies.models import Workload, Workspace
 from policies.selectors import EffectivePolicy, effective_policy_for
@@ -20,13 +20,7 @@ from recall.models import ACTOR_KINDS, Actor, MemoryRecord
 from recall.planner import BudgetPlan, BudgetPolicy, Candidate, plan_budget
 from recall.runtime import embedder, token_estimator
 from recall.scoring import inclusion_score
-from recall.selectors import (
-    Funnel,
-    RankedRow,
-    actor_funnel,
-    memory_policy_rejections,
-    memory_ranked,
-)
+from recall.selectors import Funnel, RankedRow, recall_candidates
 
 
 def actor_parse(actor_id: str) -> tuple[str, str]:
@@ -110,10 +104,19 @@ def recall_assemble(*, request: RecallRequest) -> dict[str, Any]:
     now = timezone.now()
     query_vector = embedder().embed([request.query])[0]
     with transaction.atomic():
-        actor_pk, funnel = actor_funnel(
-            workspace_id=request.workspace.pk, actor_id=request.actor_id, policy=policy, now=now
+        found = recall_candidates(
+            workspace_id=request.workspace.pk,
+            workload_id=request.workload.id,
+            environment=request.environment,
+            actor_id=request.actor_id,
+            policy=policy,
+            query_vector=query_vector,
+            limit=max(request.top_k * RERANK_POOL_FACTOR, RERANK_POOL_MIN),
+            rejected_limit=DECISIONS_MAX if policy["diagnosticsVerbosity"] == "full" else 0,
+            now=now,
         )
-        ranked, path = _rank(actor_pk, funnel, policy, query_vector, request.top_k, now)
+        ranked = _rescore(found.rows, request.top_k, now)
+        funnel, path = found.funnel, found.path
         plan = plan_budget(
             [
                 Candidate(str(row.id), row.segment_kind, row.token_count, score)
@@ -122,17 +125,12 @@ def recall_assemble(*, request: RecallRequest) -> dict[str, Any]:
             BudgetPolicy.from_policy(policy),
         )
         envelope = _envelope(request, effective, ranked, funnel, plan, path, now)
-        rejections = (
-            memory_policy_rejections(actor_pk=actor_pk, policy=policy, now=now, limit=DECISIONS_MAX)
-            if actor_pk is not None and policy["diagnosticsVerbosity"] == "full"
-            else []
-        )
-        if rejections:
+        if found.rejections:
             room = DECISIONS_MAX - len(envelope["diagnostics"]["decisions"])
             envelope["diagnostics"]["decisions"] += [
-                {"id": str(pk), "code": code} for pk, code in rejections[: max(room, 0)]
+                {"id": str(pk), "code": code} for pk, code in found.rejections[: max(room, 0)]
             ]
-        envelope["reused"] = _reused(request, envelope["prefixFingerprint"])
+        envelope["reused"] = found.previous_fingerprint == envelope["prefixFingerprint"]
         audit_event_record(
             workspace=request.workspace,
             type=EventType.ASSEMBLED,
@@ -161,32 +159,14 @@ def recall_assemble(*, request: RecallRequest) -> dict[str, Any]:
     return envelope
 
 
-def _rank(
-    actor_pk: int | None,
-    funnel: Funnel,
-    policy: dict[str, Any],
-    query_vector: list[float],
-    top_k: int,
-    now: datetime,
-) -> tuple[list[tuple[RankedRow, float]], str]:
-    """Eligible rows nearest the query, re-scored, cut to ``top_k`` (best score first)."""
-    if actor_pk is None or funnel.after_policy == 0:
-        return [], "none"
-    pool = max(top_k * RERANK_POOL_FACTOR, RERANK_POOL_MIN)
-    rows, path = memory_ranked(
-        actor_pk=actor_pk,
-        policy=policy,
-        query_vector=query_vector,
-        limit=pool,
-        eligible=funnel.after_policy,
-        now=now,
-    )
+def _rescore(rows: list[RankedRow], top_k: int, now: datetime) -> list[tuple[RankedRow, float]]:
+    """Nearest rows re-scored (similarity x age x usage), cut to ``top_k``, best first."""
     scored = [
         (row, inclusion_score(row.similarity, row.created_at, row.hit_count, now)) for row in rows
     ]
     # Ties broken by id so the same inputs always give the same order.
     scored.sort(key=lambda pair: (-pair[1], pair[0].id))
-    return scored[:top_k], path
+    return scored[:top_k]
 
 
 def _envelope(
@@ -313,22 +293,6 @@ def _entry(row: RankedRow, score: float) -> dict[str, Any]:
         "score": round(score, 6),
         "createdAt": row.created_at.isoformat(),
     }
-
-
-def _reused(request: RecallRequest, fingerprint: str) -> bool:
-    previous = (
-        AuditEvent.objects.filter(
-            workspace=request.workspace,
-            actor_id=request.actor_id,
-            workload_id=request.workload.id,
-            environment=request.environment,
-            type=EventType.ASSEMBLED,
-        )
-        .order_by("-id")
-        .values_list("payload__prefixFingerprint", flat=True)
-        .first()
-    )
-    return previous == fingerprint
 
 
 # --- memory writes ------------------------------------------------------------------------------

@@ -848,9 +848,9 @@ class RecallQueryCountTests:
         body = body_for(workload_a, topK=20)
 
         # token, workload, policy context (environment + floor + workload policy), savepoint,
-        # actor + funnel, ranking, [rejected ids at full], previous event, chain head, event,
-        # head update, hit counts, savepoint release
-        with django_assert_num_queries(12 if verbosity == "summary" else 13):
+        # candidates (actor, funnel, rejected ids, previous fingerprint, nearest rows), chain
+        # head, event + head update, hit counts, savepoint release
+        with django_assert_num_queries(9):
             response = client.post(RECALL, body, format="json")
 
         assert response.status_code == 200, response.content
