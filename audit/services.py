@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
@@ -37,6 +38,37 @@ def _hashed_fields(
     }
 
 
+@dataclass(frozen=True)
+class ChainTip:
+    """Where a workspace's chain ends: the hash the next event must name as its predecessor."""
+
+    last_hash: str
+
+
+# A sub-select other reads can embed to learn the tip in the same round trip.
+CHAIN_TIP_SQL = (
+    f"(SELECT last_hash FROM {AuditChainHead._meta.db_table} WHERE workspace_id = %(workspace)s)"
+)
+
+_APPEND_SQL = f"""
+WITH appended AS (
+    UPDATE {AuditChainHead._meta.db_table} SET last_hash = %s, length = length + 1
+    WHERE workspace_id = %s AND last_hash = %s
+    RETURNING id
+),
+inserted AS (
+    INSERT INTO {AuditEvent._meta.db_table}
+        (workspace_id, type, occurred_at, author, workload_id, environment, actor_id, payload,
+         prev_hash, hash)
+    SELECT %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s FROM appended
+    RETURNING id
+){{guarded}}
+SELECT (SELECT id FROM inserted)
+"""
+
+APPEND_ATTEMPTS = 8
+
+
 def audit_event_record(
     *,
     workspace: Workspace,
@@ -47,19 +79,89 @@ def audit_event_record(
     environment: str = "",
     actor_id: str = "",
 ) -> AuditEvent:
-    """Append one event to the workspace's chain.
+    """Append one event to the workspace's chain inside the caller's transaction.
 
-    Must run inside the caller's transaction, so the event commits (or not) with the change it
-    records. The chain head's row lock orders concurrent appends within a workspace.
+    The event commits (or not) with the change it records; the chain head's row lock, held
+    to the end of that transaction, orders appends within a workspace.
     """
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("audit_event_record must be called inside transaction.atomic()")
+    event = _append(
+        _locked_tip(workspace),
+        workspace=workspace, type=type, author=author, payload=payload,
+        workload_id=workload_id, environment=environment, actor_id=actor_id, guarded=(),
+    )  # fmt: skip
+    if event is None:  # impossible while we hold the lock
+        raise RuntimeError("the audit chain moved while locked")
+    return event
+
+
+def audit_event_append(
+    *,
+    workspace: Workspace,
+    tip: ChainTip | None,
+    type: str,
+    author: str,
+    payload: dict[str, Any],
+    workload_id: uuid.UUID | None = None,
+    environment: str = "",
+    actor_id: str = "",
+    guarded: Sequence[tuple[str, Sequence[Any]]] = (),
+) -> AuditEvent:
+    """Append without a transaction, for the recall hot path: compare-and-swap on the tip.
+
+    One statement moves the tip from ``tip`` to the new event's hash, inserts the event and
+    runs the ``guarded`` statements (data-modifying SQL that must say
+    ``AND EXISTS (SELECT 1 FROM appended)`` so it only takes effect with the event): all or
+    nothing, as one statement is. If another append moved the tip first, nothing is written
+    and the append is retried on the new tip; after a few lost races it takes the lock.
+    """
+    fields = {
+        "workspace": workspace, "type": type, "author": author, "payload": payload,
+        "workload_id": workload_id, "environment": environment, "actor_id": actor_id,
+        "guarded": guarded,
+    }  # fmt: skip
+    for _ in range(APPEND_ATTEMPTS):
+        if tip is not None:
+            event = _append(tip, **fields)
+            if event is not None:
+                return event
+        tip = _read_tip(workspace)
+    with transaction.atomic():
+        event = _append(_locked_tip(workspace), **fields)
+    if event is None:  # impossible while we hold the lock
+        raise RuntimeError("the audit chain moved while locked")
+    return event
+
+
+def _read_tip(workspace: Workspace) -> ChainTip | None:
+    head = AuditChainHead.objects.filter(workspace=workspace).values_list("last_hash").first()
+    return ChainTip(head[0]) if head else None
+
+
+def _locked_tip(workspace: Workspace) -> ChainTip:
     head = AuditChainHead.objects.select_for_update().filter(workspace=workspace).first()
     if head is None:
         AuditChainHead.objects.get_or_create(
             workspace=workspace, defaults={"last_hash": GENESIS_HASH}
         )
         head = AuditChainHead.objects.select_for_update().get(workspace=workspace)
+    return ChainTip(head.last_hash)
+
+
+def _append(
+    tip: ChainTip,
+    *,
+    workspace: Workspace,
+    type: str,
+    author: str,
+    payload: dict[str, Any],
+    workload_id: uuid.UUID | None,
+    environment: str,
+    actor_id: str,
+    guarded: Sequence[tuple[str, Sequence[Any]]],
+) -> AuditEvent | None:
+    """One statement: move the tip, insert the event, run the guarded statements."""
     occurred_at = timezone.now()
     fields = _hashed_fields(
         workspace_slug=workspace.slug,
@@ -71,8 +173,22 @@ def audit_event_record(
         actor_id=actor_id,
         payload=payload,
     )
-    digest = event_hash(head.last_hash, fields)
-    event = AuditEvent(
+    digest = event_hash(tip.last_hash, fields)
+    ctes = "".join(f",\nguarded_{i} AS ({sql})" for i, (sql, _) in enumerate(guarded))
+    params: list[Any] = [
+        digest, workspace.pk, tip.last_hash,
+        workspace.pk, type, occurred_at, author, workload_id, environment, actor_id,
+        json.dumps(payload, cls=DjangoJSONEncoder), tip.last_hash, digest,
+    ]  # fmt: skip
+    for _, guarded_params in guarded:
+        params.extend(guarded_params)
+    with connection.cursor() as cursor:
+        cursor.execute(_APPEND_SQL.format(guarded=ctes), params)
+        event_id = cursor.fetchone()[0]
+    if event_id is None:
+        return None
+    return AuditEvent(
+        pk=event_id,
         workspace=workspace,
         type=type,
         occurred_at=occurred_at,
@@ -81,31 +197,9 @@ def audit_event_record(
         environment=environment,
         actor_id=actor_id,
         payload=payload,
-        prev_hash=head.last_hash,
+        prev_hash=tip.last_hash,
         hash=digest,
     )
-    # The event and the new chain tip in one statement: one round trip on the recall hot path.
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"""
-            WITH ins AS (
-                INSERT INTO {AuditEvent._meta.db_table}
-                    (workspace_id, type, occurred_at, author, workload_id, environment, actor_id,
-                     payload, prev_hash, hash)
-                VALUES (%s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s)
-                RETURNING id
-            )
-            UPDATE {AuditChainHead._meta.db_table} SET last_hash = %s, length = length + 1
-            WHERE id = %s
-            RETURNING (SELECT id FROM ins)
-            """,
-            [
-                workspace.pk, type, occurred_at, author, workload_id, environment, actor_id,
-                json.dumps(payload, cls=DjangoJSONEncoder), head.last_hash, digest, digest, head.pk,
-            ],
-        )  # fmt: skip
-        event.pk = cursor.fetchone()[0]
-    return event
 
 
 def _links(workspace: Workspace) -> Iterator[ChainLink]:

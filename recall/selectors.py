@@ -22,9 +22,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import QuerySet
 
+from audit.services import CHAIN_TIP_SQL
 from policies.algebra import SEGMENT_KINDS, SENSITIVITY_ORDER
 from policies.models import Workspace
 from portal.errors import ValidationFailed
@@ -192,6 +193,7 @@ SELECT
        AND ev.workload_id = %(workload)s AND ev.environment = %(environment)s
        AND ev.type = 'context.assembled'
      ORDER BY ev.id DESC LIMIT 1),
+    {CHAIN_TIP_SQL},
     t.*
 FROM (SELECT 1) one
 LEFT JOIN LATERAL (
@@ -210,6 +212,7 @@ class RecallCandidates:
     rejections: list[tuple[int, str]]
     path: str
     previous_fingerprint: str | None
+    chain_tip: str | None
 
 
 def recall_candidates(
@@ -242,10 +245,10 @@ def recall_candidates(
     with connection.cursor() as cursor:
         cursor.execute(RECALL_SQL, params)
         result = cursor.fetchall()
-    actor_pk, counts, rejected, previous = result[0][:4]
+    actor_pk, counts, rejected, previous, tip = result[0][:5]
     counts, rejected = _json(counts), _json(rejected)
     funnel = _funnel(dict(counts))
-    rows = [RankedRow(*row[4:]) for row in result if row[4] is not None]
+    rows = [RankedRow(*row[5:]) for row in result if row[5] is not None]
     path = "exact" if rows else "none"
     if actor_pk is not None and funnel.after_policy > EXACT_SEARCH_MAX:
         rows, path = memory_ranked(
@@ -257,7 +260,7 @@ def recall_candidates(
             now=now,
         )
     return RecallCandidates(
-        actor_pk, funnel, rows, [(int(i), str(c)) for i, c in rejected], path, previous
+        actor_pk, funnel, rows, [(int(i), str(c)) for i, c in rejected], path, previous, tip
     )
 
 
@@ -322,7 +325,8 @@ def memory_ranked(
 
 
 def _run_hnsw(params: dict[str, Any]) -> list[RankedRow]:
-    with connection.cursor() as cursor:
+    # The settings are transaction-local, so the scan must share their transaction.
+    with transaction.atomic(), connection.cursor() as cursor:
         # set_config(..., true) is SET LOCAL: it lasts until the end of the surrounding
         # transaction (the recall service's). One statement, not three joined by ";", since a
         # connection with server-side binding prepares statements and a prepared statement

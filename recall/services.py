@@ -7,11 +7,10 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F
 from django.utils import timezone
 
 from audit.models import EventType
-from audit.services import audit_event_record
+from audit.services import ChainTip, audit_event_append, audit_event_record
 from policies.models import Workload, Workspace
 from policies.selectors import EffectivePolicy, effective_policy_for
 from portal.errors import ValidationFailed
@@ -91,11 +90,20 @@ class RecallRequest:
     author: str
 
 
+HITS_SQL = (
+    f"UPDATE {MemoryRecord._meta.db_table}"
+    " SET hit_count = hit_count + 1, last_accessed_at = %s"
+    " WHERE id = ANY(%s) AND EXISTS (SELECT 1 FROM appended)"
+)
+
+
 def recall_assemble(*, request: RecallRequest) -> dict[str, Any]:
     """Run the recall pipeline (SPEC §5) and return the envelope.
 
-    The audit event and the hit counts are written in the same transaction as the read, so an
-    envelope is never returned without its ``context.assembled`` record.
+    Two round trips after the policy: one statement reads everything (funnel, nearest rows,
+    previous fingerprint, chain tip); one statement writes everything (the ``context.assembled``
+    event, the chain tip and the hit counts, all or nothing). An envelope is never returned
+    without its audit record.
     """
     effective = effective_policy_for(
         workload=request.workload, environment=request.environment, override=request.override
@@ -103,59 +111,52 @@ def recall_assemble(*, request: RecallRequest) -> dict[str, Any]:
     policy = effective.policy
     now = timezone.now()
     query_vector = embedder().embed([request.query])[0]
-    with transaction.atomic():
-        found = recall_candidates(
-            workspace_id=request.workspace.pk,
-            workload_id=request.workload.id,
-            environment=request.environment,
-            actor_id=request.actor_id,
-            policy=policy,
-            query_vector=query_vector,
-            limit=max(request.top_k * RERANK_POOL_FACTOR, RERANK_POOL_MIN),
-            rejected_limit=DECISIONS_MAX if policy["diagnosticsVerbosity"] == "full" else 0,
-            now=now,
-        )
-        ranked = _rescore(found.rows, request.top_k, now)
-        funnel, path = found.funnel, found.path
-        plan = plan_budget(
-            [
-                Candidate(str(row.id), row.segment_kind, row.token_count, score)
-                for row, score in ranked
-            ],
-            BudgetPolicy.from_policy(policy),
-        )
-        envelope = _envelope(request, effective, ranked, funnel, plan, path, now)
-        if found.rejections:
-            room = DECISIONS_MAX - len(envelope["diagnostics"]["decisions"])
-            envelope["diagnostics"]["decisions"] += [
-                {"id": str(pk), "code": code} for pk, code in found.rejections[: max(room, 0)]
-            ]
-        envelope["reused"] = found.previous_fingerprint == envelope["prefixFingerprint"]
-        audit_event_record(
-            workspace=request.workspace,
-            type=EventType.ASSEMBLED,
-            author=request.author,
-            workload_id=request.workload.id,
-            environment=request.environment,
-            actor_id=request.actor_id,
-            payload={
-                "envelopeId": envelope["envelopeId"],
-                "effectivePolicyHash": envelope["effectivePolicyHash"],
-                "effectiveBudgetHash": envelope["effectiveBudgetHash"],
-                "prefixFingerprint": envelope["prefixFingerprint"],
-                "digest": envelope["digest"],
-                "tokenCounts": envelope["tokenCounts"],
-                "reused": envelope["reused"],
-                "counts": envelope["diagnostics"]["counts"],
-                "topK": request.top_k,
-                "accessPath": path,
-            },
-        )
-        included = [int(pk) for pk in plan.included_ids]
-        if included:
-            MemoryRecord.objects.filter(pk__in=included).update(
-                hit_count=F("hit_count") + 1, last_accessed_at=now
-            )
+    found = recall_candidates(
+        workspace_id=request.workspace.pk,
+        workload_id=request.workload.id,
+        environment=request.environment,
+        actor_id=request.actor_id,
+        policy=policy,
+        query_vector=query_vector,
+        limit=max(request.top_k * RERANK_POOL_FACTOR, RERANK_POOL_MIN),
+        rejected_limit=DECISIONS_MAX if policy["diagnosticsVerbosity"] == "full" else 0,
+        now=now,
+    )
+    ranked = _rescore(found.rows, request.top_k, now)
+    plan = plan_budget(
+        [Candidate(str(row.id), row.segment_kind, row.token_count, score) for row, score in ranked],
+        BudgetPolicy.from_policy(policy),
+    )
+    envelope = _envelope(request, effective, ranked, found.funnel, plan, found.path, now)
+    if found.rejections:
+        room = DECISIONS_MAX - len(envelope["diagnostics"]["decisions"])
+        envelope["diagnostics"]["decisions"] += [
+            {"id": str(pk), "code": code} for pk, code in found.rejections[: max(room, 0)]
+        ]
+    envelope["reused"] = found.previous_fingerprint == envelope["prefixFingerprint"]
+    included = [int(pk) for pk in plan.included_ids]
+    audit_event_append(
+        workspace=request.workspace,
+        tip=ChainTip(found.chain_tip) if found.chain_tip else None,
+        type=EventType.ASSEMBLED,
+        author=request.author,
+        workload_id=request.workload.id,
+        environment=request.environment,
+        actor_id=request.actor_id,
+        payload={
+            "envelopeId": envelope["envelopeId"],
+            "effectivePolicyHash": envelope["effectivePolicyHash"],
+            "effectiveBudgetHash": envelope["effectiveBudgetHash"],
+            "prefixFingerprint": envelope["prefixFingerprint"],
+            "digest": envelope["digest"],
+            "tokenCounts": envelope["tokenCounts"],
+            "reused": envelope["reused"],
+            "counts": envelope["diagnostics"]["counts"],
+            "topK": request.top_k,
+            "accessPath": found.path,
+        },
+        guarded=[(HITS_SQL, [now, included])] if included else [],
+    )
     return envelope
 
 

@@ -847,10 +847,10 @@ class RecallQueryCountTests:
         client = editor.api()
         body = body_for(workload_a, topK=20)
 
-        # token, workload, policy context (environment + floor + workload policy), savepoint,
-        # candidates (actor, funnel, rejected ids, previous fingerprint, nearest rows), chain
-        # head, event + head update, hit counts, savepoint release
-        with django_assert_num_queries(9):
+        # token, workload, policy context (environment + floor + workload policy), the read
+        # (actor, funnel, rejected ids, previous fingerprint, chain tip, nearest rows), the
+        # write (event, chain tip, hit counts in one statement)
+        with django_assert_num_queries(5):
             response = client.post(RECALL, body, format="json")
 
         assert response.status_code == 200, response.content

@@ -1,0 +1,109 @@
+from __future__ import annotations
+
+import threading
+
+import pytest
+from django.db import connection, transaction
+
+from audit.models import AuditChainHead, AuditEvent
+from audit.services import (
+    ChainTip,
+    audit_chain_verify,
+    audit_event_append,
+    audit_event_record,
+)
+from tests.recall import factories
+
+pytestmark = pytest.mark.django_db
+
+
+def tip_of(workspace) -> ChainTip:
+    return ChainTip(AuditChainHead.objects.get(workspace=workspace).last_hash)
+
+
+class CompareAndSwapAppendTests:
+    def test_it_appends_on_the_current_tip(self, workspace_a):
+        before = AuditEvent.objects.filter(workspace=workspace_a).count()
+
+        event = audit_event_append(
+            workspace=workspace_a, tip=tip_of(workspace_a), type="context.assembled",
+            author="token:agent", payload={"n": 1},
+        )  # fmt: skip
+
+        assert AuditEvent.objects.filter(workspace=workspace_a).count() == before + 1
+        assert tip_of(workspace_a).last_hash == event.hash
+        assert audit_chain_verify(workspace=workspace_a).ok
+
+    def test_a_stale_tip_is_retried_and_the_guarded_statement_runs_once(self, workspace_a):
+        memory = factories.memory(workspace_a, content="counted once")
+        stale = tip_of(workspace_a)
+        with transaction.atomic():
+            audit_event_record(
+                workspace=workspace_a, type="memory.changed", author="user:x", payload={}
+            )
+
+        audit_event_append(
+            workspace=workspace_a, tip=stale, type="context.assembled", author="token:agent",
+            payload={"n": 2},
+            guarded=[(
+                "UPDATE recall_memoryrecord SET hit_count = hit_count + 1"
+                " WHERE id = %s AND EXISTS (SELECT 1 FROM appended)",
+                [memory.pk],
+            )],
+        )  # fmt: skip
+
+        memory.refresh_from_db()
+        assert memory.hit_count == 1
+        assert audit_chain_verify(workspace=workspace_a).ok
+
+    def test_a_lost_race_writes_nothing_for_that_attempt(self, workspace_a):
+        memory = factories.memory(workspace_a, content="not counted")
+        stale = ChainTip("f" * 64)
+        events = AuditEvent.objects.filter(workspace=workspace_a).count()
+
+        from audit.services import _append
+
+        result = _append(
+            stale, workspace=workspace_a, type="context.assembled", author="token:agent",
+            payload={}, workload_id=None, environment="", actor_id="",
+            guarded=[(
+                "UPDATE recall_memoryrecord SET hit_count = hit_count + 1"
+                " WHERE id = %s AND EXISTS (SELECT 1 FROM appended)",
+                [memory.pk],
+            )],
+        )  # fmt: skip
+
+        assert result is None
+        memory.refresh_from_db()
+        assert memory.hit_count == 0
+        assert AuditEvent.objects.filter(workspace=workspace_a).count() == events
+
+
+@pytest.mark.django_db(transaction=True)
+class ConcurrentAppendTests:
+    def test_concurrent_appends_keep_one_valid_chain(self, workspace_a):
+        before = AuditEvent.objects.filter(workspace=workspace_a).count()
+        errors: list[BaseException] = []
+
+        def worker(n: int) -> None:
+            try:
+                for i in range(10):
+                    audit_event_append(
+                        workspace=workspace_a, tip=tip_of(workspace_a),
+                        type="context.assembled", author=f"token:t{n}", payload={"i": i},
+                    )  # fmt: skip
+            except BaseException as exc:  # noqa: BLE001 - surfaced below
+                errors.append(exc)
+            finally:
+                connection.close()
+
+        threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+        assert errors == []
+        assert AuditEvent.objects.filter(workspace=workspace_a).count() == before + 40
+        verdict = audit_chain_verify(workspace=workspace_a)
+        assert verdict.ok, verdict
