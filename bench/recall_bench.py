@@ -88,8 +88,16 @@ def main() -> None:
         body = {"workloadId": str(typical.id), "environment": "prod", "topK": 10}
         policy = effective_policy_for(workload=typical, environment="prod").policy
         pk_by_name = {f"user:{name}": pk for pk, name in actors}
+        names = {pk: f"user:{name}" for pk, name in actors}
+        if large:
+            names[large] = "user:large"
+        sql_jobs = [(pk_by_name[a], q) for a, q in jobs]
+        common = {"workspace_id": workspace.pk, "names": names}
         results["typical"] = {
-            "bareSql": bare_sql([(pk_by_name[a], q) for a, q in jobs], policy),
+            "bareSql": bare_sql(sql_jobs, policy, workload_id=str(typical.id), **common),
+            "bareSqlRecallRead": bare_sql(
+                sql_jobs, policy, workload_id=str(typical.id), statement="recall", **common
+            ),
             "endpointC1": http_run(token, body, jobs, concurrency=1),
             "endpointC8": http_run(token, body, jobs, concurrency=8, seconds=args.seconds),
         }
@@ -98,7 +106,14 @@ def main() -> None:
             ljobs = [("user:large", f"topic-{i % 512} large actor query") for i in range(200)]
             lbody = {"workloadId": str(selective.id), "environment": "prod", "topK": 10}
             results["large"] = {
-                "bareSqlExact": bare_sql([(large, q) for _, q in ljobs], sel_policy),
+                "bareSqlExact": bare_sql(
+                    [(large, q) for _, q in ljobs], sel_policy, workload_id=str(selective.id),
+                    **common,
+                ),
+                "bareSqlRecallRead": bare_sql(
+                    [(large, q) for _, q in ljobs], sel_policy, workload_id=str(selective.id),
+                    statement="recall", **common,
+                ),
                 "endpointC1": http_run(token, lbody, ljobs, concurrency=1),
                 "recallAt10": recall_at_k(large, sel_policy, [q for _, q in ljobs[:50]]),
             }
@@ -199,29 +214,50 @@ def http_run(
     return result
 
 
-def bare_sql(jobs: list[tuple[int, str]], policy: dict[str, Any]) -> dict[str, Any]:
-    """The endpoint's own ranking statement (exact path), run directly through psycopg."""
+def bare_sql(
+    jobs: list[tuple[int, str]], policy: dict[str, Any], *, workspace_id: int, workload_id: str,
+    names: dict[int, str], statement: str = "ranking",
+) -> dict[str, Any]:  # fmt: skip
+    """A statement of the endpoint's, run directly through psycopg with the same parameters.
+
+    ``ranking``: the exact nearest-rows statement alone; ``recall``: the endpoint's whole read
+    (actor, funnel counts, rejected ids, previous fingerprint, nearest rows).
+    """
     from django.db import connection
     from django.utils import timezone
 
     from recall.runtime import embedder
-    from recall.selectors import EXACT_SQL, policy_params, vector_literal
+    from recall.selectors import (
+        EXACT_SEARCH_MAX,
+        EXACT_SQL,
+        RECALL_SQL,
+        policy_params,
+        vector_literal,
+    )
 
     now = timezone.now()
     base = policy_params(policy, now)
     vectors = {q: vector_literal(embedder().embed([q])[0]) for _, q in jobs}
+    sql = EXACT_SQL if statement == "ranking" else RECALL_SQL
+
+    def params(actor_pk: int, query: str) -> dict[str, Any]:
+        kind, _, name = names[actor_pk].partition(":")
+        return {
+            **base, "actor": actor_pk, "query": vectors[query], "limit": 30,
+            "workspace": workspace_id, "workload": workload_id, "environment": "prod",
+            "actor_id": names[actor_pk], "kind": kind, "name": name,
+            "exact_max": EXACT_SEARCH_MAX, "rejected_limit": 0,
+        }  # fmt: skip
+
     latencies = []
     with connection.cursor() as cursor:
         for actor_pk, query in jobs[:20]:
-            cursor.execute(
-                EXACT_SQL, {**base, "actor": actor_pk, "query": vectors[query], "limit": 30}
-            )
+            cursor.execute(sql, params(actor_pk, query))
+            cursor.fetchall()
         started = time.perf_counter()
         for actor_pk, query in jobs:
             t0 = time.perf_counter()
-            cursor.execute(
-                EXACT_SQL, {**base, "actor": actor_pk, "query": vectors[query], "limit": 30}
-            )
+            cursor.execute(sql, params(actor_pk, query))
             cursor.fetchall()
             latencies.append((time.perf_counter() - t0) * 1000)
     return summary(latencies, time.perf_counter() - started)
@@ -274,10 +310,13 @@ def markdown(r: dict[str, Any]) -> str:
         "| case | p50 ms | p95 ms | p99 ms | throughput/s |",
         "|---|---|---|---|---|",
     ]
-    rows = [("typical actor, bare SQL", t["bareSql"]), ("typical actor, endpoint c=1", t["endpointC1"]),
+    rows = [("typical actor, bare SQL: ranking statement", t["bareSql"]),
+            ("typical actor, bare SQL: endpoint's whole read", t["bareSqlRecallRead"]),
+            ("typical actor, endpoint c=1", t["endpointC1"]),
             ("typical actor, endpoint c=8", t["endpointC8"])]  # fmt: skip
     if "large" in r:
-        rows += [("large actor, bare SQL (exact)", r["large"]["bareSqlExact"]),
+        rows += [("large actor, bare SQL: exact ranking", r["large"]["bareSqlExact"]),
+                 ("large actor, bare SQL: endpoint's whole read", r["large"]["bareSqlRecallRead"]),
                  ("large actor, endpoint c=1", r["large"]["endpointC1"])]  # fmt: skip
     for name, s in rows:
         lines.append(
