@@ -81,6 +81,7 @@ SELECT
     EXISTS (
         SELECT 1 FROM policies_environment e WHERE e.workspace_id = %(ws)s AND e.slug = %(env)s
     ),
+    EXISTS (SELECT 1 FROM policies_workload x WHERE x.id = %(wl)s AND x.workspace_id = %(ws)s),
     f.id, f.version, f.document, f.relaxable_axes,
     w.id, w.version, w.document
 FROM (
@@ -132,7 +133,9 @@ def effective_policy_for(
 ) -> EffectivePolicy:
     """Floor + the most specific workload policy + override, in one query.
 
-    An unknown environment is a 400 naming the field (checked in the same query).
+    The same query checks that the workload belongs to the workspace (404 otherwise) and that
+    the environment exists (400 naming the field otherwise), so the recall hot path needs no
+    separate lookups.
     """
     params = {"ws": workload.workspace_id, "wl": workload.pk, "env": environment}
     with connection.cursor() as cursor:
@@ -140,7 +143,22 @@ def effective_policy_for(
         row = cursor.fetchone()
     if row is None:  # every workspace is created with a floor; this is a broken invariant
         raise NotFoundError(f"Workspace {workload.workspace_id} has no policy yet.")
-    env_ok, floor_id, floor_version, floor_doc, relaxable, wl_id, wl_version, wl_doc = row
+    (
+        env_ok,
+        workload_ok,
+        floor_id,
+        floor_version,
+        floor_doc,
+        relaxable,
+        wl_id,
+        wl_version,
+        wl_doc,
+    ) = row
+    if not workload_ok:
+        raise NotFoundError(
+            f"No workload {workload.pk} in this workspace.",
+            {"fields": {"workloadId": "Unknown workload."}},
+        )
     # Django reads jsonb as text on raw cursors; the ORM would parse it for us.
     floor_doc, relaxable, wl_doc = (
         json.loads(v) if isinstance(v, str) else v for v in (floor_doc, relaxable, wl_doc)

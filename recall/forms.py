@@ -1,4 +1,4 @@
-"""Forms of the recall pages: the sandbox request, memory edits and the JSON Lines import.
+"""Forms of the recall pages: the sandbox requests, memory edits and the JSON Lines import.
 
 Forms only turn strings into values. Every policy rule (vocabularies, the floor, budgets)
 stays in ``policies.algebra``; its errors come back through :func:`add_domain_error`, which
@@ -17,7 +17,24 @@ from django import forms
 from policies.algebra import AXES, SEGMENT_KINDS, VOCABULARIES, Axis, PolicyError
 from policies.models import Workload
 from portal.errors import DomainError
+from recall.api.layout_serializers import (
+    CHAT_ROLES,
+    ChatMessageSerializer,
+    PassageSerializer,
+    SupportingItemSerializer,
+    unknown_name_message,
+)
 from recall.api.serializers import MEMORY_BATCH_MAX, MemoryInputSerializer
+from recall.layout import (
+    KNOWN_SECTIONS,
+    LayoutConfig,
+    LayoutConfigError,
+    LayoutError,
+    LayoutRequest,
+    SupportingItem,
+    Turn,
+)
+from recall.layout_services import MAX_TOKENS, YAML_MAX_CHARS, layout_config_parse
 from recall.models import MemoryRecord
 from recall.services import TOP_K_MAX
 
@@ -369,3 +386,408 @@ def parse_jsonl(raw: bytes) -> tuple[list[dict[str, Any]], list[LineError]]:
                 text_messages = messages if isinstance(messages, list) else [messages]
                 errors.append(LineError(number, name, " ".join(str(m) for m in text_messages)))
     return items, errors
+
+
+# --- the layout sandbox ------------------------------------------------------------------------
+
+# The seed's Chat fragment (seed 000), as an operator would paste it.
+SEED_CHAT_FRAGMENT = """\
+memory:
+  context_window: 32000
+  output_buffer: 2500
+  max_history_turns: 15
+  supporting_context:
+    budget_ratio: 0.30
+    section_priority: [known_facts, passages, insights, summaries, tools, state]
+    max_items:
+      passages: 5
+      known_facts: 15
+      insights: 10
+      summaries: 5
+      tools: 5
+  priming:
+    enabled: true
+    token_budget: 4000
+    top_entities: 20
+    max_insights: 10
+    max_summaries: 5
+    max_known_facts: 20
+    previous_sessions: 1
+    previous_session_turns: 3
+"""
+
+# The seed's illustrative numbers: 32000 / 1500 / 500 / 2500 / 0.30 -> 27500 and 8250.
+SEED_EXAMPLE: dict[str, Any] = {
+    "context_window": 32000,
+    "system_prompt_tokens": 1500,
+    "tool_schema_tokens": 500,
+    "output_buffer": 2500,
+    "budget_ratio": 0.30,
+    "workload": "",
+    "config": SEED_CHAT_FRAGMENT,
+    "history": """\
+user: Our nightly export job has failed three nights in a row. Can you help me work out why?
+assistant: The job logs show a timeout while writing to the reports bucket. Did anything change in its permissions last week?
+user: We rotated the service account keys on Monday.
+assistant: That lines up: the failures started on Monday night, so the job is probably still using the old key.""",  # noqa: E501 - one item per line, as typed
+    "prior_history": """\
+user: Please move the export to 02:00 UTC instead of midnight.
+assistant: Done: the schedule now says 02:00 UTC, and I noted the change in the runbook.""",
+    "supporting": """\
+known_facts | 0.9 | | The export job runs as the service account reports-writer.
+passages | 0.82 | short | Monday's change log: rotated the keys of reports-writer and two other service accounts.
+passages | 0.64 | long | Runbook: when an export times out, first check the bucket's IAM bindings and the key in the secret store.
+passages | 0.21 | long | Team offsite agenda: planning for the next quarter.
+insights | 0.7 | | Most export failures in the past year came from expired or rotated credentials.
+summaries | 0.5 | | Previous session: moved the export schedule to 02:00 UTC.""",  # noqa: E501 - one item per line, as typed
+    "query": "Which key is the export job using now, and how do I switch it to the new one?",
+}
+
+# A small local model (4,096 tokens) with a large system prompt and tool schemas: the
+# supporting budget is half of a 596-token dynamic budget and the chat is long, so the
+# cascade runs stages 1 to 5, each removing something, before the payload fits.
+PRESSURE_FRAGMENT = """\
+memory:
+  context_window: 4096
+  output_buffer: 1000
+  max_history_turns: 15
+  supporting_context:
+    budget_ratio: 0.50
+    section_priority: [known_facts, passages, insights, summaries, tools, state]
+    max_items:
+      passages: 8
+      known_facts: 15
+      insights: 10
+      summaries: 5
+      tools: 5
+  compaction:
+    enabled: true
+    compaction_threshold: 0.85
+    cooldown_turns: 3
+"""
+
+PRESSURE_EXAMPLE: dict[str, Any] = {
+    "context_window": 4096,
+    "system_prompt_tokens": 1500,
+    "tool_schema_tokens": 1000,
+    "output_buffer": 1000,
+    "budget_ratio": 0.50,
+    "workload": "",
+    "config": PRESSURE_FRAGMENT,
+    "history": """\
+user: The checkout service started returning 502s at 14:05 UTC and the error rate is now around eight percent of all requests in eu-west.
+assistant: Understood. The load balancer logs show the 502s come from two of the six checkout pods; both restarted at 14:03 after an out-of-memory kill.
+user: We deployed version 4.12 of checkout at 13:50. Could the new build use more memory than the old one?
+assistant: Possibly. 4.12 added the in-process price cache; its default size is 512 MB, which is half of the pod's 1 GiB memory limit.
+user: Can you check whether the cache size is configurable without a new build? I would rather not roll back the whole release.
+assistant: It is: PRICE_CACHE_MAX_MB is read at start-up. Setting it to 128 and restarting the pods would keep the feature and free about 380 MB per pod.
+user: What about the other four pods? They have not restarted, but their memory graphs look close to the limit as well.
+assistant: They sit at 900 to 960 MiB. They will hit the limit as the cache fills, so they need the same change; a rolling restart avoids a gap in capacity.
+user: Draft the change for the deployment manifest and tell me which team has to approve it during the freeze.
+assistant: The manifest change sets PRICE_CACHE_MAX_MB=128 in the checkout container env. During the freeze, changes to payment paths need the on-call SRE lead's approval.
+user: The SRE lead is Priya this week. She asked whether we also need to raise the memory limit as a safety margin.
+assistant: Raising the limit to 1.5 GiB is reasonable as a margin, but the cluster has room for it only in two of the three zones; I would change the cache first.
+user: Agreed. Priya approved the cache change. The rolling restart is in progress and two pods are already back.
+assistant: Good. The error rate has dropped to two percent; the remaining 502s come from the pods that are still restarting.""",  # noqa: E501 - one item per line, as typed
+    "prior_history": """\
+user: Yesterday we planned the 4.12 rollout for Tuesday afternoon, after the payment-provider maintenance window closes.
+assistant: Noted: the rollout starts after 13:30 UTC on Tuesday, canary first, then the remaining pods in two waves.
+user: Please also remind me to check the price cache hit rate on the dashboard after the rollout.
+assistant: I will: the hit rate panel is on the checkout dashboard under Caching; the target is above 85 percent.
+user: And the staging run of 4.12 looked fine, right?
+assistant: Yes, staging ran for six hours without errors, although staging pods have a 2 GiB memory limit, not 1 GiB.""",  # noqa: E501 - one item per line, as typed
+    "supporting": """\
+known_facts | 0.95 | | Checkout pods in production have a 1 GiB memory limit and run six replicas in eu-west.
+known_facts | 0.9 | | Priya is the on-call SRE lead this week and approves payment-path changes during the freeze.
+known_facts | 0.7 | | The change freeze lasts until Friday 18:00 UTC.
+known_facts | 0.6 | | Checkout 4.12 was deployed at 13:50 UTC today.
+known_facts | 0.55 | | Staging checkout pods have a 2 GiB memory limit.
+known_facts | 0.5 | | The price cache hit rate target is 85 percent.
+passages | 0.91 | short | Release notes 4.12: adds an in-process price cache; PRICE_CACHE_MAX_MB defaults to 512 and is read at start-up.
+passages | 0.74 | long | Capacity plan Q3: eu-west zones a and b have spare memory; zone c is at 92 percent allocation.
+passages | 0.84 | short | Incident 2291 (March): checkout OOM kills after a cache change; fixed by lowering the cache size and a rolling restart.
+passages | 0.22 | long | Team handbook: on-call handover happens on Mondays at 09:00 local time.
+passages | 0.62 | short | Runbook: a rolling restart of checkout keeps at least four pods serving; never restart more than two at a time.
+passages | 0.38 | long | Architecture overview: checkout calls pricing, inventory and the payment gateway synchronously.
+passages | 0.45 | short | Dashboard guide: the Caching row shows hit rate, evictions and memory used by the price cache.
+passages | 0.12 | long | Office notice: the third-floor kitchen is closed for cleaning on Thursday.
+insights | 0.8 | | Memory-related incidents in checkout usually follow cache or buffer size changes rather than traffic spikes.
+insights | 0.66 | | The team prefers configuration changes over rollbacks during a freeze when the fix is low risk.
+insights | 0.41 | | Staging memory limits differ from production and have hidden memory regressions before.
+insights | 0.3 | | Rolling restarts during peak hours have not caused customer-visible errors in the last year.
+summaries | 0.7 | | Earlier today: agreed the 4.12 rollout plan and the post-rollout cache checks.
+summaries | 0.5 | | Last week: reviewed the price cache design; the open question was the default cache size.
+summaries | 0.35 | | Last month: moved checkout to six replicas in eu-west.
+summaries | 0.2 | | Quarter planning: checkout latency goals for the holiday season.""",  # noqa: E501 - one item per line, as typed
+    "query": "Is it safe to finish the rolling restart now, or should we raise the memory limit?",
+}
+LAYOUT_EXAMPLES = {"seed": SEED_EXAMPLE, "pressure": PRESSURE_EXAMPLE}
+
+LINES_MAX = 2_000
+LINES_TEXT_MAX = 200_000
+# More problems than this in one textarea are summarised: the first ones show the pattern.
+LINE_ERRORS_SHOWN = 12
+NONE_WORDS = ("", "-")
+
+
+def _drf_messages(errors: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """``(field, message)`` pairs from a DRF serializer's ``errors``."""
+    pairs: list[tuple[str, str]] = []
+    for name, messages in errors.items():
+        listed = messages if isinstance(messages, list) else [messages]
+        pairs.extend((name, str(message)) for message in listed)
+    return pairs
+
+
+def parse_message_lines(text: str) -> tuple[list[Turn], list[str]]:
+    """``role: content`` lines (blank lines skipped) into turns, checked as the API checks them.
+
+    Returns the turns and one error per bad line (``Line 3: ...``).
+    """
+    turns: list[Turn] = []
+    errors: list[str] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        role, colon, content = line.partition(":")
+        if not colon:
+            errors.append(f"Line {number}: write it as role: content, for example user: hello.")
+            continue
+        serializer = ChatMessageSerializer(
+            data={"role": role.strip().lower(), "content": content.strip()}
+        )
+        if not serializer.is_valid():
+            errors.extend(
+                f"Line {number}: {name}: {message}"
+                for name, message in _drf_messages(serializer.errors)
+            )
+            continue
+        turns.append(Turn(**serializer.validated_data))
+    return turns, errors
+
+
+def _relevancy(text: str) -> float | None | str:
+    """The relevancy as a number, None when blank or ``-``, or the text back when not a number."""
+    if text in NONE_WORDS:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def parse_supporting_lines(text: str) -> tuple[dict[str, list[SupportingItem]], list[str]]:
+    """``section | relevancy | term | content`` lines into items per section, in line order.
+
+    Relevancy and term may be blank (or ``-``); passages need a term. Each item is checked with
+    the API's serializers, so the page and ``POST /v1/context/layout`` accept the same things.
+    """
+    sections: dict[str, list[SupportingItem]] = {}
+    errors: list[str] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        parts = [part.strip() for part in line.split("|", 3)]
+        if len(parts) < 4:
+            errors.append(
+                f"Line {number}: expected four parts separated by |: "
+                "section | relevancy | term | content."
+            )
+            continue
+        section, relevancy_text, term, content = parts
+        if section not in KNOWN_SECTIONS:
+            message = unknown_name_message(section, KNOWN_SECTIONS, "section")
+            errors.append(f"Line {number}: {section!r}: {message}")
+            continue
+        relevancy = _relevancy(relevancy_text)
+        if isinstance(relevancy, str):
+            errors.append(
+                f"Line {number}: relevancy: {relevancy!r} is not a number; "
+                "use 0 to 1, or leave it blank."
+            )
+            continue
+        item: dict[str, Any] = {"content": content, "relevancy": relevancy}
+        if term not in NONE_WORDS:
+            item["term"] = term
+        serializer_class = PassageSerializer if section == "passages" else SupportingItemSerializer
+        serializer = serializer_class(data=item)
+        if not serializer.is_valid():
+            for name, message in _drf_messages(serializer.errors):
+                if name == "term" and "term" not in item:
+                    message = "passages need a term: short or long."
+                errors.append(f"Line {number}: {name}: {message}")
+            continue
+        sections.setdefault(section, []).append(SupportingItem(**serializer.validated_data))
+    return sections, errors
+
+
+def _lines_field(label: str, help_text: str, rows: int, placeholder: str) -> forms.CharField:
+    return forms.CharField(
+        label=label,
+        required=False,
+        strip=False,
+        max_length=LINES_TEXT_MAX,
+        help_text=help_text,
+        widget=forms.Textarea(
+            attrs={"rows": rows, "spellcheck": "false", "placeholder": placeholder, "wrap": "off"}
+        ),
+    )
+
+
+def _token_field(label: str, *, required: bool, help_text: str = "") -> forms.IntegerField:
+    return forms.IntegerField(
+        label=label,
+        required=required,
+        min_value=0,
+        max_value=MAX_TOKENS,
+        help_text=help_text,
+        widget=forms.NumberInput(attrs={"min": 0, "step": 1}),
+    )
+
+
+class LayoutForm(forms.Form):
+    """A chat prompt to lay out, as text: numbers, the ``memory:`` YAML and one line per item.
+
+    The form turns strings into the planner's values; the rules themselves (roles, terms,
+    ratios, config keys) are the API's serializers and ``layout_config_parse``. The
+    configuration is the chosen workload's stored one, else the YAML; the window, output
+    buffer and ratio given here override it, and blank ones come from it.
+    """
+
+    context_window = _token_field(
+        "Context window", required=False, help_text="Tokens. Blank: the configuration's."
+    )
+    system_prompt_tokens = _token_field("System prompt", required=True, help_text="Tokens.")
+    tool_schema_tokens = _token_field("Tool schemas", required=True, help_text="Tokens.")
+    output_buffer = _token_field(
+        "Output buffer", required=False, help_text="Tokens. Blank: the configuration's."
+    )
+    budget_ratio = forms.FloatField(
+        label="Budget ratio",
+        required=False,
+        min_value=0.0,
+        max_value=1.0,
+        help_text="0 to 1: the supporting context's share. Blank: the configuration's.",
+        widget=forms.NumberInput(attrs={"min": 0, "max": 1, "step": "0.01"}),
+    )
+    workload = forms.ChoiceField(label="Configuration", required=False)
+    config = forms.CharField(
+        label="memory: configuration (YAML)",
+        required=False,
+        strip=False,
+        max_length=YAML_MAX_CHARS,
+        widget=forms.Textarea(attrs={"rows": 14, "spellcheck": "false", "wrap": "off"}),
+    )
+    history = _lines_field(
+        "Current-session history",
+        "One message per line, oldest first, as role: content. Roles: "
+        + ", ".join(CHAT_ROLES)
+        + ".",
+        6,
+        "user: hello",
+    )
+    prior_history = _lines_field(
+        "Prior-session history",
+        "Earlier sessions' turns, same format. They are the first history dropped under pressure.",
+        4,
+        "assistant: last time we…",
+    )
+    supporting = _lines_field(
+        "Supporting items",
+        "",  # the template documents the line format with an example
+        8,
+        "passages | 0.8 | short | …",
+    )
+    query = forms.CharField(
+        label="Query",
+        required=False,
+        strip=False,
+        max_length=LINES_TEXT_MAX,
+        widget=forms.Textarea(attrs={"rows": 2}),
+    )
+
+    def __init__(self, data: Any = None, *, workloads: Sequence[Workload], **kwargs: Any) -> None:
+        super().__init__(data, **kwargs)
+        self.workloads = {str(w.pk): w for w in workloads}
+        workload_field = self.fields["workload"]
+        assert isinstance(workload_field, forms.ChoiceField)
+        workload_field.choices = [
+            ("", "The YAML below"),
+            *[(key, f"{w.name}'s stored configuration") for key, w in self.workloads.items()],
+        ]
+        self.config: LayoutConfig | None = None
+        self.config_errors: list[tuple[str, str]] = []
+
+    def selected_workload(self) -> Workload | None:
+        return self.workloads.get(self.cleaned_data.get("workload") or "")
+
+    def _lines(self, name: str, parse: Any) -> Any:
+        text = self.cleaned_data.get(name) or ""
+        lines = sum(1 for line in text.splitlines() if line.strip())
+        if lines > LINES_MAX:
+            raise forms.ValidationError(f"At most {LINES_MAX:,} lines; this has {lines:,}.")
+        value, errors = parse(text)
+        if errors:
+            shown = errors[:LINE_ERRORS_SHOWN]
+            if len(errors) > len(shown):
+                shown.append(f"…and {len(errors) - len(shown)} more problems.")
+            raise forms.ValidationError(shown)
+        return value
+
+    def clean_history(self) -> list[Turn]:
+        return self._lines("history", parse_message_lines)
+
+    def clean_prior_history(self) -> list[Turn]:
+        return self._lines("prior_history", parse_message_lines)
+
+    def clean_supporting(self) -> dict[str, list[SupportingItem]]:
+        return self._lines("supporting", parse_supporting_lines)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if data.get("workload") or "config" not in data:
+            return data  # a workload's stored config was validated when it was saved
+        try:
+            self.config = layout_config_parse(data["config"])
+        except LayoutConfigError as exc:
+            self.config_errors = sorted(exc.errors.items())
+            for path, message in self.config_errors:
+                self.add_error("config", f"{path}: {message}")
+        return data
+
+    def layout_request(self, config: LayoutConfig) -> LayoutRequest:
+        data = self.cleaned_data
+        return LayoutRequest(
+            history=data["history"],
+            prior_session_history=data["prior_history"],
+            supporting=data["supporting"],
+            query=data["query"],
+            system_prompt_tokens=data["system_prompt_tokens"],
+            tool_schema_tokens=data["tool_schema_tokens"],
+            context_window=data["context_window"],
+            output_buffer=data["output_buffer"],
+            budget_ratio=data["budget_ratio"],
+            config=config,
+        )
+
+    def add_planner_errors(self, exc: LayoutError) -> None:
+        """The planner's own rejections (a last line of defence) next to the fields they name."""
+        for path, message in exc.errors.items():
+            head = path.split(".", 1)[0].split("[", 1)[0]
+            target = PLANNER_FIELDS.get(head)
+            self.add_error(target if target in self.fields else None, f"{path}: {message}")
+
+
+# The planner's request names -> this form's fields.
+PLANNER_FIELDS = {
+    "context_window": "context_window",
+    "output_buffer": "output_buffer",
+    "system_prompt_tokens": "system_prompt_tokens",
+    "tool_schema_tokens": "tool_schema_tokens",
+    "budget_ratio": "budget_ratio",
+    "history": "history",
+    "prior_session_history": "prior_history",
+    "supporting": "supporting",
+    "query": "query",
+    "config": "config",
+}

@@ -199,3 +199,25 @@ def layout_preview(*, request: LayoutRequest) -> LayoutPreview:
         compaction=monitor.compaction_decision(),
         compaction_enabled=request.config.compaction.enabled,
     )
+
+
+class _ConfigDumper(yaml.SafeDumper):
+    """Block-style mappings with one-line lists, as the seed writes its fragments."""
+
+
+def _represent_list(dumper: yaml.SafeDumper, data: list[Any]) -> yaml.Node:
+    return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=True)
+
+
+_ConfigDumper.add_representer(list, _represent_list)
+
+
+def layout_config_yaml(config: LayoutConfig) -> str:
+    """The config as the ``memory:`` YAML a person would write; ``layout_config_parse`` inverts it.
+
+    Key order follows the config's fields (the seed's order), not the alphabet, so a stored
+    config reads like the fragment it came from.
+    """
+    return yaml.dump(
+        layout_config_to_dict(config), Dumper=_ConfigDumper, sort_keys=False, width=100
+    )

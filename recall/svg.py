@@ -4,6 +4,9 @@
 used against ``totalTokenBudget``, then one row per kind with its allocation, its reservation
 (dashed marker) and its ceiling (solid marker), each labelled with numbers, and a legend. The
 page shows the same numbers in a table next to it for screen readers.
+
+``layout_bar`` draws the layout sandbox's context window split into fixed costs, history,
+supporting context, query and free space, with the same accessible table beside it.
 """
 
 from __future__ import annotations
@@ -174,3 +177,130 @@ def budget_bar(
         body=mark_safe("".join(parts)),  # noqa: S308 - every value above is escaped
     )
     return svg
+
+
+# --- the layout sandbox: the context window split into its parts --------------------------------
+
+# (key, label, fill, text colour on the fill). "free" is drawn as the empty track.
+LAYOUT_PARTS: tuple[tuple[str, str, str, str], ...] = (
+    ("fixed", "Fixed costs", "#4a5568", "#fff"),
+    ("history", "Current history", "#2459c8", "#fff"),
+    ("prior_history", "Prior-session history", "#8fb0ea", INK),
+    ("supporting", "Supporting context", "#137a4b", "#fff"),
+    ("query", "Query & formatting", "#b5520f", "#fff"),
+    ("free", "Free", TRACK, INK),
+)
+LAYOUT_WIDTH = 680
+LAYOUT_BAR_H = 32
+LAYOUT_PAD = 12
+OVER = "#b42318"
+CHAR_W = 7.2  # average width of a 12px label character, for "does the label fit" checks
+
+
+def _pct(tokens: int, total: int) -> str:
+    return f"{tokens * 100 / total:.1f}%" if total > 0 else "—"
+
+
+def layout_bar(
+    tokens: Mapping[str, int],
+    *,
+    context_window: int,
+    dom_id: str = "layout-bar",
+    width: int = LAYOUT_WIDTH,
+) -> SafeString:
+    """The context window as one stacked bar: fixed costs, history, supporting, query, free.
+
+    ``tokens`` maps each ``LAYOUT_PARTS`` key to its tokens. When the parts add up to more
+    than the window (an emergency overage), the bar is drawn to their total with the window's
+    edge marked and the excess labelled, rather than clipped: an overage must stay visible.
+    """
+    used = sum(tokens.get(key, 0) for key, *_ in LAYOUT_PARTS if key != "free")
+    total = max(context_window, used + tokens.get("free", 0), 1)
+    span = width - 2 * LAYOUT_PAD
+    scale = span / total
+
+    def x_at(value: int) -> float:
+        return LAYOUT_PAD + value * scale
+
+    parts: list[str] = []
+    head = f"{_n(context_window)}-token context window"
+    parts.append(_text(LAYOUT_PAD, 18, head, font_weight="600", fill=INK))
+    summary = f"{_n(used)} used · {_n(tokens.get('free', 0))} free"
+    parts.append(_text(width - LAYOUT_PAD, 18, summary, text_anchor="end", fill=MUTED))
+    y = 30
+    parts.append(_rect(LAYOUT_PAD, y, span, LAYOUT_BAR_H, TRACK, stroke="#c3cad5"))
+    x = float(LAYOUT_PAD)
+    for key, label, fill, ink in LAYOUT_PARTS:
+        value = tokens.get(key, 0)
+        w = value * scale
+        if value <= 0:
+            continue
+        if key != "free":
+            parts.append(
+                f'<rect class="part part-{key}" x="{x:.1f}" y="{y}" width="{w:.1f}"'
+                f' height="{LAYOUT_BAR_H}" fill="{fill}" stroke="#fff" stroke-width="1">'
+                f"<title>{escape(label)}: {_n(value)} tokens</title></rect>"
+            )
+        text = _n(value)
+        if w >= len(text) * CHAR_W + 10:
+            parts.append(
+                _text(x + w / 2, y + 21, text, text_anchor="middle", fill=ink, font_size="12")
+            )
+        x += w
+    # The window's edge, and the excess beyond it, when the parts do not fit.
+    axis_y = y + LAYOUT_BAR_H + 16
+    parts.append(_text(LAYOUT_PAD, axis_y, "0", fill=MUTED, font_size="12"))
+    edge = x_at(context_window)
+    if used > context_window:
+        parts.append(_line(edge, y - 6, y + LAYOUT_BAR_H + 6, stroke=OVER, stroke_width="2.5"))
+        over = f"over by {_n(used - context_window)}"
+        parts.append(
+            _text(
+                width - LAYOUT_PAD,
+                axis_y,
+                over,
+                text_anchor="end",
+                fill=OVER,
+                font_weight="600",
+                font_size="12",
+            )
+        )
+        parts.append(
+            _text(
+                edge - 4,
+                axis_y,
+                f"window {_n(context_window)}",
+                text_anchor="end",
+                fill=OVER,
+                font_size="12",
+            )
+        )
+    else:
+        parts.append(
+            _text(edge, axis_y, _n(context_window), text_anchor="end", fill=MUTED, font_size="12")
+        )
+    # Legend: three columns, each entry with its tokens and share of the window.
+    y = axis_y + 18
+    column = span / 3
+    for index, (key, label, fill, _ink) in enumerate(LAYOUT_PARTS):
+        lx = LAYOUT_PAD + (index % 3) * column
+        ly = y + (index // 3) * 22
+        stroke = {"stroke": "#c3cad5"} if key == "free" else {}
+        parts.append(_rect(lx, ly, 14, 14, fill, **stroke))
+        value = tokens.get(key, 0)
+        entry = f"{label} {_n(value)} ({_pct(value, context_window)})"
+        parts.append(_text(lx + 20, ly + 12, entry, fill=INK, font_size="12"))
+    height = y + 2 * 22 + 4
+    desc = "; ".join(f"{label}: {_n(tokens.get(key, 0))} tokens" for key, label, *_ in LAYOUT_PARTS)
+    return format_html(
+        '<svg class="layout-bar" id="{id}" role="img" viewBox="0 0 {w} {h}" width="100%"'
+        ' aria-labelledby="{id}-title {id}-desc" xmlns="http://www.w3.org/2000/svg"'
+        ' font-family="system-ui, sans-serif" font-size="13">'
+        '<title id="{id}-title">{title}</title><desc id="{id}-desc">{desc}</desc>{body}</svg>',
+        id=dom_id,
+        w=width,
+        h=height,
+        title=f"{head}: {summary}",
+        desc=desc,
+        body=mark_safe("".join(parts)),  # noqa: S308 - every value above is escaped
+    )

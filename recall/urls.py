@@ -8,6 +8,7 @@ app_name = "recall"
 urlpatterns = [
     path("sandbox/", views.sandbox, name="sandbox"),
     path("sandbox/actors", views.actor_options, name="actor-options"),
+    path("sandbox/layout/", views.layout, name="layout"),
     path("memories/", views.memories, name="memories"),
     path("memories/import/", views.memory_import, name="memory-import"),
     path("memories/<int:memory_id>/row/", views.memory_row, name="memory-row"),

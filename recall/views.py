@@ -1,4 +1,4 @@
-"""Recall pages: the sandbox and the memory browser.
+"""Recall pages: the recall and layout sandboxes and the memory browser.
 
 Each page URL serves the whole page and, for htmx requests, only the fragment that changes
 (``request.htmx``). Writes go through ``recall.services``; reads through the selectors and
@@ -7,6 +7,7 @@ Each page URL serves the whole page and, for htmx requests, only the fragment th
 
 from __future__ import annotations
 
+import math
 from typing import Any
 from urllib.parse import urlencode
 
@@ -27,9 +28,12 @@ from policies.selectors import EffectivePolicy, effective_policy_for, workspace_
 from portal.errors import DomainError, ValidationFailed
 from portal.models import Role
 from portal.pages import PageAccess, workspace_page
-from recall import services
+from recall import layout_services, services
 from recall.filtersets import MemoryFilterSet
 from recall.forms import (
+    LAYOUT_EXAMPLES,
+    SEED_EXAMPLE,
+    LayoutForm,
     MemoryEditForm,
     MemoryImportForm,
     SandboxForm,
@@ -37,6 +41,7 @@ from recall.forms import (
     parse_jsonl,
     show_value,
 )
+from recall.layout import PRUNING_STAGES, LayoutConfig, LayoutRequestError, LayoutResult
 from recall.models import Actor, LifecycleStatus, MemoryRecord
 from recall.page_selectors import (
     RecallPreview,
@@ -48,9 +53,10 @@ from recall.page_selectors import (
     recall_reason,
 )
 from recall.selectors import actor_lookup
-from recall.svg import budget_bar, kind_summary
+from recall.svg import LAYOUT_PARTS, budget_bar, kind_summary, layout_bar
 
 PAGE_SIZE = 25
+UNPROCESSABLE = 422  # a submitted form with errors, re-rendered
 COMPARE_WIDTH = 560  # each side of the compare view's budget bars, in SVG user units
 DEFAULT_ENVIRONMENT = "prod"
 FUNNEL_STEPS = (
@@ -326,6 +332,222 @@ def _compare_context(
         "draft_budget_rows": _budget_rows(draft.budget),
         "same_policy": draft.policy_hash == saved.policy_hash
         and draft.budget_hash == saved.budget_hash,
+    }
+
+
+# --- layout sandbox ----------------------------------------------------------------------------
+
+# What a cascade stage removed, in words: key -> (one, many).
+REMOVED_WORDS = {
+    "prior_session_turns": ("prior-session turn", "prior-session turns"),
+    "turns": ("current turn", "current turns"),
+    "short_passages": ("short-term passage", "short-term passages"),
+    "long_passages": ("long-term passage", "long-term passages"),
+    "known_facts": ("known fact", "known facts"),
+    "insights": ("insight", "insights"),
+    "summaries": ("summary", "summaries"),
+    "entities": ("entity", "entities"),
+    "tools": ("tool item", "tool items"),
+    "state": ("state item", "state items"),
+}
+FILTER_WORDS = {
+    "decayed": "decayed",
+    "superseded": "superseded",
+    "redundant_summary": "redundant summaries",
+    "below_min_query_relevance": "below min_query_relevance",
+    "history_over_max_turns": "turns over max_history_turns",
+    "not_in_section_priority": "not in section_priority",
+    "over_max_items": "over max_items",
+    "over_supporting_budget": "over the supporting-context budget",
+}
+
+
+def _pick_layout_workload(workloads: list[Workload], wanted: str | None) -> Workload | None:
+    return next((w for w in workloads if str(w.pk) == wanted), None)
+
+
+def _layout_initial(
+    params: Any, workload: Workload | None, current: layout_services.CurrentLayoutConfig | None
+) -> dict[str, Any]:
+    """A fresh form: an example (``?example=``), else the seed's example with any field given
+    in the query string; a chosen workload fills in its stored numbers and YAML."""
+    example = LAYOUT_EXAMPLES.get(params.get("example", ""))
+    if example is not None:
+        return dict(example)
+    initial = dict(SEED_EXAMPLE)
+    initial.update({name: params[name] for name in LayoutForm.base_fields if name in params})
+    if workload is not None and current is not None:
+        config = current.config
+        initial.update(
+            workload=str(workload.pk),
+            context_window=config.context_window,
+            output_buffer=config.output_buffer,
+            budget_ratio=config.supporting_context.budget_ratio,
+            config=layout_services.layout_config_yaml(config),
+        )
+    return initial
+
+
+def _config_source(
+    workload: Workload | None, current: layout_services.CurrentLayoutConfig | None
+) -> str:
+    if workload is None or current is None:
+        return ""
+    if current.version is None:
+        return f"{workload.name} has no stored configuration, so the planner's defaults apply."
+    return f"{workload.name}'s stored configuration, version {current.version.version}."
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def layout(request: HttpRequest, slug: str) -> HttpResponse:
+    """Plan a chat prompt's layout within its context budget (SPEC section 6, seed 000).
+
+    Any member may run it: it is a pure computation and stores nothing. Invalid input is
+    re-rendered with the errors next to the fields, as 422.
+    """
+    access = workspace_page(request, slug)
+    workloads = list(access.workspace.workloads.order_by("name"))
+    params = request.POST if request.method == "POST" else request.GET
+    workload = _pick_layout_workload(workloads, params.get("workload"))
+    current = layout_services.layout_config_current(workload=workload) if workload else None
+    outcome: dict[str, Any] = {}
+    status = 200
+    if request.method == "POST":
+        data = request.POST
+        if current is not None:
+            # Show the stored YAML that was used, whatever the textarea held.
+            data = data.copy()
+            data["config"] = layout_services.layout_config_yaml(current.config)
+        form = LayoutForm(data, workloads=workloads)
+        if form.is_valid():
+            config = current.config if current is not None else form.config
+            assert config is not None  # the form parsed the YAML when no workload was chosen
+            try:
+                preview = layout_services.layout_preview(request=form.layout_request(config))
+            except LayoutRequestError as exc:
+                form.add_planner_errors(exc)
+            else:
+                outcome = _layout_outcome(form, preview, config)
+        if form.errors:
+            status = UNPROCESSABLE
+    else:
+        form = LayoutForm(workloads=workloads, initial=_layout_initial(params, workload, current))
+    context = {
+        **access.context(),
+        "form": form,
+        "config_source": _config_source(workload, current),
+        "stages_total": len(PRUNING_STAGES),
+        **outcome,
+    }
+    template = "recall/_layout_body.html" if request.htmx else "recall/layout.html"
+    return render(request, template, context, status=status)
+
+
+def _ratio_text(ratio: float) -> str:
+    return f"{ratio:.2f}" if round(ratio, 2) == ratio else f"{ratio:g}"
+
+
+def _removed_text(removed: dict[str, int]) -> str:
+    if not removed:
+        return "nothing"
+    words = []
+    for key, count in removed.items():
+        one, many = REMOVED_WORDS.get(key, (key.replace("_", " "), key.replace("_", " ")))
+        words.append(f"{count:,} {one if count == 1 else many}")
+    return ", ".join(words)
+
+
+def _kept_rows(
+    form: LayoutForm, result: LayoutResult, config: LayoutConfig
+) -> list[dict[str, Any]]:
+    """What the prompt keeps of what was given, part by part (only parts that were given)."""
+    data = form.cleaned_data
+    rows = [
+        {
+            "part": "Current-session turns",
+            "given": len(data["history"]),
+            "kept": len(result.history),
+        },
+        {
+            "part": "Prior-session turns",
+            "given": len(data["prior_history"]),
+            "kept": len(result.prior_session_history),
+        },
+    ]
+    sections = list(config.supporting_context.section_priority)
+    sections += [name for name in data["supporting"] if name not in sections]
+    for name in sections:
+        given = len(data["supporting"].get(name, []))
+        if given:
+            kept = len(result.supporting.get(name, []))
+            rows.append({"part": name.replace("_", " ").capitalize(), "given": given, "kept": kept})
+    return [row for row in rows if row["given"]]
+
+
+def _layout_outcome(
+    form: LayoutForm, preview: layout_services.LayoutPreview, config: LayoutConfig
+) -> dict[str, Any]:
+    result = preview.result
+    data = form.cleaned_data
+    ratio = data["budget_ratio"]
+    if ratio is None:
+        ratio = config.supporting_context.budget_ratio
+    output_buffer = data["output_buffer"]
+    if output_buffer is None:
+        output_buffer = config.output_buffer
+    tokens = {
+        "fixed": result.fixed_costs,
+        "history": result.history_tokens,
+        "prior_history": result.prior_history_tokens,
+        "supporting": result.supporting_tokens,
+        "query": result.query_tokens + result.formatting_overhead,
+        "free": result.free_tokens,
+    }
+    window = result.context_window
+    last = result.stages[-1] if result.stages else None
+    pct = result.utilization_pct
+    return {
+        "result": result,
+        "compaction": preview.compaction,
+        "compaction_enabled": preview.compaction_enabled,
+        "ratio_text": _ratio_text(ratio),
+        "output_buffer": output_buffer,
+        "system_prompt_tokens": data["system_prompt_tokens"],
+        "tool_schema_tokens": data["tool_schema_tokens"],
+        "utilization_text": f"{pct:.1f}%" if math.isfinite(pct) else "∞",
+        "layout_svg": layout_bar(tokens, context_window=window),
+        "layout_rows": [
+            {
+                "key": key,
+                "label": label,
+                "tokens": tokens[key],
+                "share": f"{tokens[key] * 100 / window:.1f}%" if window else "—",
+            }
+            for key, label, *_ in LAYOUT_PARTS
+        ],
+        "layout_total": sum(tokens.values()),
+        "stages": [
+            {
+                "number": stage.number,
+                "name": stage.name,
+                "description": stage.description,
+                "removed": _removed_text(stage.removed),
+                "estimate_after": stage.estimate_after,
+                "fits": stage.fits,
+            }
+            for stage in result.stages
+        ],
+        "stages_skipped": (
+            [s.number for s in PRUNING_STAGES if s.number > last.number] if last else []
+        ),
+        "kept_rows": _kept_rows(form, result, config),
+        "filtered": [
+            (FILTER_WORDS.get(reason, reason), count)
+            for reason, count in result.filtered.items()
+            if count
+        ],
+        "warnings": result.warnings,
     }
 
 

@@ -847,10 +847,10 @@ class RecallQueryCountTests:
         client = editor.api()
         body = body_for(workload_a, topK=20)
 
-        # token, workload, policy context (environment + floor + workload policy), the read
+        # token, policy context (workload, environment, floor, workload policy), the read
         # (actor, funnel, rejected ids, previous fingerprint, chain tip, nearest rows), the
         # write (event, chain tip, hit counts in one statement)
-        with django_assert_num_queries(5):
+        with django_assert_num_queries(4):
             response = client.post(RECALL, body, format="json")
 
         assert response.status_code == 200, response.content
