@@ -52,6 +52,7 @@ bench: install
 	$(PY) -m pip install --quiet -e ".[test,bench]"
 	$(PY) bench/generate.py --memories $(BENCH_SIZE) --large-actor $(BENCH_LARGE) --label $(BENCH_LABEL)
 	$(PY) bench/recall_bench.py --label $(BENCH_LABEL)
+	$(PY) bench/update_readme.py
 
 lint: install
 	$(PY) -m ruff check .

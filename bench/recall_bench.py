@@ -107,12 +107,17 @@ def main() -> None:
             lbody = {"workloadId": str(selective.id), "environment": "prod", "topK": 10}
             results["large"] = {
                 "bareSqlExact": bare_sql(
-                    [(large, q) for _, q in ljobs], sel_policy, workload_id=str(selective.id),
+                    [(large, q) for _, q in ljobs],
+                    sel_policy,
+                    workload_id=str(selective.id),
                     **common,
                 ),
                 "bareSqlRecallRead": bare_sql(
-                    [(large, q) for _, q in ljobs], sel_policy, workload_id=str(selective.id),
-                    statement="recall", **common,
+                    [(large, q) for _, q in ljobs],
+                    sel_policy,
+                    workload_id=str(selective.id),
+                    statement="recall",
+                    **common,
                 ),
                 "endpointC1": http_run(token, lbody, ljobs, concurrency=1),
                 "recallAt10": recall_at_k(large, sel_policy, [q for _, q in ljobs[:50]]),
@@ -304,8 +309,13 @@ def recall_at_k(
 def markdown(r: dict[str, Any]) -> str:
     t = r["typical"]
     lines = [
-        f"Dataset `{r['label']}`: {r['dataset']['memories']:,} memories, {r['dataset']['actors']} actors, "
-        f"{r['machine']['cpus']} CPUs.",
+        f"Dataset `{r['label']}`: {r['dataset']['memories']:,} memories, {r['dataset']['actors']} actors"
+        + (
+            f" (one large actor of {r['dataset']['largeActor']:,} memories, ~1.5% eligible)"
+            if r["dataset"].get("largeActor")
+            else ""
+        )
+        + f"; {r['machine']['cpus']} CPUs; gunicorn 2 sync workers.",
         "",
         "| case | p50 ms | p95 ms | p99 ms | throughput/s |",
         "|---|---|---|---|---|",
