@@ -140,12 +140,6 @@ class VerifyLinksTests:
         assert verdict.first_broken_id == index + 1
 
 
-@pytest.fixture(autouse=True)
-def fast_passwords(settings: Any) -> None:
-    # The personas have passwords; the default hasher would make each test pay ~0.2 s for them.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 def _raw(sql: str, params: list[Any]) -> None:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)

@@ -13,24 +13,7 @@ from audit.models import AuditEvent, EventType
 from policies import algebra
 from policies.models import Environment, WorkloadPolicyVersion
 from policies.services import workload_policy_save, workspace_policy_save
-
-
-@pytest.fixture(autouse=True)
-def fast_passwords(settings: Any) -> None:
-    # The personas have passwords; the default hasher would make each test pay ~0.2 s for them.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
-def error_of(response: Any, status: int, code: str | None = None) -> dict[str, Any]:
-    assert response.status_code == status, response.content
-    body = response.json()
-    assert list(body) == ["error"]
-    assert set(body["error"]) == {"code", "message", "details"}
-    assert isinstance(body["error"]["message"], str) and body["error"]["message"]
-    assert isinstance(body["error"]["details"], dict)
-    if code is not None:
-        assert body["error"]["code"] == code
-    return body["error"]
+from tests.helpers import error_of
 
 
 def state(workspace: Any) -> dict[str, Any]:

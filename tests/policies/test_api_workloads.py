@@ -6,41 +6,13 @@ import uuid
 from typing import Any
 
 import pytest
-from django.conf import settings
-from django.utils.crypto import get_random_string
 
 from audit.models import AuditEvent, EventType
 from policies.models import Workload, WorkloadPolicyVersion
 from policies.services import workload_create, workload_policy_save
+from tests.helpers import csrf_session, error_of
 
 LIST_URL = "/v1/workspaces/team-a/workloads/"
-
-
-@pytest.fixture(autouse=True)
-def fast_passwords(settings: Any) -> None:
-    # The personas have passwords; the default hasher would make each test pay ~0.2 s for them.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
-def csrf_session(persona: Any) -> Any:
-    """A session client that sends a valid CSRF cookie and header, as the portal's JS does."""
-    client = persona.session()
-    secret = get_random_string(32)
-    client.cookies[settings.CSRF_COOKIE_NAME] = secret
-    client.credentials(HTTP_X_CSRFTOKEN=secret)
-    return client
-
-
-def error_of(response: Any, status: int, code: str | None = None) -> dict[str, Any]:
-    assert response.status_code == status, response.content
-    body = response.json()
-    assert list(body) == ["error"]
-    assert set(body["error"]) == {"code", "message", "details"}
-    assert isinstance(body["error"]["message"], str) and body["error"]["message"]
-    assert isinstance(body["error"]["details"], dict)
-    if code is not None:
-        assert body["error"]["code"] == code
-    return body["error"]
 
 
 def state(workspace: Any) -> dict[str, Any]:

@@ -18,12 +18,6 @@ from portal.models import ApiToken, Membership, Role
 from recall.models import Actor, MemoryRecord
 
 
-@pytest.fixture(autouse=True)
-def fast_passwords(settings: Any) -> None:
-    # The demo users have passwords; the default hasher would make each run pay for them.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 def counts() -> dict[str, int]:
     return {
         "workspaces": Workspace.objects.count(),

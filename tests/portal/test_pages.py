@@ -5,18 +5,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
 from policies.services import workspace_create
 from portal.models import Membership, Role
-
-
-@pytest.fixture(autouse=True)
-def fast_passwords(settings: Any) -> None:
-    # The personas have passwords; the default hasher would make each test pay ~0.2 s for them.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 def logged_in(persona: Any) -> Client:

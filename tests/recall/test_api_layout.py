@@ -73,12 +73,6 @@ HEADER = 6
 ITEM = 2
 
 
-@pytest.fixture(autouse=True)
-def fast_passwords(settings: Any) -> None:
-    # The personas have passwords; the default hasher would make each test pay ~0.2 s for them.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 def text(tokens: int) -> str:
     return "x" * (4 * tokens)
 

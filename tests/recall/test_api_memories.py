@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from django.conf import settings
 from django.utils import timezone
-from django.utils.crypto import get_random_string
 
 from audit.models import AuditEvent, EventType
 from recall.models import Actor, MemoryRecord
 from recall.runtime import embedder
+from tests.helpers import csrf_session
 from tests.recall import factories
 
 ADA = "/v1/memory/actors/user:ada/memories"
@@ -24,12 +24,6 @@ MEMORY_KEYS = {
     "supersededBy", "expiresAt", "createdAt", "updatedAt", "lastAccessedAt", "hitCount",
     "tokenCount", "embeddingModel",
 }  # fmt: skip
-
-
-@pytest.fixture(autouse=True)
-def fast_passwords(settings: Any) -> None:
-    # The personas have passwords; the default hasher would make each test pay ~0.2 s for them.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 def error_of(response: Any, status: int, code: str | None = None) -> dict[str, Any]:
@@ -44,15 +38,6 @@ def error_of(response: Any, status: int, code: str | None = None) -> dict[str, A
 
 def fields_of(response: Any) -> dict[str, str]:
     return error_of(response, 400, "INVALID_REQUEST")["details"]["fields"]
-
-
-def csrf_session(persona: Any) -> Any:
-    """A session client that sends a valid CSRF cookie and header, as the portal's JS does."""
-    client = persona.session()
-    secret = get_random_string(32)
-    client.cookies[settings.CSRF_COOKIE_NAME] = secret
-    client.credentials(HTTP_X_CSRFTOKEN=secret)
-    return client
 
 
 def state(workspace: Any) -> dict[str, Any]:

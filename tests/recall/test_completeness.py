@@ -36,11 +36,6 @@ EVERY_50TH_IS_A_DECISION = {
 }
 
 
-@pytest.fixture(autouse=True)
-def fast_passwords(settings: Any) -> None:
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 @pytest.fixture
 def hnsw_above_50(monkeypatch: pytest.MonkeyPatch) -> None:
     # Production switches at 20,000 eligible rows; the logic is the same at 50.

@@ -50,12 +50,6 @@ MISSPELLED = {
 DEFAULTS = layout_config_to_dict(LayoutConfig())
 
 
-@pytest.fixture(autouse=True)
-def fast_passwords(settings: Any) -> None:
-    # The personas have passwords; the default hasher would make each test pay ~0.2 s for them.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 def config_url(workload: Any) -> str:
     return f"/v1/workloads/{workload.id}/layout-config"
 

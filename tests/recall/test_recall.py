@@ -36,11 +36,6 @@ EVERYTHING = {
 }
 
 
-@pytest.fixture(autouse=True)
-def fast_passwords(settings: Any) -> None:
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 def error_of(response: Any, status: int, code: str | None = None) -> dict[str, Any]:
     assert response.status_code == status, response.content
     body = response.json()
