@@ -655,19 +655,19 @@ class LayoutForm(forms.Form):
     """
 
     context_window = _token_field(
-        "Context window", required=False, help_text="Tokens. Blank: the configuration's."
+        "Context window", required=False, help_text="Tokens; blank: the config's."
     )
     system_prompt_tokens = _token_field("System prompt", required=True, help_text="Tokens.")
     tool_schema_tokens = _token_field("Tool schemas", required=True, help_text="Tokens.")
     output_buffer = _token_field(
-        "Output buffer", required=False, help_text="Tokens. Blank: the configuration's."
+        "Output buffer", required=False, help_text="Tokens; blank: the config's."
     )
     budget_ratio = forms.FloatField(
         label="Budget ratio",
         required=False,
         min_value=0.0,
         max_value=1.0,
-        help_text="0 to 1: the supporting context's share. Blank: the configuration's.",
+        help_text="Supporting share, 0 to 1; blank: the config's.",
         widget=forms.NumberInput(attrs={"min": 0, "max": 1, "step": "0.01"}),
     )
     workload = forms.ChoiceField(label="Configuration", required=False)
@@ -694,7 +694,7 @@ class LayoutForm(forms.Form):
     )
     supporting = _lines_field(
         "Supporting items",
-        "",  # the template documents the line format with an example
+        "One item per line: section | relevancy | term | content.",
         8,
         "passages | 0.8 | short | …",
     )
@@ -750,9 +750,15 @@ class LayoutForm(forms.Form):
         try:
             self.config = layout_config_parse(data["config"])
         except LayoutConfigError as exc:
-            self.config_errors = sorted(exc.errors.items())
-            for path, message in self.config_errors:
-                self.add_error("config", f"{path}: {message}")
+            self.config_errors = list(exc.errors.items())
+        # PyYAML's constructors raise these, not YAMLError, for "[[[[…" nested thousands deep,
+        # a 5,000-digit integer or a 13th month; they are bad input, not a server error.
+        except RecursionError:
+            self.config_errors = [("memory", "the YAML is nested too deeply to be a config")]
+        except ValueError as exc:
+            self.config_errors = [("memory", f"invalid YAML: {exc}")]
+        for path, message in self.config_errors:
+            self.add_error("config", f"{path}: {message}")
         return data
 
     def layout_request(self, config: LayoutConfig) -> LayoutRequest:

@@ -52,7 +52,15 @@ def _load_yaml(text: str) -> Any:
             if isinstance(token, yaml.AliasToken | yaml.AnchorToken):
                 raise LayoutConfigError({"memory": "YAML anchors and aliases are not supported"})
         return yaml.safe_load(text)
+    except LayoutConfigError:
+        raise
     except yaml.YAMLError as exc:
+        raise LayoutConfigError({"memory": f"invalid YAML: {exc}"}) from exc
+    except RecursionError as exc:
+        raise LayoutConfigError({"memory": "the YAML is nested too deeply to be a config"}) from exc
+    except (ValueError, OverflowError) as exc:
+        # A scalar YAML resolves to a value Python cannot build (a 5,000-digit integer,
+        # 2024-13-45): the text is not a usable config.
         raise LayoutConfigError({"memory": f"invalid YAML: {exc}"}) from exc
 
 

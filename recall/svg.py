@@ -190,108 +190,149 @@ LAYOUT_PARTS: tuple[tuple[str, str, str, str], ...] = (
     ("query", "Query & formatting", "#b5520f", "#fff"),
     ("free", "Free", TRACK, INK),
 )
+DYNAMIC_PARTS = ("history", "prior_history", "supporting", "query")
 LAYOUT_WIDTH = 680
-LAYOUT_BAR_H = 32
+LAYOUT_BAR_H = 30
 LAYOUT_PAD = 12
 OVER = "#b42318"
+ZOOM = "#e3e8f0"
 CHAR_W = 7.2  # average width of a 12px label character, for "does the label fit" checks
 
 
-def _pct(tokens: int, total: int) -> str:
-    return f"{tokens * 100 / total:.1f}%" if total > 0 else "—"
-
-
-def layout_bar(
-    tokens: Mapping[str, int],
-    *,
-    context_window: int,
-    dom_id: str = "layout-bar",
-    width: int = LAYOUT_WIDTH,
-) -> SafeString:
-    """The context window as one stacked bar: fixed costs, history, supporting, query, free.
-
-    ``tokens`` maps each ``LAYOUT_PARTS`` key to its tokens. When the parts add up to more
-    than the window (an emergency overage), the bar is drawn to their total with the window's
-    edge marked and the excess labelled, rather than clipped: an overage must stay visible.
-    """
-    used = sum(tokens.get(key, 0) for key, *_ in LAYOUT_PARTS if key != "free")
-    total = max(context_window, used + tokens.get("free", 0), 1)
-    span = width - 2 * LAYOUT_PAD
-    scale = span / total
-
-    def x_at(value: int) -> float:
-        return LAYOUT_PAD + value * scale
-
+def _segments(
+    tokens: Mapping[str, int], keys: tuple[str, ...], x0: float, y: float, scale: float
+) -> tuple[list[str], float]:
+    """Adjacent segments for ``keys`` from ``x0``, each numbered when its label fits inside."""
+    styles = {key: (label, fill, ink) for key, label, fill, ink in LAYOUT_PARTS}
     parts: list[str] = []
-    head = f"{_n(context_window)}-token context window"
-    parts.append(_text(LAYOUT_PAD, 18, head, font_weight="600", fill=INK))
-    summary = f"{_n(used)} used · {_n(tokens.get('free', 0))} free"
-    parts.append(_text(width - LAYOUT_PAD, 18, summary, text_anchor="end", fill=MUTED))
-    y = 30
-    parts.append(_rect(LAYOUT_PAD, y, span, LAYOUT_BAR_H, TRACK, stroke="#c3cad5"))
-    x = float(LAYOUT_PAD)
-    for key, label, fill, ink in LAYOUT_PARTS:
+    x = x0
+    for key in keys:
         value = tokens.get(key, 0)
-        w = value * scale
         if value <= 0:
             continue
-        if key != "free":
+        label, fill, ink = styles[key]
+        w = value * scale
+        if key != "free":  # free space is the track showing through
             parts.append(
-                f'<rect class="part part-{key}" x="{x:.1f}" y="{y}" width="{w:.1f}"'
+                f'<rect class="part part-{key}" x="{x:.1f}" y="{y:.1f}" width="{w:.1f}"'
                 f' height="{LAYOUT_BAR_H}" fill="{fill}" stroke="#fff" stroke-width="1">'
                 f"<title>{escape(label)}: {_n(value)} tokens</title></rect>"
             )
         text = _n(value)
         if w >= len(text) * CHAR_W + 10:
             parts.append(
-                _text(x + w / 2, y + 21, text, text_anchor="middle", fill=ink, font_size="12")
+                _text(x + w / 2, y + 20, text, text_anchor="middle", fill=ink, font_size="12")
             )
         x += w
-    # The window's edge, and the excess beyond it, when the parts do not fit.
-    axis_y = y + LAYOUT_BAR_H + 16
-    parts.append(_text(LAYOUT_PAD, axis_y, "0", fill=MUTED, font_size="12"))
-    edge = x_at(context_window)
-    if used > context_window:
-        parts.append(_line(edge, y - 6, y + LAYOUT_BAR_H + 6, stroke=OVER, stroke_width="2.5"))
-        over = f"over by {_n(used - context_window)}"
-        parts.append(
-            _text(
-                width - LAYOUT_PAD,
-                axis_y,
-                over,
-                text_anchor="end",
-                fill=OVER,
-                font_weight="600",
-                font_size="12",
-            )
-        )
-        parts.append(
-            _text(
-                edge - 4,
-                axis_y,
-                f"window {_n(context_window)}",
-                text_anchor="end",
-                fill=OVER,
-                font_size="12",
-            )
-        )
+    return parts, x
+
+
+def _axis(y: float, left: float, right: float, end_label: str) -> list[str]:
+    return [
+        _text(left, y, "0", fill=MUTED, font_size="12"),
+        _text(right, y, end_label, text_anchor="end", fill=MUTED, font_size="12"),
+    ]
+
+
+def _overage(edge: float, y: float, label: str, over: int, right: float) -> list[str]:
+    """The budget's edge as a red line, and how far past it the parts go."""
+    return [
+        _line(edge, y - 5, y + LAYOUT_BAR_H + 5, stroke=OVER, stroke_width="2.5"),
+        _text(
+            right,
+            y + LAYOUT_BAR_H + 14,
+            f"{label} · over by {_n(over)}",
+            text_anchor="end",
+            fill=OVER,
+            font_weight="600",
+            font_size="12",
+        ),
+    ]
+
+
+def layout_bar(
+    tokens: Mapping[str, int],
+    *,
+    context_window: int,
+    dynamic_budget: int,
+    supporting_budget: int,
+    dom_id: str = "layout-bar",
+    width: int = LAYOUT_WIDTH,
+) -> SafeString:
+    """The context window as two stacked bars and a legend.
+
+    The first bar is the whole window: fixed costs, then what the prompt uses and what is
+    free. The second zooms into the dynamic budget, which the fixed costs often dwarf, so the
+    history / supporting / query split stays readable. ``tokens`` maps each ``LAYOUT_PARTS``
+    key to its tokens. When the parts exceed a budget (an emergency overage) the bar is drawn
+    to their total with the budget's edge marked in red: an overage is shown, never clipped.
+    """
+    fixed = tokens.get("fixed", 0)
+    estimated = sum(tokens.get(key, 0) for key in DYNAMIC_PARTS)
+    free = tokens.get("free", 0)
+    left, span = float(LAYOUT_PAD), float(width - 2 * LAYOUT_PAD)
+    right = left + span
+    parts: list[str] = []
+    head = f"{_n(context_window)}-token context window"
+    summary = f"{_n(fixed + estimated)} used · {_n(free)} free"
+    parts.append(_text(left, 16, head, font_weight="600", fill=INK))
+    parts.append(_text(right, 16, summary, text_anchor="end", fill=MUTED))
+
+    # The whole window, and a light funnel from its dynamic slice down to the zoomed bar
+    # (drawn first, so the axis labels sit on top of it).
+    y1 = 26.0
+    y2 = y1 + LAYOUT_BAR_H + 48
+    total = max(context_window, fixed + estimated + free, 1)
+    scale = span / total
+    dyn_left = left + min(fixed, total) * scale
+    dyn_right = left + min(fixed + max(dynamic_budget, estimated), total) * scale
+    parts.append(
+        f'<polygon points="{dyn_left:.1f},{y1 + LAYOUT_BAR_H + 1:.1f} '
+        f"{dyn_right:.1f},{y1 + LAYOUT_BAR_H + 1:.1f} {right:.1f},{y2 - 18:.1f} "
+        f'{left:.1f},{y2 - 18:.1f}" fill="{ZOOM}" opacity=".7"/>'
+    )
+    parts.append(_rect(left, y1, span, LAYOUT_BAR_H, TRACK, stroke="#c3cad5"))
+    row, _ = _segments(tokens, ("fixed", *DYNAMIC_PARTS, "free"), left, y1, scale)
+    parts += row
+    if fixed + estimated > context_window:
+        edge = left + context_window * scale
+        over = fixed + estimated - context_window
+        parts += _overage(edge, y1, f"window {_n(context_window)}", over, right)
+        parts.append(_text(left, y1 + LAYOUT_BAR_H + 14, "0", fill=MUTED, font_size="12"))
     else:
-        parts.append(
-            _text(edge, axis_y, _n(context_window), text_anchor="end", fill=MUTED, font_size="12")
-        )
-    # Legend: three columns, each entry with its tokens and share of the window.
-    y = axis_y + 18
+        parts += _axis(y1 + LAYOUT_BAR_H + 14, left, right, _n(context_window))
+
+    # The dynamic budget, zoomed in.
+    zoom_label = f"Dynamic budget {_n(dynamic_budget)}, zoomed in"
+    parts.append(_text(left, y2 - 5, zoom_label, font_weight="600", fill=INK, font_size="12"))
+    supporting = f"supporting {_n(tokens.get('supporting', 0))} of its {_n(supporting_budget)}"
+    parts.append(_text(right, y2 - 5, supporting, text_anchor="end", fill=MUTED, font_size="12"))
+    dyn_total = max(dynamic_budget, estimated, 1)
+    dyn_scale = span / dyn_total
+    parts.append(_rect(left, y2, span, LAYOUT_BAR_H, TRACK, stroke="#c3cad5"))
+    row, _ = _segments(tokens, (*DYNAMIC_PARTS, "free"), left, y2, dyn_scale)
+    parts += row
+    if estimated > dynamic_budget:
+        edge = left + dynamic_budget * dyn_scale
+        over = estimated - dynamic_budget
+        parts += _overage(edge, y2, f"budget {_n(dynamic_budget)}", over, right)
+        parts.append(_text(left, y2 + LAYOUT_BAR_H + 14, "0", fill=MUTED, font_size="12"))
+    else:
+        parts += _axis(y2 + LAYOUT_BAR_H + 14, left, right, _n(dynamic_budget))
+
+    # Legend: three columns, each entry with its tokens.
+    y = y2 + LAYOUT_BAR_H + 30
     column = span / 3
     for index, (key, label, fill, _ink) in enumerate(LAYOUT_PARTS):
-        lx = LAYOUT_PAD + (index % 3) * column
+        lx = left + (index % 3) * column
         ly = y + (index // 3) * 22
         stroke = {"stroke": "#c3cad5"} if key == "free" else {}
         parts.append(_rect(lx, ly, 14, 14, fill, **stroke))
-        value = tokens.get(key, 0)
-        entry = f"{label} {_n(value)} ({_pct(value, context_window)})"
+        entry = f"{label} {_n(tokens.get(key, 0))}"
         parts.append(_text(lx + 20, ly + 12, entry, fill=INK, font_size="12"))
-    height = y + 2 * 22 + 4
+    height = y + 2 * 22 + 2
     desc = "; ".join(f"{label}: {_n(tokens.get(key, 0))} tokens" for key, label, *_ in LAYOUT_PARTS)
+    desc += f"; dynamic budget {_n(dynamic_budget)}, supporting budget {_n(supporting_budget)}"
     return format_html(
         '<svg class="layout-bar" id="{id}" role="img" viewBox="0 0 {w} {h}" width="100%"'
         ' aria-labelledby="{id}-title {id}-desc" xmlns="http://www.w3.org/2000/svg"'
@@ -299,7 +340,7 @@ def layout_bar(
         '<title id="{id}-title">{title}</title><desc id="{id}-desc">{desc}</desc>{body}</svg>',
         id=dom_id,
         w=width,
-        h=height,
+        h=round(height),
         title=f"{head}: {summary}",
         desc=desc,
         body=mark_safe("".join(parts)),  # noqa: S308 - every value above is escaped

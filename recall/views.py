@@ -388,16 +388,6 @@ def _layout_initial(
     return initial
 
 
-def _config_source(
-    workload: Workload | None, current: layout_services.CurrentLayoutConfig | None
-) -> str:
-    if workload is None or current is None:
-        return ""
-    if current.version is None:
-        return f"{workload.name} has no stored configuration, so the planner's defaults apply."
-    return f"{workload.name}'s stored configuration, version {current.version.version}."
-
-
 @login_required
 @require_http_methods(["GET", "POST"])
 def layout(request: HttpRequest, slug: str) -> HttpResponse:
@@ -436,7 +426,8 @@ def layout(request: HttpRequest, slug: str) -> HttpResponse:
     context = {
         **access.context(),
         "form": form,
-        "config_source": _config_source(workload, current),
+        "config_workload": workload,
+        "config_version": current.version if current else None,
         "stages_total": len(PRUNING_STAGES),
         **outcome,
     }
@@ -456,6 +447,20 @@ def _removed_text(removed: dict[str, int]) -> str:
         one, many = REMOVED_WORDS.get(key, (key.replace("_", " "), key.replace("_", " ")))
         words.append(f"{count:,} {one if count == 1 else many}")
     return ", ".join(words)
+
+
+def _cascade_end(result: LayoutResult) -> str:
+    """Where the cascade stopped, in words (stages after it did not run)."""
+    if not result.stages:
+        return ""
+    last = result.stages[-1].number
+    if result.emergency_overage:
+        return f"All {len(PRUNING_STAGES)} stages ran and the emergency minimum still does not fit."
+    skipped = [stage.number for stage in PRUNING_STAGES if stage.number > last]
+    if not skipped:
+        return f"Stage {last}, the emergency minimum, was needed before the payload fit."
+    rest = f"stage {skipped[0]}" if len(skipped) == 1 else f"stages {skipped[0]}–{skipped[-1]}"
+    return f"Stopped at stage {last}, the first that fits; {rest} did not run."
 
 
 def _kept_rows(
@@ -505,7 +510,6 @@ def _layout_outcome(
         "free": result.free_tokens,
     }
     window = result.context_window
-    last = result.stages[-1] if result.stages else None
     pct = result.utilization_pct
     return {
         "result": result,
@@ -516,7 +520,12 @@ def _layout_outcome(
         "system_prompt_tokens": data["system_prompt_tokens"],
         "tool_schema_tokens": data["tool_schema_tokens"],
         "utilization_text": f"{pct:.1f}%" if math.isfinite(pct) else "∞",
-        "layout_svg": layout_bar(tokens, context_window=window),
+        "layout_svg": layout_bar(
+            tokens,
+            context_window=window,
+            dynamic_budget=result.dynamic_budget,
+            supporting_budget=result.supporting_context_budget,
+        ),
         "layout_rows": [
             {
                 "key": key,
@@ -538,9 +547,7 @@ def _layout_outcome(
             }
             for stage in result.stages
         ],
-        "stages_skipped": (
-            [s.number for s in PRUNING_STAGES if s.number > last.number] if last else []
-        ),
+        "cascade_end": _cascade_end(result),
         "kept_rows": _kept_rows(form, result, config),
         "filtered": [
             (FILTER_WORDS.get(reason, reason), count)

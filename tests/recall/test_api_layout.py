@@ -490,7 +490,7 @@ class LayoutWorkloadConfigTests:
 
 class LayoutAccessTests:
     @pytest.mark.parametrize("persona", ["viewer", "editor", "operator"])
-    def test_every_member_of_the_workspace_may_plan(self, request, persona):
+    def test_every_member_of_the_workspace_may_plan(self, db, request, persona):
         ok(post(request.getfixturevalue(persona), SEED))
 
     def test_a_session_caller_names_the_workspace(self, viewer):
