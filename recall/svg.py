@@ -99,14 +99,14 @@ def budget_bar(
     parts.append(_rect(LEFT, y, span, BAR_H, TRACK, stroke="#c3cad5"))
     x = float(LEFT)
     for kind in kinds:
-        width = per_kind[kind]["used"] * scale
-        if width > 0:
+        segment = per_kind[kind]["used"] * scale
+        if segment > 0:
             parts.append(
-                f'<rect x="{x:.1f}" y="{y}" width="{width:.1f}" height="{BAR_H}"'
+                f'<rect x="{x:.1f}" y="{y}" width="{segment:.1f}" height="{BAR_H}"'
                 f' fill="{KIND_COLOURS.get(kind, MUTED)}">'
                 f"<title>{escape(kind)}: {_n(per_kind[kind]['used'])} tokens used</title></rect>"
             )
-            x += width
+            x += segment
 
     # One row per kind: allocation, use, reservation and ceiling.
     y = 76

@@ -598,3 +598,29 @@ class MemoryImportTests:
         response = client_for(editor).get("/w/team-a/memories/import/?actor=user:bob")
         assert response.status_code == 200
         assert 'value="user:bob"' in response.content.decode()
+
+
+class BudgetBarTests:
+    def test_the_svg_keeps_the_width_it_was_drawn_for(self):
+        import re
+
+        from recall.svg import budget_bar
+
+        budget = {
+            "totalTokenBudget": 3200,
+            "usedTokens": 40,
+            "pressure": False,
+            "perKind": {
+                "memory": {
+                    "reserved": 800,
+                    "ceiling": 1200,
+                    "demand": 40,
+                    "allocated": 40,
+                    "used": 40,
+                }
+            },
+        }
+        svg = str(budget_bar(budget, width=640))
+        w, h = map(float, re.search(r'viewBox="0 0 ([\d.]+) ([\d.]+)"', svg).groups())
+        assert w == 640
+        assert h < 400
