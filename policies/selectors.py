@@ -40,19 +40,6 @@ def workload_policy_current(
     )
 
 
-def workload_policy_applicable(
-    *, workload: Workload, environment: str
-) -> WorkloadPolicyVersion | None:
-    """The most specific policy that applies in ``environment``: its own, else the default."""
-    candidates = WorkloadPolicyVersion.objects.filter(
-        workload=workload, environment__in=[environment, ""]
-    ).order_by("-version")
-    specific = next((v for v in candidates if v.environment == environment), None)
-    if specific is not None or environment == "":
-        return specific
-    return next((v for v in candidates if v.environment == ""), None)
-
-
 def environment_check(*, workspace: Workspace, environment: str | None) -> str:
     """Validate an environment slug given by a caller; None/'' means the default policy."""
     if not environment:

@@ -155,13 +155,6 @@ def _workload_name(name: Any) -> str:
     return name.strip()
 
 
-def workload_policy_check(*, workload: Workload, document: Any) -> tuple[dict, list[str]]:
-    """Normalise a partial workload document and list the axes that relax the floor."""
-    normalized = algebra.normalize_document(document, partial=True)
-    floor = workspace_policy_current(workspace=workload.workspace).document
-    return normalized, algebra.check_workload(floor, normalized)
-
-
 @transaction.atomic
 def workload_policy_save(
     *, workload: Workload, environment: str | None, document: Any, author: str, comment: Any = ""

@@ -57,14 +57,6 @@ def role_in(caller: Caller, workspace: Workspace) -> str | None:
     return membership.role if membership else None
 
 
-def roles_by_workspace(caller: Caller) -> dict[int, str]:
-    if caller.token is not None:
-        return {caller.token.workspace_id: caller.token.role}
-    if caller.is_superuser:
-        return {pk: Role.OPERATOR for pk in Workspace.objects.values_list("pk", flat=True)}
-    return dict(Membership.objects.filter(user=caller.user).values_list("workspace_id", "role"))
-
-
 def workspace_for(caller: Caller, slug: str | None, *, required: str = Role.VIEWER) -> Workspace:
     """The workspace a call acts on, checked for ``required`` role.
 
