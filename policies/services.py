@@ -22,7 +22,8 @@ from portal.models import Membership, Role
 COMMENT_MAX = 500
 
 
-def _comment(comment: Any) -> str:
+def change_comment(comment: Any) -> str:
+    """A save's change comment, validated (shared by every versioned document)."""
     if comment is None:
         return ""
     if not isinstance(comment, str):
@@ -59,7 +60,7 @@ def workspace_policy_save(
     *, workspace: Workspace, document: Any, author: str, comment: Any = ""
 ) -> WorkspacePolicyVersion:
     floor, relaxable = algebra.normalize_floor(document)
-    comment = _comment(comment)
+    comment = change_comment(comment)
     # Lock the workspace row so two concurrent saves cannot both become version n+1.
     Workspace.objects.select_for_update().filter(pk=workspace.pk).first()
     previous = workspace.policy_versions.order_by("-version").first()
@@ -160,7 +161,7 @@ def workload_policy_save(
     *, workload: Workload, environment: str | None, document: Any, author: str, comment: Any = ""
 ) -> WorkloadPolicyVersion:
     environment = environment_check(workspace=workload.workspace, environment=environment)
-    comment = _comment(comment)
+    comment = change_comment(comment)
     # Lock the floor while validating against it, so a concurrent floor change cannot slip in.
     Workspace.objects.select_for_update().filter(pk=workload.workspace_id).first()
     floor_version = workspace_policy_current(workspace=workload.workspace)

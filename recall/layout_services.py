@@ -16,6 +16,7 @@ from django.db.models import QuerySet
 from audit.models import EventType
 from audit.services import audit_event_record
 from policies.models import Workload
+from policies.services import change_comment
 from portal.errors import ValidationFailed
 from recall import runtime
 from recall.budget_monitor import CompactionDecision, ContextBudgetMonitor
@@ -30,7 +31,6 @@ from recall.layout import (
 )
 from recall.models import WorkloadLayoutConfigVersion
 
-COMMENT_MAX = 500
 # The planner does float arithmetic on these; an absurd integer (10**400) would overflow it.
 # A billion tokens is far above any real model's window.
 MAX_TOKENS = 1_000_000_000
@@ -96,16 +96,6 @@ def layout_config_validate(document: Any) -> LayoutConfig:
         ) from exc
 
 
-def _comment(comment: Any) -> str:
-    if comment is None:
-        return ""
-    if not isinstance(comment, str):
-        raise ValidationFailed({"comment": "The change comment must be a string."})
-    if len(comment) > COMMENT_MAX:
-        raise ValidationFailed({"comment": f"Keep the comment under {COMMENT_MAX} characters."})
-    return comment.strip()
-
-
 def _changed_paths(before: Any, after: Any, path: str = "") -> list[str]:
     """Dotted paths whose value differs; both documents are normalised, so keys line up."""
     if isinstance(before, dict) and isinstance(after, dict):
@@ -122,7 +112,7 @@ def layout_config_save(
     *, workload: Workload, document: Any, author: str, comment: Any = ""
 ) -> WorkloadLayoutConfigVersion:
     """Validate ``document`` and store it, normalised, as the workload's next version."""
-    comment = _comment(comment)
+    comment = change_comment(comment)
     normalized = layout_config_to_dict(layout_config_validate(document))
     # Lock the workload row so two concurrent saves cannot both become version n+1.
     Workload.objects.select_for_update().filter(pk=workload.pk).first()
