@@ -13,7 +13,7 @@ from audit.models import EventType
 from audit.services import ChainTip, audit_event_append, audit_event_record
 from policies.models import Workload, Workspace
 from policies.selectors import EffectivePolicy, effective_policy_for
-from portal.errors import ValidationFailed
+from portal.errors import ConflictError, ValidationFailed
 from recall.envelope import content_hash, context_digest, prefix_fingerprint
 from recall.models import ACTOR_KINDS, Actor, MemoryRecord
 from recall.planner import BudgetPlan, BudgetPolicy, Candidate, plan_budget
@@ -333,6 +333,16 @@ def memory_update(*, memory: MemoryRecord, changes: dict[str, Any], author: str)
 
 @transaction.atomic
 def memory_set_status(*, memory: MemoryRecord, status: str, author: str) -> MemoryRecord:
+    """Suppress a memory, or restore a suppressed one.
+
+    Restoring only undoes a suppression: a stale, disabled or expired memory reached that state
+    for a reason (decay, an operator, its expiry) that a restore must not silently override.
+    """
+    if status == "active" and memory.lifecycle_status not in ("active", "suppressed"):
+        raise ConflictError(
+            f"Only a suppressed memory can be restored; this one is {memory.lifecycle_status}.",
+            {"lifecycleStatus": memory.lifecycle_status},
+        )
     if memory.lifecycle_status != status:
         memory.lifecycle_status = status
         memory.save(update_fields=["lifecycle_status", "updated_at"])

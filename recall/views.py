@@ -728,7 +728,11 @@ def memory_status(request: HttpRequest, slug: str, memory_id: int) -> HttpRespon
     status = targets.get(request.POST.get("action", ""))
     if status is None:
         return HttpResponseBadRequest("Unknown action: use suppress or restore.")
-    services.memory_set_status(memory=memory, status=status, author=access.caller.label)
+    try:
+        services.memory_set_status(memory=memory, status=status, author=access.caller.label)
+    except DomainError as exc:
+        # e.g. restoring a stale memory: say why, change nothing.
+        return HttpResponse(exc.message, status=exc.status, content_type="text/plain")
     if request.htmx:
         return _row_response(request, access, memory, request.POST)
     verb = "Suppressed" if status == LifecycleStatus.SUPPRESSED else "Restored"

@@ -32,6 +32,15 @@ def _choice(vocabulary: str, **kwargs: Any) -> serializers.ChoiceField:
     return serializers.ChoiceField(choices=list(VOCABULARIES[vocabulary]), **kwargs)
 
 
+class StrictFloatField(serializers.FloatField):
+    """A number, not a boolean: DRF would otherwise read ``true`` as 1.0."""
+
+    def to_internal_value(self, data: Any) -> float:
+        if isinstance(data, bool):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
 class StrictSerializer(serializers.Serializer):
     """Unknown keys are errors, not silently ignored: a typo must not drop data."""
 
@@ -48,7 +57,7 @@ class MemoryInputSerializer(StrictSerializer):
     memoryType = _choice("memoryType")
     sourceKind = _choice("sourceKind")
     confirmationStatus = _choice("confirmationStatus", default="unknown")
-    confidence = serializers.FloatField(min_value=0.0, max_value=1.0, default=1.0)
+    confidence = StrictFloatField(min_value=0.0, max_value=1.0, default=1.0)
     sensitivity = _choice("sensitivity", default="internal")
     consentPolicy = _choice("consentPolicy", default="unknown")
     segmentKind = _choice("segmentKind", default="memory")

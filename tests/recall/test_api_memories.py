@@ -599,3 +599,26 @@ class MemoryAccessTests:
 
         assert response.status_code in (401, 403)
         assert "error" in response.json()
+
+
+class MemoryStatusRulesTests:
+    def test_only_a_suppressed_memory_can_be_restored(self, editor):
+        from tests.recall import factories
+
+        memory = factories.memory(editor.workspace, "gone stale", lifecycle_status="stale")
+
+        response = editor.api().post(f"/v1/memory/memories/{memory.pk}/restore")
+
+        assert response.status_code == 409, response.content
+        memory.refresh_from_db()
+        assert memory.lifecycle_status == "stale"
+
+    def test_a_boolean_confidence_is_refused(self, editor):
+        response = editor.api().post(
+            "/v1/memory/actors/user:ada/memories",
+            {"content": "x", "memoryType": "fact", "sourceKind": "user", "confidence": True},
+            format="json",
+        )
+
+        assert response.status_code == 400, response.content
+        assert "confidence" in response.json()["error"]["details"]["fields"]

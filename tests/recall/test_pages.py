@@ -624,3 +624,21 @@ class BudgetBarTests:
         w, h = map(float, re.search(r'viewBox="0 0 ([\d.]+) ([\d.]+)"', svg).groups())
         assert w == 640
         assert h < 400
+
+
+class MemoryStatusPageTests:
+    def test_restoring_a_stale_memory_is_refused_with_a_reason(self, editor, workspace_a):
+        from django.test import Client
+
+        from tests.recall import factories
+
+        memory = factories.memory(workspace_a, "old", lifecycle_status="stale")
+        client = Client()
+        client.force_login(editor.user)
+
+        response = client.post(f"/w/team-a/memories/{memory.pk}/status/", {"action": "restore"})
+
+        assert response.status_code == 409
+        assert b"Only a suppressed memory can be restored" in response.content
+        memory.refresh_from_db()
+        assert memory.lifecycle_status == "stale"
