@@ -31,6 +31,23 @@ def django_db_modify_db_settings() -> None:
         db["EMBEDDED_TEMPORARY"] = True
 
 
+@pytest.fixture(scope="session", autouse=True)
+def close_stray_connections(django_db_setup: Any, django_db_blocker: Any) -> Any:
+    """Let the test database be dropped at the end.
+
+    Threads (the live server, concurrency tests) can leave a session open on it, and
+    PostgreSQL refuses to drop a database in use.
+    """
+    yield
+    from django.db import connection
+
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+
+
 @pytest.fixture(autouse=True)
 def fast_passwords(settings: Any) -> None:
     # Personas have passwords; the default hasher would cost every test ~0.2 s per persona.
