@@ -27,6 +27,7 @@ from recall.api.layout_serializers import (
 from recall.api.serializers import MEMORY_BATCH_MAX, MemoryInputSerializer
 from recall.layout import (
     KNOWN_SECTIONS,
+    SEED_CHAT_FRAGMENT,
     LayoutConfig,
     LayoutConfigError,
     LayoutError,
@@ -390,31 +391,6 @@ def parse_jsonl(raw: bytes) -> tuple[list[dict[str, Any]], list[LineError]]:
 
 # --- the layout sandbox ------------------------------------------------------------------------
 
-# The seed's Chat fragment (seed 000), as an operator would paste it.
-SEED_CHAT_FRAGMENT = """\
-memory:
-  context_window: 32000
-  output_buffer: 2500
-  max_history_turns: 15
-  supporting_context:
-    budget_ratio: 0.30
-    section_priority: [known_facts, passages, insights, summaries, tools, state]
-    max_items:
-      passages: 5
-      known_facts: 15
-      insights: 10
-      summaries: 5
-      tools: 5
-  priming:
-    enabled: true
-    token_budget: 4000
-    top_entities: 20
-    max_insights: 10
-    max_summaries: 5
-    max_known_facts: 20
-    previous_sessions: 1
-    previous_session_turns: 3
-"""
 
 # The seed's illustrative numbers: 32000 / 1500 / 500 / 2500 / 0.30 -> 27500 and 8250.
 SEED_EXAMPLE: dict[str, Any] = {

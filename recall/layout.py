@@ -72,6 +72,53 @@ LEGACY_NAMES: dict[str, str] = {"key_facts": "known_facts"}
 # markers, gives each non-empty section a header line and each item a bullet/newline;
 # these are reserved so the content estimate alone cannot overfill the window.
 MESSAGE_OVERHEAD_TOKENS = 4
+# The seed's two `memory:` fragments verbatim (seed 000): the sandbox prefills the Chat one, and
+# parsing either must give the defaults above.
+SEED_CHAT_FRAGMENT = """\
+memory:
+  context_window: 32000
+  output_buffer: 2500
+  max_history_turns: 15
+  supporting_context:
+    budget_ratio: 0.30
+    section_priority: [known_facts, passages, insights, summaries, tools, state]
+    max_items:
+      passages: 5
+      known_facts: 15
+      insights: 10
+      summaries: 5
+      tools: 5
+  priming:
+    enabled: true
+    token_budget: 4000
+    top_entities: 20
+    max_insights: 10
+    max_summaries: 5
+    max_known_facts: 20
+    previous_sessions: 1
+    previous_session_turns: 3
+"""
+SEED_COMPACTION_FRAGMENT = """\
+memory:
+  compaction:
+    enabled: true
+    llm_service: compaction
+    compaction_threshold: 0.85
+    critical_threshold: 0.95
+    target_utilization: 0.70
+    cooldown_turns: 3
+    max_duration_ms: 15000
+    critical_max_duration_ms: 45000
+    min_turns_to_summarize: 5
+    max_turns_per_summary: 8
+    compaction_recency_window: 4
+    insight_dedup_enabled: true
+    insight_similarity_threshold: 0.90
+    max_insights_to_check: 50
+    trend_window: 10
+"""
+
+
 SECTION_HEADER_TOKENS = 6
 ITEM_OVERHEAD_TOKENS = 2
 

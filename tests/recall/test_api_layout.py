@@ -11,6 +11,7 @@ from django.conf import settings
 from django.utils.crypto import get_random_string
 
 from audit.models import AuditEvent
+from recall.layout import SEED_CHAT_FRAGMENT, SEED_COMPACTION_FRAGMENT
 from recall.layout_services import layout_config_save
 from recall.models import WorkloadLayoutConfigVersion
 
@@ -23,49 +24,6 @@ SEED = {
     "outputBuffer": 2500,
     "budgetRatio": 0.30,
 }
-CHAT_FRAGMENT = """
-memory:
-  context_window: 32000
-  output_buffer: 2500
-  max_history_turns: 15
-  supporting_context:
-    budget_ratio: 0.30
-    section_priority: [known_facts, passages, insights, summaries, tools, state]
-    max_items:
-      passages: 5
-      known_facts: 15
-      insights: 10
-      summaries: 5
-      tools: 5
-  priming:
-    enabled: true
-    token_budget: 4000
-    top_entities: 20
-    max_insights: 10
-    max_summaries: 5
-    max_known_facts: 20
-    previous_sessions: 1
-    previous_session_turns: 3
-"""
-COMPACTION_FRAGMENT = """
-memory:
-  compaction:
-    enabled: true
-    llm_service: compaction
-    compaction_threshold: 0.85
-    critical_threshold: 0.95
-    target_utilization: 0.70
-    cooldown_turns: 3
-    max_duration_ms: 15000
-    critical_max_duration_ms: 45000
-    min_turns_to_summarize: 5
-    max_turns_per_summary: 8
-    compaction_recency_window: 4
-    insight_dedup_enabled: true
-    insight_similarity_threshold: 0.90
-    max_insights_to_check: 50
-    trend_window: 10
-"""
 # The default estimator counts ceil(len / 4) tokens for one long word; the formatter adds
 # 4 per message, 6 per section header (prior-session turns get one too) and 2 per item.
 MESSAGE = 4
@@ -214,7 +172,7 @@ class LayoutBudgetTests:
         assert body["estimatedTokens"] == sum(tokens.values()) - tokens["fixed"] - tokens["free"]
 
     def test_request_numbers_default_to_the_config(self, viewer):
-        body = ok(post(viewer, {"config": CHAT_FRAGMENT}))
+        body = ok(post(viewer, {"config": SEED_CHAT_FRAGMENT}))
 
         assert body["contextWindow"] == 32000
         assert body["fixedCosts"] == 2500
@@ -336,7 +294,7 @@ class LayoutCompactionTests:
                     "contextWindow": 1000,
                     "outputBuffer": 0,
                     "query": text(896),
-                    "config": COMPACTION_FRAGMENT,
+                    "config": SEED_COMPACTION_FRAGMENT,
                 },
             )
         )
@@ -384,7 +342,15 @@ class LayoutCompactionTests:
 
 class LayoutConfigInputTests:
     def test_it_accepts_the_seed_fragments_as_yaml(self, viewer):
-        body = ok(post(viewer, {**SEED, "config": CHAT_FRAGMENT + COMPACTION_FRAGMENT[8:]}))
+        body = ok(
+            post(
+                viewer,
+                {
+                    **SEED,
+                    "config": SEED_CHAT_FRAGMENT + SEED_COMPACTION_FRAGMENT[len("memory:\n") :],
+                },
+            )
+        )
 
         assert body["supportingContextBudget"] == 8250
         assert body["compaction"]["enabled"] is True
@@ -442,7 +408,7 @@ class LayoutConfigInputTests:
     def test_the_layout_stores_nothing(self, viewer, workload_a):
         events = AuditEvent.objects.count()
 
-        ok(post(viewer, {**SEED, "workloadId": str(workload_a.id), "config": CHAT_FRAGMENT}))
+        ok(post(viewer, {**SEED, "workloadId": str(workload_a.id), "config": SEED_CHAT_FRAGMENT}))
 
         assert AuditEvent.objects.count() == events
         assert not WorkloadLayoutConfigVersion.objects.exists()

@@ -20,6 +20,8 @@ from recall.layout import (
     MESSAGE_OVERHEAD_TOKENS,
     PRUNING_STAGES,
     SECTION_HEADER_TOKENS,
+    SEED_CHAT_FRAGMENT,
+    SEED_COMPACTION_FRAGMENT,
     LayoutConfig,
     LayoutConfigError,
     LayoutRequest,
@@ -37,52 +39,6 @@ from recall.layout import (
     parse_memory_config,
     plan_layout,
 )
-
-# The seed's two configuration fragments, as an operator would paste them.
-CHAT_FRAGMENT = """
-memory:
-  context_window: 32000
-  output_buffer: 2500
-  max_history_turns: 15
-  supporting_context:
-    budget_ratio: 0.30
-    section_priority: [known_facts, passages, insights, summaries, tools, state]
-    max_items:
-      passages: 5
-      known_facts: 15
-      insights: 10
-      summaries: 5
-      tools: 5
-  priming:
-    enabled: true
-    token_budget: 4000
-    top_entities: 20
-    max_insights: 10
-    max_summaries: 5
-    max_known_facts: 20
-    previous_sessions: 1
-    previous_session_turns: 3
-"""
-
-COMPACTION_FRAGMENT = """
-memory:
-  compaction:
-    enabled: true
-    llm_service: compaction
-    compaction_threshold: 0.85
-    critical_threshold: 0.95
-    target_utilization: 0.70
-    cooldown_turns: 3
-    max_duration_ms: 15000
-    critical_max_duration_ms: 45000
-    min_turns_to_summarize: 5
-    max_turns_per_summary: 8
-    compaction_recency_window: 4
-    insight_dedup_enabled: true
-    insight_similarity_threshold: 0.90
-    max_insights_to_check: 50
-    trend_window: 10
-"""
 
 
 def one_token_per_char(text: str) -> int:
@@ -531,7 +487,7 @@ def test_unscored_passages_count_as_below_the_relevance_thresholds() -> None:
 
 
 def test_defaults_are_the_seed_chat_fragment() -> None:
-    assert parse_memory_config(CHAT_FRAGMENT) == LayoutConfig()
+    assert parse_memory_config(SEED_CHAT_FRAGMENT) == LayoutConfig()
     config = LayoutConfig()
     assert (config.context_window, config.output_buffer, config.max_history_turns) == (
         32000,
@@ -568,7 +524,7 @@ def test_defaults_are_the_seed_chat_fragment() -> None:
 
 
 def test_seed_compaction_fragment_parses_and_enables() -> None:
-    config = parse_memory_config(COMPACTION_FRAGMENT)
+    config = parse_memory_config(SEED_COMPACTION_FRAGMENT)
     assert config.compaction == CompactionConfig(enabled=True)
     assert config.supporting_context == SupportingContextConfig()
 
