@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import transaction
 from django.db.models import QuerySet, Value
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Concat
@@ -22,23 +21,15 @@ from django.utils import timezone
 
 from audit.models import AuditEvent, EventType
 from policies.models import Workload, Workspace
-from policies.selectors import effective_policy_for
 from recall.models import Actor, MemoryRecord
-from recall.planner import BudgetPolicy, Candidate, plan_budget
-from recall.runtime import embedder
-from recall.scoring import inclusion_score
 from recall.selectors import (
     FAIL_CLOSED_SQL,
     POLICY_CHECKS,
     RankedRow,
-    actor_lookup,
-    memory_funnel,
     memory_list,
-    memory_policy_rejections,
-    memory_ranked,
     policy_params,
 )
-from recall.services import DECISIONS_MAX, RERANK_POOL_FACTOR, RERANK_POOL_MIN
+from recall.services import DECISIONS_MAX, RecallRequest, recall_plan
 
 # --- decision codes in words -------------------------------------------------------------------
 
@@ -196,77 +187,30 @@ def recall_preview(
     top_k: int,
     override: dict[str, Any] | None,
 ) -> RecallPreview:
-    """The recall pipeline of ``recall.services.recall_assemble`` (SPEC §5), read-only.
+    """What ``recall_assemble`` would return (``recall_plan``), with every decision code and
+    without recording anything: a "what if" never shows up as a recall in the trail.
 
-    Same effective policy, SQL filter, ranking, scoring and budget planner; no audit event
-    and no hit counts, so a "what if" never shows up as a recall in the trail.
     Raises ``PolicyError`` for an override the floor does not permit.
     """
-    effective = effective_policy_for(workload=workload, environment=environment, override=override)
-    policy = effective.policy
-    now = timezone.now()
-    vector = embedder().embed([query])[0]
-    actor = actor_lookup(workspace=workspace, actor_id=actor_id)
-    codes: dict[str, str] = {}
-    scored: list[tuple[RankedRow, float]] = []
-    candidates = after_policy = 0
-    # The HNSW path uses SET LOCAL, which needs a transaction; nothing is written in it.
-    with transaction.atomic():
-        if actor is not None:
-            funnel = memory_funnel(actor_pk=actor.pk, policy=policy, now=now)
-            candidates, after_policy = funnel.candidates, funnel.after_policy
-            if after_policy:
-                rows, _ = memory_ranked(
-                    actor_pk=actor.pk,
-                    policy=policy,
-                    query_vector=vector,
-                    limit=max(top_k * RERANK_POOL_FACTOR, RERANK_POOL_MIN),
-                    eligible=after_policy,
-                    now=now,
-                )
-                scored = [
-                    (row, inclusion_score(row.similarity, row.created_at, row.hit_count, now))
-                    for row in rows
-                ]
-                scored.sort(key=lambda pair: (-pair[1], pair[0].id))
-                codes.update({str(row.id): "below_top_k" for row, _ in scored[top_k:]})
-                scored = scored[:top_k]
-            rejections = memory_policy_rejections(
-                actor_pk=actor.pk, policy=policy, now=now, limit=DECISIONS_MAX
-            )
-            codes.update({str(pk): code for pk, code in rejections})
-    plan = plan_budget(
-        [Candidate(str(row.id), row.segment_kind, row.token_count, score) for row, score in scored],
-        BudgetPolicy.from_policy(policy),
-    )
+    assembly = recall_plan(
+        request=RecallRequest(
+            workspace=workspace, workload=workload, environment=environment, actor_id=actor_id,
+            query=query, top_k=top_k, override=override, author="",
+        ),
+        rejected_limit=DECISIONS_MAX,
+    )  # fmt: skip
+    plan, ranked = assembly.plan, assembly.scored[:top_k]
+    codes = {str(row.id): "below_top_k" for row, _ in assembly.scored[top_k:]}
+    codes.update({str(pk): code for pk, code in assembly.found.rejections})
     codes.update({d.id: d.code.value for d in plan.decisions})
     return RecallPreview(
-        policy=policy,
-        policy_hash=effective.policy_hash,
-        budget_hash=effective.budget_hash,
-        counts={
-            "candidates": candidates,
-            "afterPolicy": after_policy,
-            "afterRanking": len(scored),
-            "afterBudgetAllocation": len(plan.included_ids) + len(plan.truncated_ids),
-        },
+        policy=assembly.effective.policy,
+        policy_hash=assembly.effective.policy_hash,
+        budget_hash=assembly.effective.budget_hash,
+        counts=assembly.envelope["diagnostics"]["counts"],
         included=list(plan.included_ids),
         truncated=list(plan.truncated_ids),
         codes=codes,
-        rows={str(row.id): row for row, _ in scored},
-        budget={
-            "totalTokenBudget": plan.total_token_budget,
-            "perKind": {
-                kind: {
-                    "reserved": a.reserved,
-                    "ceiling": a.ceiling,
-                    "demand": a.demand,
-                    "allocated": a.allocated,
-                    "used": a.used,
-                }
-                for kind, a in plan.per_kind.items()
-            },
-            "usedTokens": plan.used_tokens,
-            "pressure": plan.pressure,
-        },
+        rows={str(row.id): row for row, _ in ranked},
+        budget=assembly.envelope["budget"],
     )

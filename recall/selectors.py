@@ -97,42 +97,11 @@ def _code_case() -> str:
     )
 
 
-FUNNEL_SQL = f"""
-SELECT code, count(*) FROM (
-    SELECT {_code_case()} AS code FROM {TABLE} m WHERE m.actor_id = %(actor)s
-) coded GROUP BY code
-"""
-
-REJECTED_SQL = f"""
-SELECT id, code FROM (
-    SELECT m.id, {_code_case()} AS code FROM {TABLE} m WHERE m.actor_id = %(actor)s
-) coded WHERE code NOT IN ('passes_policy', 'lifecycle_excluded') ORDER BY id LIMIT %(limit)s
-"""
-
-
 def _funnel(counts: dict[str, int]) -> Funnel:
     candidates = sum(counts.values())
     lifecycle = counts.pop("lifecycle_excluded", 0)
     after_policy = counts.pop("passes_policy", 0)
     return Funnel(candidates, lifecycle, after_policy, counts)
-
-
-def memory_funnel(*, actor_pk: int, policy: dict[str, Any], now: datetime) -> Funnel:
-    """How many of the actor's rows exist, fail closed, fail each axis, and pass."""
-    params = {**policy_params(policy, now), "actor": actor_pk}
-    with connection.cursor() as cursor:
-        cursor.execute(FUNNEL_SQL, params)
-        return _funnel(dict(cursor.fetchall()))
-
-
-def memory_policy_rejections(
-    *, actor_pk: int, policy: dict[str, Any], now: datetime, limit: int
-) -> list[tuple[int, str]]:
-    """Ids and codes of rows that failed a policy axis (never lifecycle ones, never content)."""
-    params = {**policy_params(policy, now), "actor": actor_pk, "limit": limit}
-    with connection.cursor() as cursor:
-        cursor.execute(REJECTED_SQL, params)
-        return list(cursor.fetchall())
 
 
 RANKED_COLUMNS = (

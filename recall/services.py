@@ -19,7 +19,7 @@ from recall.models import ACTOR_KINDS, Actor, MemoryRecord
 from recall.planner import BudgetPlan, BudgetPolicy, Candidate, plan_budget
 from recall.runtime import embedder, token_estimator
 from recall.scoring import inclusion_score
-from recall.selectors import Funnel, RankedRow, recall_candidates
+from recall.selectors import Funnel, RankedRow, RecallCandidates, recall_candidates
 
 
 def actor_parse(actor_id: str) -> tuple[str, str]:
@@ -97,47 +97,72 @@ HITS_SQL = (
 )
 
 
-def recall_assemble(*, request: RecallRequest) -> dict[str, Any]:
-    """Run the recall pipeline (SPEC §5) and return the envelope.
+@dataclass(frozen=True)
+class Assembly:
+    """Everything one recall computed, before anything is recorded."""
 
-    Two round trips after the policy: one statement reads everything (funnel, nearest rows,
-    previous fingerprint, chain tip); one statement writes everything (the ``context.assembled``
-    event, the chain tip and the hit counts, all or nothing). An envelope is never returned
-    without its audit record.
+    effective: EffectivePolicy
+    found: RecallCandidates
+    scored: list[tuple[RankedRow, float]]  # the whole re-scored pool, best first
+    plan: BudgetPlan
+    envelope: dict[str, Any]
+    now: datetime
+
+
+def recall_plan(*, request: RecallRequest, rejected_limit: int | None = None) -> Assembly:
+    """The recall pipeline (SPEC §5) up to the envelope, read-only: one policy query and one
+    read statement (funnel, nearest rows, previous fingerprint, chain tip).
+
+    ``rejected_limit`` overrides how many policy-rejected ids to fetch (by default: up to
+    ``DECISIONS_MAX`` at verbosity full, none otherwise).
     """
     effective = effective_policy_for(
         workload=request.workload, environment=request.environment, override=request.override
     )
     policy = effective.policy
     now = timezone.now()
-    query_vector = embedder().embed([request.query])[0]
+    if rejected_limit is None:
+        rejected_limit = DECISIONS_MAX if policy["diagnosticsVerbosity"] == "full" else 0
     found = recall_candidates(
         workspace_id=request.workspace.pk,
         workload_id=request.workload.id,
         environment=request.environment,
         actor_id=request.actor_id,
         policy=policy,
-        query_vector=query_vector,
+        query_vector=embedder().embed([request.query])[0],
         limit=max(request.top_k * RERANK_POOL_FACTOR, RERANK_POOL_MIN),
-        rejected_limit=DECISIONS_MAX if policy["diagnosticsVerbosity"] == "full" else 0,
+        rejected_limit=rejected_limit,
         now=now,
     )
-    ranked = _rescore(found.rows, request.top_k, now)
+    scored = _rescore(found.rows, now)
+    ranked = scored[: request.top_k]
     plan = plan_budget(
         [Candidate(str(row.id), row.segment_kind, row.token_count, score) for row, score in ranked],
         BudgetPolicy.from_policy(policy),
     )
     envelope = _envelope(request, effective, ranked, found.funnel, plan, found.path, now)
-    if found.rejections:
+    if policy["diagnosticsVerbosity"] == "full" and found.rejections:
         room = DECISIONS_MAX - len(envelope["diagnostics"]["decisions"])
         envelope["diagnostics"]["decisions"] += [
             {"id": str(pk), "code": code} for pk, code in found.rejections[: max(room, 0)]
         ]
     envelope["reused"] = found.previous_fingerprint == envelope["prefixFingerprint"]
-    included = [int(pk) for pk in plan.included_ids]
+    return Assembly(effective, found, scored, plan, envelope, now)
+
+
+def recall_assemble(*, request: RecallRequest) -> dict[str, Any]:
+    """Run the recall pipeline (SPEC §5), record it, and return the envelope.
+
+    After ``recall_plan``'s reads, one statement writes everything (the ``context.assembled``
+    event, the chain tip and the hit counts, all or nothing): an envelope is never returned
+    without its audit record.
+    """
+    assembly = recall_plan(request=request)
+    envelope = assembly.envelope
+    included = [int(pk) for pk in assembly.plan.included_ids]
     audit_event_append(
         workspace=request.workspace,
-        tip=ChainTip(found.chain_tip) if found.chain_tip else None,
+        tip=ChainTip(assembly.found.chain_tip) if assembly.found.chain_tip else None,
         type=EventType.ASSEMBLED,
         author=request.author,
         workload_id=request.workload.id,
@@ -153,21 +178,21 @@ def recall_assemble(*, request: RecallRequest) -> dict[str, Any]:
             "reused": envelope["reused"],
             "counts": envelope["diagnostics"]["counts"],
             "topK": request.top_k,
-            "accessPath": found.path,
+            "accessPath": assembly.found.path,
         },
-        guarded=[(HITS_SQL, [now, included])] if included else [],
+        guarded=[(HITS_SQL, [assembly.now, included])] if included else [],
     )
     return envelope
 
 
-def _rescore(rows: list[RankedRow], top_k: int, now: datetime) -> list[tuple[RankedRow, float]]:
-    """Nearest rows re-scored (similarity x age x usage), cut to ``top_k``, best first."""
+def _rescore(rows: list[RankedRow], now: datetime) -> list[tuple[RankedRow, float]]:
+    """Nearest rows re-scored (similarity x age x usage), best first."""
     scored = [
         (row, inclusion_score(row.similarity, row.created_at, row.hit_count, now)) for row in rows
     ]
     # Ties broken by id so the same inputs always give the same order.
     scored.sort(key=lambda pair: (-pair[1], pair[0].id))
-    return scored[:top_k]
+    return scored
 
 
 def _envelope(
