@@ -267,17 +267,25 @@ def _norm_ordered_max(value: object, axis: Axis) -> str:
     return value
 
 
+# Bounds well past any real use, so later date and token arithmetic can never overflow.
+MAX_AGE_SECONDS = 100 * 366 * 24 * 3600  # a century
+MAX_TOKENS = 10**9
+
+
 def _norm_max_age(value: object, axis: Axis) -> int | None:
     if value is None:
         return None
-    if not _is_int(value) or value <= 0:
-        raise _FieldError("Expected a positive whole number of seconds, or null for no limit.")
+    if not _is_int(value) or not 0 < value <= MAX_AGE_SECONDS:
+        raise _FieldError(
+            f"Expected a whole number of seconds from 1 to {MAX_AGE_SECONDS} (a century), "
+            "or null for no limit."
+        )
     return value
 
 
 def _norm_max_int(value: object, axis: Axis) -> int:
-    if not _is_int(value) or value <= 0:
-        raise _FieldError("Expected a positive whole number of tokens.")
+    if not _is_int(value) or not 0 < value <= MAX_TOKENS:
+        raise _FieldError(f"Expected a whole number of tokens from 1 to {MAX_TOKENS}.")
     return value
 
 
@@ -289,9 +297,11 @@ def _norm_map(value: object, axis: Axis) -> dict[str, int]:
         raise _FieldError(
             f"Unknown segment kind(s): {_show(unknown)}. Allowed: {', '.join(SEGMENT_KINDS)}."
         )
-    bad = [k for k, v in value.items() if not _is_int(v) or v < 0]
+    bad = [k for k, v in value.items() if not _is_int(v) or not 0 <= v <= MAX_TOKENS]
     if bad:
-        raise _FieldError(f"Token counts must be whole numbers of 0 or more (see {_show(bad)}).")
+        raise _FieldError(
+            f"Token counts must be whole numbers from 0 to {MAX_TOKENS} (see {_show(bad)})."
+        )
     return {k: value[k] for k in sorted(value)}
 
 

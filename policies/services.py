@@ -85,7 +85,13 @@ def workspace_policy_save(
             "version": version.version,
             "before": before,
             "after": {"policy": floor, "relaxableAxes": relaxable},
-            "diff": algebra.diff_documents(previous.document if previous else None, floor),
+            # relaxableAxes is versioned with the floor, so a change to it is part of the diff.
+            "diff": algebra.diff_documents(
+                {**previous.document, "relaxableAxes": previous.relaxable_axes}
+                if previous
+                else None,
+                {**floor, "relaxableAxes": relaxable},
+            ),
             "comment": comment,
         },
     )

@@ -112,6 +112,9 @@ STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = BASE_DIR / "staticfiles"
 
+# A full memory batch (1,000 memories of up to 20,000 characters, JSON-escaped) must fit.
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 48 * 1024 * 1024, minimum=1)
+
 # --- Security (production values come from the environment) -----------------------------------
 PRODUCTION = env_bool("DJANGO_PRODUCTION", default=False)
 SESSION_COOKIE_SECURE = PRODUCTION

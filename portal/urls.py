@@ -36,5 +36,6 @@ urlpatterns = [
     path("w/<slug:slug>/", include("audit.urls")),
 ]
 
+handler400 = "portal.views.bad_request"
 handler404 = "portal.views.not_found"
 handler500 = "portal.views.server_error"

@@ -9,13 +9,14 @@ from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
+from django.views import defaults
 from django.views.decorators.http import require_GET
 
 from audit.models import AuditEvent
 from audit.selectors import assembled_per_day
 from policies.selectors import workload_compliance, workspace_policy_current
 from portal.access import caller_of, workspaces_for
-from portal.api.errors import json_not_found, json_server_error
+from portal.api.errors import json_bad_request, json_not_found, json_server_error
 from portal.pages import workspace_page
 
 
@@ -125,6 +126,12 @@ def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpR
     if request.path.startswith("/v1/"):
         return json_not_found(request, exception)
     return render(request, "404.html", status=404)
+
+
+def bad_request(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    if request.path.startswith("/v1/"):
+        return json_bad_request(request, exception)
+    return defaults.bad_request(request, exception)
 
 
 def server_error(request: HttpRequest) -> HttpResponse:

@@ -341,33 +341,45 @@ def memory_import(
     return rows
 
 
-@transaction.atomic
-def memory_update(*, memory: MemoryRecord, changes: dict[str, Any], author: str) -> MemoryRecord:
-    """Apply a validated partial edit; content edits re-embed and re-count tokens."""
-    before = {field: getattr(memory, field) for field in changes}
-    for field, value in changes.items():
-        setattr(memory, field, value)
-    if "content" in changes and changes["content"] != before["content"]:
-        memory.embedding = embedder().embed([memory.content])[0]
-        memory.embedding_model = embedder().model_name
-        memory.token_count = token_estimator()(memory.content)
-    memory.save()
-    _memory_event(memory, "updated", author, sorted(changes))
-    return memory
-
-
-@transaction.atomic
-def memory_set_status(*, memory: MemoryRecord, status: str, author: str) -> MemoryRecord:
-    """Suppress a memory, or restore a suppressed one.
-
-    Restoring only undoes a suppression: a stale, disabled or expired memory reached that state
-    for a reason (decay, an operator, its expiry) that a restore must not silently override.
-    """
+def _check_status_change(memory: MemoryRecord, status: str) -> None:
+    """Making a memory active again only undoes a suppression: a stale, disabled or expired
+    memory reached that state for a reason (decay, an operator, its expiry) that an edit must
+    not silently override."""
     if status == "active" and memory.lifecycle_status not in ("active", "suppressed"):
         raise ConflictError(
             f"Only a suppressed memory can be restored; this one is {memory.lifecycle_status}.",
             {"lifecycleStatus": memory.lifecycle_status},
         )
+
+
+@transaction.atomic
+def memory_update(*, memory: MemoryRecord, changes: dict[str, Any], author: str) -> MemoryRecord:
+    """Apply a validated partial edit; content edits re-embed and re-count tokens.
+
+    Only the edited columns are written, so hits recorded by concurrent recalls survive.
+    """
+    changed = {f: v for f, v in changes.items() if getattr(memory, f) != v}
+    if not changed:
+        return memory
+    if "lifecycle_status" in changed:
+        _check_status_change(memory, changed["lifecycle_status"])
+    for field, value in changed.items():
+        setattr(memory, field, value)
+    columns = [*changed, "updated_at"]
+    if "content" in changed:
+        memory.embedding = embedder().embed([memory.content])[0]
+        memory.embedding_model = embedder().model_name
+        memory.token_count = token_estimator()(memory.content)
+        columns += ["embedding", "embedding_model", "token_count"]
+    memory.save(update_fields=columns)
+    _memory_event(memory, "updated", author, sorted(changed))
+    return memory
+
+
+@transaction.atomic
+def memory_set_status(*, memory: MemoryRecord, status: str, author: str) -> MemoryRecord:
+    """Suppress a memory, or restore a suppressed one."""
+    _check_status_change(memory, status)
     if memory.lifecycle_status != status:
         memory.lifecycle_status = status
         memory.save(update_fields=["lifecycle_status", "updated_at"])

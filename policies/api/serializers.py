@@ -1,27 +1,9 @@
 from __future__ import annotations
 
-from typing import Any
-
 from rest_framework import serializers
 
 from policies.models import Workload, WorkloadPolicyVersion, Workspace, WorkspacePolicyVersion
-
-
-class StrictStringMixin:
-    """Refuse numbers instead of DRF's default of quietly turning 12 into "12"."""
-
-    def to_internal_value(self, data: Any) -> str:
-        if not isinstance(data, str):
-            self.fail("invalid")  # type: ignore[attr-defined]
-        return super().to_internal_value(data)  # type: ignore[misc]
-
-
-class StrictCharField(StrictStringMixin, serializers.CharField):
-    pass
-
-
-class StrictRegexField(StrictStringMixin, serializers.RegexField):
-    pass
+from portal.api.fields import StrictCharField, StrictRegexField
 
 
 class WorkspaceSerializer(serializers.ModelSerializer):

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
-from django.core.exceptions import PermissionDenied
+from django.conf import settings
+from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.http import Http404, JsonResponse
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -13,8 +13,6 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from policies.algebra import PolicyError
 from portal.errors import POLICY_ERROR_STATUS, DomainError
-
-logger = logging.getLogger(__name__)
 
 _DRF_CODES = {
     exceptions.ParseError: "MALFORMED_REQUEST",
@@ -81,6 +79,22 @@ def _flatten(detail: Any, prefix: str = "") -> dict[str, str]:
 def json_not_found(request: Any, exception: Exception | None = None) -> JsonResponse:
     return JsonResponse(
         error_body("NOT_FOUND", "No such resource."), status=status.HTTP_404_NOT_FOUND
+    )
+
+
+def json_bad_request(request: Any, exception: Exception | None = None) -> JsonResponse:
+    if isinstance(exception, RequestDataTooBig):
+        limit_mb = settings.DATA_UPLOAD_MAX_MEMORY_SIZE // (1024 * 1024)
+        return JsonResponse(
+            error_body(
+                "REQUEST_TOO_LARGE",
+                f"The request body is over {limit_mb} MB; send the memories in smaller batches.",
+            ),
+            status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+        )
+    return JsonResponse(
+        error_body("MALFORMED_REQUEST", "The request could not be read."),
+        status=status.HTTP_400_BAD_REQUEST,
     )
 
 

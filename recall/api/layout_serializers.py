@@ -8,7 +8,6 @@ numbers. Every rejection names the field as the caller wrote it (``history[2].ro
 from __future__ import annotations
 
 import difflib
-import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -16,6 +15,14 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 
+from portal.api.fields import (
+    StrictBooleanField,
+    StrictCharField,
+    StrictChoiceField,
+    StrictFloatField,
+    StrictIntegerField,
+    StrictUUIDField,
+)
 from recall.layout import KNOWN_SECTIONS, LEGACY_NAMES, PASSAGE_TERMS, LayoutConfigError
 from recall.layout_services import MAX_TOKENS, layout_config_parse
 
@@ -45,68 +52,6 @@ def unknown_name_message(name: Any, known: Iterable[str], what: str = "field") -
         if close:
             return f"Unknown {what}; did you mean {close[0]!r}?"
     return f"Unknown {what}; expected one of: {', '.join(known)}."
-
-
-# --- strict fields ----------------------------------------------------------------------------
-
-
-class StrictIntegerField(serializers.IntegerField):
-    """A JSON integer: no strings, no 12.0, no booleans."""
-
-    def to_internal_value(self, data: Any) -> int:
-        if isinstance(data, bool) or not isinstance(data, int):
-            self.fail("invalid")
-        return data
-
-
-class StrictFloatField(serializers.FloatField):
-    """A finite JSON number: no strings, no booleans."""
-
-    def to_internal_value(self, data: Any) -> float:
-        if isinstance(data, bool) or not isinstance(data, int | float):
-            self.fail("invalid")
-        try:
-            value = float(data)
-        except OverflowError:
-            self.fail("invalid")
-        if not math.isfinite(value):
-            self.fail("invalid")
-        return value
-
-
-class StrictBooleanField(serializers.BooleanField):
-    def to_internal_value(self, data: Any) -> bool:
-        if not isinstance(data, bool):
-            self.fail("invalid", input=data)
-        return data
-
-
-class StrictCharField(serializers.CharField):
-    def to_internal_value(self, data: Any) -> str:
-        if not isinstance(data, str):
-            self.fail("invalid")
-        return super().to_internal_value(data)
-
-
-class StrictChoiceField(serializers.ChoiceField):
-    def __init__(self, choices: Any, **kwargs: Any) -> None:
-        super().__init__(choices, **kwargs)
-        listed = ", ".join(str(choice) for choice in self.choices)
-        self.error_messages["invalid_choice"] = f'"{{input}}" is not one of: {listed}.'
-
-    def to_internal_value(self, data: Any) -> Any:
-        if not isinstance(data, str):
-            self.fail("invalid_choice", input=data)
-        return super().to_internal_value(data)
-
-
-class StrictUUIDField(serializers.UUIDField):
-    """A UUID string; DRF would otherwise read the integer 5 as a UUID."""
-
-    def to_internal_value(self, data: Any) -> Any:
-        if not isinstance(data, str):
-            self.fail("invalid", value=data)
-        return super().to_internal_value(data)
 
 
 def token_count(**kwargs: Any) -> StrictIntegerField:

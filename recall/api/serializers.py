@@ -5,7 +5,15 @@ from typing import Any
 from rest_framework import serializers
 
 from policies.algebra import VOCABULARIES
+from portal.api.fields import (
+    StrictCharField,
+    StrictFloatField,
+    StrictIntegerField,
+    StrictRegexField,
+    StrictUUIDField,
+)
 from recall.models import LifecycleStatus, MemoryRecord
+from recall.services import TOP_K_MAX
 
 MEMORY_BATCH_MAX = 1000
 
@@ -30,15 +38,6 @@ MEMORY_FIELDS = {
 
 def _choice(vocabulary: str, **kwargs: Any) -> serializers.ChoiceField:
     return serializers.ChoiceField(choices=list(VOCABULARIES[vocabulary]), **kwargs)
-
-
-class StrictFloatField(serializers.FloatField):
-    """A number, not a boolean: DRF would otherwise read ``true`` as 1.0."""
-
-    def to_internal_value(self, data: Any) -> float:
-        if isinstance(data, bool):
-            self.fail("invalid")
-        return super().to_internal_value(data)
 
 
 class StrictSerializer(serializers.Serializer):
@@ -114,8 +113,10 @@ class MemorySerializer(serializers.ModelSerializer):
 
 
 class RecallRequestSerializer(StrictSerializer):
-    workloadId = serializers.UUIDField()
-    environment = serializers.SlugField(max_length=50)
-    query = serializers.CharField(max_length=10_000, allow_blank=True)
-    topK = serializers.IntegerField(min_value=1, max_value=200, default=10)
+    workloadId = StrictUUIDField()
+    environment = StrictRegexField(
+        r"^[a-z0-9][a-z0-9-]{0,49}$", error_messages={"invalid": "Not an environment slug."}
+    )
+    query = StrictCharField(max_length=10_000, allow_blank=True)
+    topK = StrictIntegerField(min_value=1, max_value=TOP_K_MAX, default=10)
     policyOverride = serializers.DictField(required=False, allow_null=True)

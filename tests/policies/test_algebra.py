@@ -945,3 +945,16 @@ class AlgebraPropertyTests:
             kept.discard("perSegmentReservation")
         for name in kept:
             assert canonical_json(effective[name]) == canonical_json(workload[name])
+
+
+class BoundsTests:
+    def test_a_max_age_past_a_century_is_refused(self):
+        with pytest.raises(PolicyError) as caught:
+            normalize_document({"maxAgeSeconds": 10**11}, partial=True)
+        assert "maxAgeSeconds" in caught.value.details["fields"]
+
+    def test_token_counts_past_a_billion_are_refused(self):
+        for doc in ({"totalTokenBudget": 10**12}, {"perSegmentCeiling": {"memory": 10**12}}):
+            with pytest.raises(PolicyError) as caught:
+                normalize_document(doc, partial=True)
+            assert set(caught.value.details["fields"]) == set(doc)

@@ -544,3 +544,19 @@ class EffectivePolicyTests:
         body = viewer.api().get(effective_url(workload_a)).json()
 
         assert body["relaxableAxes"] == ["confidenceMin", "memoryTypeAllowed"]
+
+
+class FloorAuditDiffTests:
+    def test_a_change_of_relaxable_axes_alone_shows_in_the_diff(self, operator):
+        workspace_policy_save(
+            workspace=operator.workspace,
+            document=floor(relaxableAxes=["confidenceMin"]),
+            author="user:olga",
+        )
+
+        event = AuditEvent.objects.filter(
+            workspace=operator.workspace, type=EventType.WORKSPACE_POLICY_SET
+        ).latest("id")
+        assert event.payload["diff"] == {
+            "relaxableAxes": {"before": [], "after": ["confidenceMin"]}
+        }

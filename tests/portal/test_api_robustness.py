@@ -35,3 +35,19 @@ class HostileBodyTests:
 
         assert response.status_code == 400, response.content
         assert why in response.json()["error"]["details"]["fields"]["config.memory"]
+
+
+class OversizedBodyTests:
+    def test_a_body_over_the_limit_is_a_json_413(self, editor, settings):
+        settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024
+        body = '{"content": "' + "x" * (2 * 1024 * 1024) + '"}'
+
+        response = editor.api().post(
+            "/v1/memory/actors/user:ada/memories", body, content_type="application/json"
+        )
+
+        assert response.status_code == 413, response.content[:200]
+        assert response.json()["error"]["code"] == "REQUEST_TOO_LARGE"
+
+    def test_the_default_limit_fits_a_full_batch(self, settings):
+        assert settings.DATA_UPLOAD_MAX_MEMORY_SIZE >= 1000 * 20_000 * 2

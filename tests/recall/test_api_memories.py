@@ -622,3 +622,44 @@ class MemoryStatusRulesTests:
 
         assert response.status_code == 400, response.content
         assert "confidence" in response.json()["error"]["details"]["fields"]
+
+
+class MemoryEditKeepsOtherColumnsTests:
+    def test_an_edit_does_not_undo_hits_recorded_meanwhile(self, editor):
+        from recall.models import MemoryRecord
+        from recall.services import memory_update
+        from tests.recall import factories
+
+        memory = factories.memory(editor.workspace, "before")
+        stale_copy = MemoryRecord.objects.get(pk=memory.pk)
+        MemoryRecord.objects.filter(pk=memory.pk).update(hit_count=5)
+
+        memory_update(memory=stale_copy, changes={"content": "after"}, author="user:eddie")
+
+        memory.refresh_from_db()
+        assert (memory.content, memory.hit_count) == ("after", 5)
+
+    def test_patch_cannot_reactivate_an_expired_memory(self, editor):
+        from tests.recall import factories
+
+        memory = factories.memory(editor.workspace, "old", lifecycle_status="expired")
+
+        response = editor.api().patch(
+            f"/v1/memory/memories/{memory.pk}", {"lifecycleStatus": "active"}, format="json"
+        )
+
+        assert response.status_code == 409, response.content
+        memory.refresh_from_db()
+        assert memory.lifecycle_status == "expired"
+
+    def test_an_empty_patch_writes_no_audit_event(self, editor):
+        from audit.models import AuditEvent
+        from tests.recall import factories
+
+        memory = factories.memory(editor.workspace, "same")
+        before = AuditEvent.objects.count()
+
+        response = editor.api().patch(f"/v1/memory/memories/{memory.pk}", {}, format="json")
+
+        assert response.status_code == 200
+        assert AuditEvent.objects.count() == before

@@ -849,3 +849,15 @@ class RecallQueryCountTests:
             response = client.post(RECALL, body, format="json")
 
         assert response.status_code == 200, response.content
+
+
+class RecallRequestTypeTests:
+    @pytest.mark.parametrize(
+        ("change", "field"),
+        [({"topK": "5"}, "topK"), ({"query": 12}, "query"), ({"workloadId": 5}, "workloadId")],
+    )
+    def test_a_value_of_the_wrong_json_type_is_refused(self, editor, workload_a, change, field):
+        response = editor.api().post(RECALL, {**body_for(workload_a), **change}, format="json")
+
+        assert response.status_code == 400, response.content
+        assert field in response.json()["error"]["details"]["fields"]
