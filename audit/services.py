@@ -122,10 +122,11 @@ def audit_event_append(
         "guarded": guarded,
     }  # fmt: skip
     for _ in range(APPEND_ATTEMPTS):
-        if tip is not None:
-            event = _append(tip, **fields)
-            if event is not None:
-                return event
+        if tip is None:
+            break  # no chain head yet: the locked path creates it
+        event = _append(tip, **fields)
+        if event is not None:
+            return event
         tip = _read_tip(workspace)
     with transaction.atomic():
         event = _append(_locked_tip(workspace), **fields)
@@ -162,6 +163,10 @@ def _append(
     guarded: Sequence[tuple[str, Sequence[Any]]],
 ) -> AuditEvent | None:
     """One statement: move the tip, insert the event, run the guarded statements."""
+    # Encode once: the stored jsonb and the hashed fields must be the same JSON (a UUID or
+    # datetime in a payload becomes its string in both).
+    payload_json = json.dumps(payload, cls=DjangoJSONEncoder)
+    payload = json.loads(payload_json)
     occurred_at = timezone.now()
     fields = _hashed_fields(
         workspace_slug=workspace.slug,
@@ -178,7 +183,7 @@ def _append(
     params: list[Any] = [
         digest, workspace.pk, tip.last_hash,
         workspace.pk, type, occurred_at, author, workload_id, environment, actor_id,
-        json.dumps(payload, cls=DjangoJSONEncoder), tip.last_hash, digest,
+        payload_json, tip.last_hash, digest,
     ]  # fmt: skip
     for _, guarded_params in guarded:
         params.extend(guarded_params)

@@ -82,9 +82,6 @@ class PolicyError(Exception):
         self.message = message
         self.details: dict[str, Any] = details or {}
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"code": self.code, "message": self.message, "details": self.details}
-
 
 class _FieldError(Exception):
     """One axis value is malformed; the message goes to the user verbatim."""
@@ -512,7 +509,9 @@ def validate_workload(floor: Mapping[str, Any], doc: object) -> dict[str, Any]:
             f"The workload policy relaxes the operator floor on: {', '.join(relaxed)}.",
             {"axes": relaxed, "floor": {name: copy.deepcopy(floor[name]) for name in relaxed}},
         )
-    validate_budget(narrow(floor, workload))
+    # Judge the document as written: the reservation fitting that keeps old, already-stored
+    # policies honourable after a floor change must not let a new save overcommit.
+    validate_budget(narrow(floor, workload, fit_reservations=False))
     return workload
 
 
@@ -568,8 +567,13 @@ def _narrow_reservations(
     return result
 
 
-def narrow(floor: Mapping[str, Any], workload: Mapping[str, Any]) -> dict[str, Any]:
+def narrow(
+    floor: Mapping[str, Any], workload: Mapping[str, Any], *, fit_reservations: bool = True
+) -> dict[str, Any]:
     """The floor with every workload axis applied, clamped so it never passes the floor.
+
+    ``fit_reservations`` gives back reservation raises that overcommit the total (see
+    ``_fit_reservations``); saves validate with it off.
 
     Clamping (rather than rejecting) matters when the floor is narrowed after a workload
     policy was saved: the old workload must not reopen what the operator closed.
@@ -582,8 +586,9 @@ def narrow(floor: Mapping[str, Any], workload: Mapping[str, Any]) -> dict[str, A
             result[name] = _NARROW[axis.kind](axis, floor[name], workload[name])
         else:
             result[name] = copy.deepcopy(floor[name])
-    result["perSegmentReservation"] = _fit_reservations(
-        floor, result, _narrow_reservations(floor, workload, result["perSegmentCeiling"])
+    reservations = _narrow_reservations(floor, workload, result["perSegmentCeiling"])
+    result["perSegmentReservation"] = (
+        _fit_reservations(floor, result, reservations) if fit_reservations else reservations
     )
     return {name: result[name] for name in AXES}
 

@@ -61,6 +61,7 @@ class EffectivePolicy:
     relaxing_axes: list[str]
     floor_version: int
     workload_version: int | None
+    relaxable_axes: list[str]
 
 
 _POLICY_CONTEXT_SQL = """
@@ -163,6 +164,7 @@ def effective_policy_for(
         relaxing_axes=relaxing,
         floor_version=floor_version,
         workload_version=wl_version,
+        relaxable_axes=list(relaxable),
     )
 
 
@@ -253,8 +255,11 @@ def memory_policy_impact(
 ) -> list[tuple[int, int]]:
     """Per (current, proposed) effective policy: rows recallable now, and rows it would drop.
 
-    One query over the workspace's memories, whatever the number of pairs: each distinct
-    policy becomes one boolean expression and each pair two ``count(*) FILTER`` columns.
+    One query over the workspace's memories, whatever the number of pairs, with a select list
+    of fixed width (PostgreSQL caps a target list at 1664 entries): each distinct policy is one
+    boolean, evaluated once per memory into an array; memories are grouped by that array (a
+    handful of distinct patterns), and the pairs, a list of (before, after) array positions,
+    are joined to the groups and summed with ``GROUP BY``.
     """
     if not pairs:
         return []
@@ -262,28 +267,36 @@ def memory_policy_impact(
     clauses: list[str] = []
     params: dict[str, Any] = {"workspace": workspace.pk, "now": now}
 
-    def clause_of(policy: dict[str, Any]) -> str:
+    def position(policy: dict[str, Any]) -> int:
+        """The policy's 1-based position in the ``ok`` array (SQL arrays start at 1)."""
         key = algebra.canonical_json(algebra.canonical_policy(policy))
         if key not in index:
-            index[key] = len(clauses)
             sql, more = _policy_clause(policy, f"p{len(clauses)}", now)
             clauses.append(sql)
             params.update(more)
-        return clauses[index[key]]
+            index[key] = len(clauses)
+        return index[key]
 
-    columns = []
-    for current, proposed in pairs:
-        before, after = clause_of(current), clause_of(proposed)
-        columns.append(f"count(*) FILTER (WHERE {before})")
-        columns.append(f"count(*) FILTER (WHERE {before} AND NOT {after})")
-    sql = (
-        f"SELECT {', '.join(columns)} FROM {MEMORY_TABLE} m"
-        f" WHERE m.workspace_id = %(workspace)s AND {FAIL_CLOSED_SQL}"
-    )
+    params["before"] = [position(current) for current, _ in pairs]
+    params["after"] = [position(proposed) for _, proposed in pairs]
+    sql = f"""
+WITH patterns AS (
+    SELECT ARRAY[{", ".join(clauses)}] AS ok, count(*) AS n
+    FROM {MEMORY_TABLE} m
+    WHERE m.workspace_id = %(workspace)s AND {FAIL_CLOSED_SQL}
+    GROUP BY 1
+)
+SELECT
+    coalesce(sum(s.n) FILTER (WHERE s.ok[p.b]), 0)::bigint,
+    coalesce(sum(s.n) FILTER (WHERE s.ok[p.b] AND NOT s.ok[p.a]), 0)::bigint
+FROM unnest(%(before)s::int[], %(after)s::int[]) WITH ORDINALITY AS p(b, a, i)
+LEFT JOIN patterns s ON true
+GROUP BY p.i
+ORDER BY p.i
+"""
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        row = cursor.fetchone()
-    return [(row[i], row[i + 1]) for i in range(0, len(row), 2)]
+        return [(int(now_count), int(stop)) for now_count, stop in cursor.fetchall()]
 
 
 def floor_change_impact(

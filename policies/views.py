@@ -22,8 +22,15 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from policies import algebra, services
 from policies.forms import PolicyForm, diff_rows, floor_document, format_value
-from policies.models import PolicyVersionBase, Workload, Workspace, WorkspacePolicyVersion
+from policies.models import (
+    PolicyVersionBase,
+    Workload,
+    WorkloadPolicyVersion,
+    Workspace,
+    WorkspacePolicyVersion,
+)
 from policies.selectors import (
+    effective_policy_for,
     floor_change_impact,
     workload_compliance,
     workload_policy_current,
@@ -191,7 +198,6 @@ def workload_policy(request: HttpRequest, slug: str, workload_id: uuid.UUID) -> 
                 )
         status = UNPROCESSABLE
     relaxing = algebra.check_workload(floor_version.document, current.document) if current else []
-    effective = algebra.narrow(floor_version.document, current.document if current else {})
     context = {
         **access.context(),
         "workload": workload,
@@ -202,12 +208,33 @@ def workload_policy(request: HttpRequest, slug: str, workload_id: uuid.UUID) -> 
         "form": form,
         "groups": form.groups(),
         "relaxing": relaxing,
-        "effective": [(name, format_value(name, effective[name])) for name in algebra.AXES],
+        **_effective_context(workload, environment, current),
         "history_url": _workload_url("policies:workload-history", slug, workload, environment),
         "form_url": _workload_url("policies:workload-policy", slug, workload, environment),
     }
     template = "policies/_workload_body.html" if _wants_fragment(request) else None
     return render(request, template or "policies/workload.html", context, status=status)
+
+
+def _effective_context(
+    workload: Workload, environment: str, current: WorkloadPolicyVersion | None
+) -> dict[str, Any]:
+    """What recall applies here: the floor narrowed by the most specific policy, clamped."""
+    try:
+        effective = effective_policy_for(workload=workload, environment=environment)
+    except algebra.PolicyError as exc:  # a stored policy the current floor cannot honour
+        return {"effective": [], "effective_error": exc.message, "effective_source": ""}
+    if current is not None:
+        source = "floor narrowed by this policy"
+    elif effective.workload_version is not None:
+        source = f"floor narrowed by the all-environments default (v{effective.workload_version})"
+    else:
+        source = "the floor as is: no workload policy applies"
+    return {
+        "effective": [(name, format_value(name, effective.policy[name])) for name in algebra.AXES],
+        "effective_error": "",
+        "effective_source": source,
+    }
 
 
 @login_required

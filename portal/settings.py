@@ -16,9 +16,10 @@ from portal.env import env_bool, env_int, env_list, env_str
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 DEBUG = env_bool("DJANGO_DEBUG", default=False)
+PRODUCTION = env_bool("DJANGO_PRODUCTION", default=False)
 SECRET_KEY = env_str("DJANGO_SECRET_KEY")
 if not SECRET_KEY:
-    if not DEBUG and env_bool("DJANGO_PRODUCTION", default=False):
+    if PRODUCTION:
         raise ImproperlyConfigured("DJANGO_SECRET_KEY must be set in production.")
     # Development only: a fixed key keeps sessions valid across restarts of `make run`.
     SECRET_KEY = "dev-insecure-" + "x" * 50
@@ -116,7 +117,6 @@ STATIC_ROOT = BASE_DIR / "staticfiles"
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 48 * 1024 * 1024, minimum=1)
 
 # --- Security (production values come from the environment) -----------------------------------
-PRODUCTION = env_bool("DJANGO_PRODUCTION", default=False)
 SESSION_COOKIE_SECURE = PRODUCTION
 CSRF_COOKIE_SECURE = PRODUCTION
 SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", default=PRODUCTION)

@@ -294,12 +294,11 @@ def memory_ranked(
 
 
 def _run_hnsw(params: dict[str, Any]) -> list[RankedRow]:
-    # The settings are transaction-local, so the scan must share their transaction.
+    # set_config(..., true) is SET LOCAL: it lasts until the end of this transaction, which
+    # the scan therefore shares. One statement, not three joined by ";", since a connection
+    # with server-side binding prepares statements and a prepared statement cannot hold
+    # several commands.
     with transaction.atomic(), connection.cursor() as cursor:
-        # set_config(..., true) is SET LOCAL: it lasts until the end of the surrounding
-        # transaction (the recall service's). One statement, not three joined by ";", since a
-        # connection with server-side binding prepares statements and a prepared statement
-        # cannot hold several commands.
         cursor.execute(
             "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true),"
             " set_config('hnsw.ef_search', %s, true),"

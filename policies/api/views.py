@@ -291,17 +291,15 @@ class EffectivePolicyView(ApiView):
     @extend_schema(parameters=[ENVIRONMENT_PARAM], responses=EffectivePolicySerializer)
     def get(self, request: Request, workload_id: str) -> Response:
         workload = _workload(self.caller(request), workload_id)
-        environment = environment_check(
-            workspace=workload.workspace, environment=request.query_params.get("environment")
-        )
+        # effective_policy_for checks the environment in its one query.
+        environment = request.query_params.get("environment") or ""
         effective = effective_policy_for(workload=workload, environment=environment)
-        floor = workspace_policy_current(workspace=workload.workspace)
         return Response(
             {
                 "workloadId": str(workload.id),
                 "environment": environment or None,
                 "policy": effective.policy,
-                "relaxableAxes": floor.relaxable_axes,
+                "relaxableAxes": effective.relaxable_axes,
                 "effectivePolicyHash": effective.policy_hash,
                 "effectiveBudgetHash": effective.budget_hash,
                 "compliant": effective.compliant,

@@ -107,3 +107,18 @@ class ConcurrentAppendTests:
         assert AuditEvent.objects.filter(workspace=workspace_a).count() == before + 40
         verdict = audit_chain_verify(workspace=workspace_a)
         assert verdict.ok, verdict
+
+
+class PayloadEncodingTests:
+    def test_a_payload_with_a_uuid_and_a_datetime_is_stored_and_verifies(self, workspace_a):
+        import uuid
+
+        from django.utils import timezone
+
+        with transaction.atomic():
+            audit_event_record(
+                workspace=workspace_a, type="memory.changed", author="user:x",
+                payload={"id": uuid.uuid4(), "at": timezone.now()},
+            )  # fmt: skip
+
+        assert audit_chain_verify(workspace=workspace_a).ok

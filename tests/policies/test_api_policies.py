@@ -560,3 +560,18 @@ class FloorAuditDiffTests:
         assert event.payload["diff"] == {
             "relaxableAxes": {"before": [], "after": ["confidenceMin"]}
         }
+
+
+class OvercommittedWorkloadTests:
+    def test_reservations_raised_past_the_total_are_refused_not_silently_fitted(
+        self, editor, workload_a
+    ):
+        response = editor.api().put(
+            f"/v1/workloads/{workload_a.id}/policy?environment=prod",
+            {"perSegmentReservation": {"system_policy": 500, "memory": 1200, "retrieval": 1200,
+                                       "tool_result": 800}},
+            format="json",
+        )  # fmt: skip
+
+        error_of(response, 400, "BUDGET_NOT_HONOURABLE")
+        assert not workload_a.policy_versions.exists()
