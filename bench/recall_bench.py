@@ -120,7 +120,14 @@ def main() -> None:
                     **common,
                 ),
                 "endpointC1": http_run(token, lbody, ljobs, concurrency=1),
-                "recallAt10": recall_at_k(large, sel_policy, [q for _, q in ljobs[:50]]),
+                "recallAt10": recall_at_k(
+                    large,
+                    sel_policy,
+                    [q for _, q in ljobs[:50]],
+                    workspace_id=workspace.pk,
+                    workload_id=str(selective.id),
+                    actor_id="user:large",
+                ),
             }
     finally:
         server.terminate()
@@ -269,40 +276,54 @@ def bare_sql(
 
 
 def recall_at_k(
-    actor_pk: int, policy: dict[str, Any], queries: list[str], k: int = 10
-) -> dict[str, Any]:
-    from django.db import connection, transaction
+    actor_pk: int, policy: dict[str, Any], queries: list[str], *, workspace_id: int,
+    workload_id: str, actor_id: str, k: int = 10,
+) -> dict[str, Any]:  # fmt: skip
+    """Share of the exact top ``k`` (same filters) that each access path finds.
+
+    ``endpoint``: the nearest rows the recall endpoint's own read returns (before re-scoring);
+    ``hnswEf*``: the HNSW index with iterative scan at several ``ef_search`` values.
+    """
+    from django.db import connection
     from django.utils import timezone
 
     from recall.runtime import embedder
-    from recall.selectors import EXACT_SQL, HNSW_SQL, policy_params, vector_literal
+    from recall.selectors import (
+        EXACT_SQL,
+        hnsw_nearest,
+        policy_params,
+        recall_candidates,
+        vector_literal,
+    )
 
-    base = policy_params(policy, timezone.now())
-    found: dict[str, list[float]] = {"hnswEf40": [], "hnswEf100": [], "hnswEf400": []}
-    timings: dict[str, list[float]] = {key: [] for key in found}
+    now = timezone.now()
+    base = policy_params(policy, now)
+    found: dict[str, list[float]] = {
+        "endpoint": [],
+        "hnswEf40": [],
+        "hnswEf100": [],
+        "hnswEf400": [],
+    }
+    timings: dict[str, list[float]] = {key: [] for key in found if key != "endpoint"}
     for query in queries:
-        params = {
-            **base,
-            "actor": actor_pk,
-            "query": vector_literal(embedder().embed([query])[0]),
-            "limit": k,
-        }
+        vector = embedder().embed([query])[0]
+        params = {**base, "actor": actor_pk, "query": vector_literal(vector), "limit": k}
         with connection.cursor() as cursor:
             cursor.execute(EXACT_SQL, params)
             truth = {row[0] for row in cursor.fetchall()}
+        endpoint = recall_candidates(
+            workspace_id=workspace_id, workload_id=workload_id, environment="prod",
+            actor_id=actor_id, policy=policy, query_vector=vector, limit=k, rejected_limit=0,
+            now=now,
+        )  # fmt: skip
+        found["endpoint"].append(len({r.id for r in endpoint.rows} & truth) / max(len(truth), 1))
         for key, ef in (("hnswEf40", 40), ("hnswEf100", 100), ("hnswEf400", 400)):
-            with transaction.atomic(), connection.cursor() as cursor:
-                cursor.execute(
-                    f"SET LOCAL hnsw.iterative_scan = relaxed_order; SET LOCAL hnsw.ef_search = {ef}"
-                )
-                t0 = time.perf_counter()
-                cursor.execute(HNSW_SQL, params)
-                got = {row[0] for row in cursor.fetchall()}
-                timings[key].append((time.perf_counter() - t0) * 1000)
+            t0 = time.perf_counter()
+            got = {row.id for row in hnsw_nearest(params, ef_search=ef)}
+            timings[key].append((time.perf_counter() - t0) * 1000)
             found[key].append(len(got & truth) / max(len(truth), 1))
-    result = {key: round(statistics.fmean(v), 3) for key, v in found.items()}
+    result: dict[str, Any] = {key: round(statistics.fmean(v), 3) for key, v in found.items()}
     result["hnswP50Ms"] = {key: round(pct(v, 50), 2) for key, v in timings.items()}
-    result["endpoint"] = 1.0  # the endpoint takes the exact path for this eligible-set size
     return result
 
 

@@ -285,7 +285,7 @@ def memory_ranked(
     }
     wanted = min(limit, eligible)
     if eligible > EXACT_SEARCH_MAX:
-        rows = _run_hnsw(params)
+        rows = hnsw_nearest(params)
         if len(rows) >= wanted:
             return rows, "hnsw"
     with connection.cursor() as cursor:
@@ -293,7 +293,8 @@ def memory_ranked(
         return [RankedRow(*row) for row in cursor.fetchall()], "exact"
 
 
-def _run_hnsw(params: dict[str, Any]) -> list[RankedRow]:
+def hnsw_nearest(params: dict[str, Any], *, ef_search: int = HNSW_EF_SEARCH) -> list[RankedRow]:
+    """The nearest eligible rows through the HNSW index with pgvector's iterative scan."""
     # set_config(..., true) is SET LOCAL: it lasts until the end of this transaction, which
     # the scan therefore shares. One statement, not three joined by ";", since a connection
     # with server-side binding prepares statements and a prepared statement cannot hold
@@ -303,7 +304,7 @@ def _run_hnsw(params: dict[str, Any]) -> list[RankedRow]:
             "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true),"
             " set_config('hnsw.ef_search', %s, true),"
             " set_config('hnsw.max_scan_tuples', %s, true)",
-            [str(HNSW_EF_SEARCH), str(HNSW_MAX_SCAN_TUPLES)],
+            [str(ef_search), str(HNSW_MAX_SCAN_TUPLES)],
         )
         cursor.execute(HNSW_SQL, params)
         return [RankedRow(*row) for row in cursor.fetchall()]

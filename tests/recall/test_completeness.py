@@ -214,7 +214,7 @@ class HnswCompletenessTests:
         monkeypatch.setattr(selectors, "HNSW_EF_SEARCH", 1)
         monkeypatch.setattr(selectors, "HNSW_MAX_SCAN_TUPLES", 60)
         params = ranking_params(decisions_only, ada_with_5000_rows)
-        assert len(selectors._run_hnsw(params)) < 30  # the premise: the index scan is short
+        assert len(selectors.hnsw_nearest(params)) < 30  # the premise: the index scan is short
         expected = exact_top_k(ada_with_5000_rows, TOP_K, memory_type="decision")
 
         envelope = recall(editor, decisions_only)
