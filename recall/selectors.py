@@ -293,7 +293,7 @@ def memory_ranked(
         return [RankedRow(*row) for row in cursor.fetchall()], "exact"
 
 
-def hnsw_nearest(params: dict[str, Any], *, ef_search: int = HNSW_EF_SEARCH) -> list[RankedRow]:
+def hnsw_nearest(params: dict[str, Any], *, ef_search: int | None = None) -> list[RankedRow]:
     """The nearest eligible rows through the HNSW index with pgvector's iterative scan."""
     # set_config(..., true) is SET LOCAL: it lasts until the end of this transaction, which
     # the scan therefore shares. One statement, not three joined by ";", since a connection
@@ -304,7 +304,7 @@ def hnsw_nearest(params: dict[str, Any], *, ef_search: int = HNSW_EF_SEARCH) -> 
             "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true),"
             " set_config('hnsw.ef_search', %s, true),"
             " set_config('hnsw.max_scan_tuples', %s, true)",
-            [str(ef_search), str(HNSW_MAX_SCAN_TUPLES)],
+            [str(ef_search or HNSW_EF_SEARCH), str(HNSW_MAX_SCAN_TUPLES)],
         )
         cursor.execute(HNSW_SQL, params)
         return [RankedRow(*row) for row in cursor.fetchall()]
