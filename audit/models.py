@@ -12,6 +12,8 @@ class EventType(models.TextChoices):
     MEMORY_CHANGED = "memory.changed"
     MAINTENANCE = "maintenance.executed"
     LAYOUT_CONFIG_SET = "context.layout_config_set"
+    TOKEN_ISSUED = "token.issued"
+    TOKEN_REVOKED = "token.revoked"
 
 
 class AuditEvent(models.Model):

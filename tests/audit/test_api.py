@@ -43,8 +43,9 @@ def assembled(workspace: Any, *, actor: str, workload: Any, environment: str) ->
 
 
 @pytest.fixture
-def trail(operator: Any, workload_a: Any) -> dict[str, AuditEvent]:
-    """Workspace A's trail: floor v1, workload created, a policy save, two recalls."""
+def trail(operator: Any, viewer: Any, workload_a: Any) -> dict[str, AuditEvent]:
+    """Workspace A's whole trail: floor v1, the personas' tokens issued, workload created, a
+    policy save, two recalls."""
     workload_policy_save(
         workload=workload_a,
         environment="prod",
@@ -56,9 +57,23 @@ def trail(operator: Any, workload_a: Any) -> dict[str, AuditEvent]:
     grace = assembled(
         operator.workspace, actor="user:grace", workload=workload_a, environment="staging"
     )
-    events = AuditEvent.objects.filter(workspace=operator.workspace).order_by("id")
-    floor, created, policy = events[:3]
-    return {"floor": floor, "created": created, "policy": policy, "ada": ada, "grace": grace}
+    named = {
+        EventType.WORKSPACE_POLICY_SET: "floor",
+        EventType.WORKLOAD_CREATED: "created",
+        EventType.WORKLOAD_POLICY_SET: "policy",
+    }
+    trail = {"ada": ada, "grace": grace}
+    for event in AuditEvent.objects.filter(workspace=operator.workspace).exclude(
+        pk__in=[ada.pk, grace.pk]
+    ):
+        name = named.get(event.type) or f"{event.type}:{event.payload['name']}"
+        trail[name] = event
+    assert len(trail) == 7  # floor, 2 tokens, created, policy, 2 recalls
+    return trail
+
+
+def newest_first(trail: dict[str, AuditEvent]) -> list[int]:
+    return sorted((e.pk for e in trail.values()), reverse=True)
 
 
 def ids(response: Any) -> list[int]:
@@ -73,8 +88,8 @@ class AuditEventListTests:
         assert response.status_code == 200
         body = response.json()
         assert set(body) == {"count", "next", "previous", "results"}
-        assert body["count"] == 5
-        assert ids(response) == sorted((e.pk for e in trail.values()), reverse=True)
+        assert body["count"] == len(trail)
+        assert ids(response) == newest_first(trail)
         assert all(set(event) == EVENT_KEYS for event in body["results"])
         assert {event["workspace"] for event in body["results"]} == {"team-a"}
 
@@ -171,9 +186,9 @@ class AuditEventListTests:
         assert field in error["details"]["fields"]
 
     def test_it_pages_the_events(self, viewer, trail):
-        body = viewer.api().get(EVENTS_URL, {"pageSize": 2, "page": 3}).json()
+        body = viewer.api().get(EVENTS_URL, {"pageSize": 2, "page": 4}).json()
 
-        assert body["count"] == 5
+        assert body["count"] == len(trail) == 7
         assert [e["id"] for e in body["results"]] == [trail["floor"].pk]
         assert body["next"] is None
 
@@ -188,7 +203,7 @@ class AuditEventListTests:
         with django_assert_num_queries(3):
             response = client.get(EVENTS_URL)
 
-        assert response.json()["count"] == 15
+        assert response.json()["count"] == len(trail) + 10
 
     def test_a_session_lists_in_a_fixed_number_of_queries(
         self, viewer, trail, django_assert_num_queries
@@ -238,11 +253,11 @@ class AuditWorkspaceParameterTests:
         listed = client.get(EVENTS_URL, {"workspace": "team-a"})
         shown = client.get(f"/v1/audit/events/{trail['ada'].pk}", {"workspace": "team-a"})
 
-        assert listed.json()["count"] == 5
+        assert listed.json()["count"] == len(trail)
         assert shown.json()["id"] == trail["ada"].pk
 
     def test_a_token_may_name_its_own_workspace(self, viewer, trail):
-        assert viewer.api().get(EVENTS_URL, {"workspace": "team-a"}).json()["count"] == 5
+        assert viewer.api().get(EVENTS_URL, {"workspace": "team-a"}).json()["count"] == len(trail)
 
     def test_a_token_cannot_name_another_workspace(self, viewer, trail, workspace_b):
         error_of(viewer.api().get(EVENTS_URL, {"workspace": "team-b"}), 404, "NOT_FOUND")

@@ -147,7 +147,8 @@ def _raw(sql: str, params: list[Any]) -> None:
 
 @pytest.fixture
 def history(operator: Any, workload_a: Any) -> list[AuditEvent]:
-    """A workspace with several audited changes (floor, workload, three policy saves)."""
+    """A workspace with several audited changes (floor, the operator's token, workload, three
+    policy saves)."""
     for budget in (3000, 2900, 2800):
         workload_policy_save(
             workload=workload_a,
@@ -170,7 +171,7 @@ class AuditChainVerificationTests:
             "firstBrokenId": None,
             "reason": "",
         }
-        assert len(history) == 5
+        assert len(history) == 6
 
     def test_a_session_caller_verifies_a_named_workspace(self, viewer, history):
         response = viewer.session().get("/v1/audit/verify?workspace=team-a")

@@ -15,6 +15,7 @@ from audit.services import audit_chain_verify
 from policies.models import Workload, Workspace
 from policies.services import workspace_create
 from portal.models import ApiToken, Membership, Role
+from portal.services import api_token_create
 from recall.models import Actor, MemoryRecord
 
 
@@ -151,3 +152,26 @@ class CreateApiTokenTests:
             create_token("--workspace", "acme", "--role", "viewer", "--name", "n" * 101)
 
         assert not ApiToken.objects.exists()
+
+
+class TokenAuditTests:
+    def test_issuing_and_replacing_a_token_is_audited_without_the_secret(self, db, workspace_a):
+        from audit.models import AuditEvent
+
+        _, first = api_token_create(workspace=workspace_a, name="ci", role="viewer")
+        _, second = api_token_create(workspace=workspace_a, name="ci", role="viewer", replace=True)
+
+        events = list(
+            AuditEvent.objects.filter(workspace=workspace_a, type__startswith="token.")
+            .order_by("id")
+            .values_list("type", "payload")
+        )
+        assert [t for t, _ in events] == ["token.issued", "token.revoked", "token.issued"]
+        assert all(first not in str(p) and second not in str(p) for _, p in events)
+
+
+class DemoInProductionTests:
+    def test_load_demo_refuses_to_run_in_production(self, db, settings):
+        settings.PRODUCTION = True
+        with pytest.raises(CommandError, match="DJANGO_PRODUCTION"):
+            call_command("load_demo")

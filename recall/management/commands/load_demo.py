@@ -6,8 +6,9 @@ import random
 from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 from django.utils import timezone
 
@@ -57,6 +58,9 @@ class Command(BaseCommand):
 
     @transaction.atomic
     def handle(self, *args: Any, **options: Any) -> None:
+        if settings.PRODUCTION:
+            # The demo users share a published password: never on a production deployment.
+            raise CommandError("load_demo refuses to run with DJANGO_PRODUCTION=true.")
         workspace = Workspace.objects.filter(slug="acme").first()
         if workspace is None:
             workspace = services.workspace_create(
