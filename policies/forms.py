@@ -124,6 +124,52 @@ def floor_document(document: Mapping[str, Any], relaxable: list[str]) -> dict[st
     return {**document, RELAXABLE_KEY: list(relaxable)}
 
 
+# --- domain errors -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FieldError:
+    field: str  # an axis, "comment" or "relaxableAxes"; "" for the policy as a whole
+    message: str
+    relaxes: bool = False  # WORKLOAD_RELAXES_OPERATOR_FLOOR on this axis
+
+
+def domain_errors(
+    exc: PolicyError | DomainError, *, floor: Mapping[str, Any] | None = None
+) -> list[FieldError]:
+    """A service's or the algebra's error as messages, each on the form field it names.
+
+    ``floor`` supplies the floor value for a relaxed axis the error's details leave out.
+    """
+    details = exc.details or {}
+    if exc.code == WORKLOAD_RELAXES_OPERATOR_FLOOR:
+        named = details.get("floor", {})
+        fallback = floor or {}
+        return [
+            FieldError(
+                name,
+                f"{WORKLOAD_RELAXES_OPERATOR_FLOOR}: wider than the operator floor "
+                f"(floor: {format_value(name, named.get(name, fallback.get(name)))}).",
+                relaxes=True,
+            )
+            for name in details.get("axes", [])
+        ] or [FieldError("", exc.message)]
+    errors = []
+    for name, message in (details.get("fields") or {}).items():
+        if name in AXES or name in {"comment", RELAXABLE_KEY}:
+            errors.append(FieldError(name, str(message)))
+        elif name == DOCUMENT_FIELD:
+            errors.append(FieldError("", str(message)))
+        else:
+            errors.append(FieldError("", f"{name}: {message}"))
+    return errors or [FieldError("", exc.message)]
+
+
+def domain_error_lines(exc: PolicyError | DomainError) -> list[str]:
+    """``domain_errors`` as lines of a list shown away from the form (each names its field)."""
+    return [f"{e.field}: {e.message}" if e.field else e.message for e in domain_errors(exc)]
+
+
 # --- the bound form ----------------------------------------------------------------------------
 
 
@@ -305,26 +351,13 @@ class PolicyForm:
 
     def add_error(self, exc: PolicyError | DomainError) -> None:
         """Put a service's or the algebra's error next to the fields it names."""
-        details = exc.details or {}
-        if exc.code == WORKLOAD_RELAXES_OPERATOR_FLOOR:
-            floor = details.get("floor", {})
-            for name in details.get("axes", []):
-                self.relaxing.append(name)
-                self.errors[name] = (
-                    f"{WORKLOAD_RELAXES_OPERATOR_FLOOR}: wider than the operator floor "
-                    f"(floor: {format_value(name, floor.get(name, self.floor.get(name)))})."
-                )
-            return
-        fields = details.get("fields") or {}
-        for name, message in fields.items():
-            if name in AXES or name in {"comment", RELAXABLE_KEY}:
-                self.errors[name] = str(message)
-            elif name == DOCUMENT_FIELD:
-                self.non_field_errors.append(str(message))
+        for error in domain_errors(exc, floor=self.floor):
+            if error.relaxes:
+                self.relaxing.append(error.field)
+            if error.field:
+                self.errors[error.field] = error.message
             else:
-                self.non_field_errors.append(f"{name}: {message}")
-        if not fields:
-            self.non_field_errors.append(exc.message)
+                self.non_field_errors.append(error.message)
 
     # rendering
 

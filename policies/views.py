@@ -9,6 +9,8 @@ anything else so a viewer's POST is a 403 whatever it carries.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
@@ -21,7 +23,13 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods, require_POST
 
 from policies import algebra, services
-from policies.forms import PolicyForm, diff_rows, floor_document, format_value
+from policies.forms import (
+    PolicyForm,
+    diff_rows,
+    domain_error_lines,
+    floor_document,
+    format_value,
+)
 from policies.models import (
     PolicyVersionBase,
     Workload,
@@ -52,12 +60,26 @@ def _workload(access: PageAccess, workload_id: uuid.UUID) -> Workload:
     return get_object_or_404(Workload, pk=workload_id, workspace=access.workspace)
 
 
+class BadInput(Exception):
+    """A query or form value that names nothing here: a 400 saying so (a 404 is a missing page)."""
+
+
+def _bad_input(
+    request: HttpRequest, access: PageAccess, message: str, *, back: str
+) -> HttpResponse:
+    context = {**access.context(), "message": message, "back_url": back}
+    return render(request, "policies/bad_input.html", context, status=400)
+
+
 def _environment(workspace: Workspace, raw: str | None) -> tuple[str, list[str]]:
-    """The environment named in the query string ('' = all environments) and the known ones."""
+    """The environment named in the request ('' = all environments) and the known ones."""
     known = list(workspace.environments.order_by("slug").values_list("slug", flat=True))
     environment = raw or ""
     if environment and environment not in known:
-        raise Http404("No such environment.")
+        raise BadInput(
+            f"There is no environment {environment!r} in this workspace;"
+            f" it has: {', '.join(known)}."
+        )
     return environment, known
 
 
@@ -122,7 +144,6 @@ def floor(request: HttpRequest, slug: str) -> HttpResponse:
         "current": current,
         "form": form,
         "groups": form.groups(),
-        "relaxable_display": format_value(algebra.RELAXABLE_KEY, current.relaxable_axes),
         "impact": impact,
         "environments": environments,
         "compliance": compliance,
@@ -153,7 +174,10 @@ def workload_policy(request: HttpRequest, slug: str, workload_id: uuid.UUID) -> 
     access = _access(request, slug, write_role=Role.EDITOR)
     workspace = access.workspace
     workload = _workload(access, workload_id)
-    environment, environments = _environment(workspace, request.GET.get("environment"))
+    try:
+        environment, environments = _environment(workspace, request.GET.get("environment"))
+    except BadInput as exc:
+        raise Http404(str(exc)) from None  # the policy page of an environment that is not there
     floor_version = workspace_policy_current(workspace=workspace)
     current = workload_policy_current(workload=workload, environment=environment)
     form = PolicyForm(
@@ -243,8 +267,11 @@ def workload_narrow(request: HttpRequest, slug: str, workload_id: uuid.UUID) -> 
     """One click: save the workload's policy clamped to the floor, on the axes it sets."""
     access = workspace_page(request, slug, required=Role.EDITOR)
     workload = _workload(access, workload_id)
-    environment, _ = _environment(access.workspace, request.POST.get("environment"))
     fallback = reverse("policies:floor", args=[slug])
+    try:
+        environment, _ = _environment(access.workspace, request.POST.get("environment"))
+    except BadInput as exc:
+        return _bad_input(request, access, str(exc), back=_safe_next(request, fallback))
     current = workload_policy_current(workload=workload, environment=environment)
     if current is None:
         messages.error(request, "There is no workload policy to narrow here.")
@@ -274,67 +301,117 @@ def workload_narrow(request: HttpRequest, slug: str, workload_id: uuid.UUID) -> 
 # --- version history ---------------------------------------------------------------------------
 
 
-def _pick(versions: list[Any], raw: str | None, default: Any) -> Any:
+def _version(versions: list[PolicyVersionBase], raw: str) -> PolicyVersionBase | None:
+    """The version a query or form value names, if it names one."""
     try:
-        wanted = int(raw or "")
+        wanted = int(raw)
     except ValueError:
-        return default
-    return next((v for v in versions if v.version == wanted), default)
+        return None
+    return next((v for v in versions if v.version == wanted), None)
 
 
-def _history_context(
-    request: HttpRequest,
-    versions: list[Any],
-    documents: dict[int, dict[str, Any]],
-    *,
-    base_path: str,
-    environment: str | None,
-    missing: str = "—",
-) -> dict[str, Any]:
+def _compared(
+    request: HttpRequest, versions: list[PolicyVersionBase]
+) -> tuple[PolicyVersionBase | None, PolicyVersionBase | None]:
     """The two versions to compare (``?a=&b=``, default: the latest against its predecessor)."""
     latest = versions[0] if versions else None
     previous = versions[1] if len(versions) > 1 else latest
-    a = _pick(versions, request.GET.get("a"), previous)
-    b = _pick(versions, request.GET.get("b"), latest)
+    picked = []
+    for name, default in (("a", previous), ("b", latest)):
+        raw = request.GET.get(name, "")
+        version = _version(versions, raw) if raw else default
+        if raw and version is None:
+            raise BadInput(
+                f"There is no version {raw} of this policy to compare: pick two from the list."
+            )
+        picked.append(version)
+    return picked[0], picked[1]
+
+
+@dataclass
+class _History:
+    """What differs between the floor's history page and a workload's."""
+
+    versions: list[PolicyVersionBase]
+    documents: dict[int, dict[str, Any]]  # by version: what is diffed and what a restore saves
+    save: Callable[[dict[str, Any], str], PolicyVersionBase]  # (document, comment) → new version
+    can_restore: bool
+    page_url: str  # this page, with its environment
+    base_path: str  # this page, without a query
+    environment: str | None
+    missing: str  # an axis a version does not set
+    context: dict[str, Any]
+
+
+def _history_page(request: HttpRequest, access: PageAccess, history: _History) -> HttpResponse:
+    """A version history: the versions, a diff of any two, and restore (a new save)."""
+    versions, documents = history.versions, history.documents
+    errors: list[str] = []  # why a restore was refused
+    input_error = ""  # a version named in the request that is not there
+    status = 200
+    if request.method == "POST":
+        raw = request.POST.get("version", "")
+        target = _version(versions, raw)
+        if target is None:
+            input_error = (
+                f"There is no version {raw or '(none given)'} to restore; nothing was restored."
+            )
+            status = 400
+        else:
+            try:
+                saved = history.save(
+                    documents[target.version], f"Restored version {target.version}"
+                )
+            except (algebra.PolicyError, DomainError) as exc:
+                errors, status = domain_error_lines(exc), UNPROCESSABLE
+            else:
+                messages.success(
+                    request, f"Restored version {target.version} as version {saved.version}."
+                )
+                return redirect(history.page_url)
+    try:
+        a, b = _compared(request, versions)
+    except BadInput as exc:
+        (a, b), input_error, status = (None, None), str(exc), 400
     rows = []
     if a is not None and b is not None:
         before, after = documents[a.version], documents[b.version]
         rows = diff_rows(
-            algebra.diff_documents(before, after), before=before, after=after, missing=missing
+            algebra.diff_documents(before, after),
+            before=before,
+            after=after,
+            missing=history.missing,
         )
-    keep = {"environment": environment} if environment else {}
+    keep = {"environment": history.environment} if history.environment else {}
     entries = [
         {
             "version": v,
-            "compare_url": f"{base_path}?{urlencode({**keep, 'a': v.version - 1, 'b': v.version})}"
+            "compare_url": f"{history.base_path}?"
+            + urlencode({**keep, "a": v.version - 1, "b": v.version})
             if v.version > 1
             else "",
         }
         for v in versions
     ]
-    return {
+    context = {
+        **access.context(),
+        **history.context,
         "versions": versions,
         "entries": entries,
         "a": a,
         "b": b,
         "diff": rows,
-        "latest": latest,
-        "base_path": base_path,
-        "environment": environment,
+        "latest": versions[0] if versions else None,
+        "base_path": history.base_path,
+        "environment": history.environment,
+        "restore_errors": errors,
+        "input_error": input_error,
+        "can_restore": history.can_restore,
+        "restore_url": history.page_url,
     }
-
-
-def _restore_errors(exc: algebra.PolicyError | DomainError) -> list[str]:
-    details = exc.details or {}
-    if exc.code == algebra.WORKLOAD_RELAXES_OPERATOR_FLOOR:
-        floor = details.get("floor", {})
-        return [
-            f"{algebra.WORKLOAD_RELAXES_OPERATOR_FLOOR}: {name} is wider than the operator floor"
-            f" (floor: {format_value(name, floor.get(name))})."
-            for name in details.get("axes", [])
-        ]
-    fields = details.get("fields") or {}
-    return [f"{name}: {message}" for name, message in fields.items()] or [exc.message]
+    if status == 200 and _wants_fragment(request):
+        return render(request, "policies/_diff.html", context)
+    return render(request, "policies/history.html", context, status=status)
 
 
 @login_required
@@ -343,45 +420,25 @@ def floor_history(request: HttpRequest, slug: str) -> HttpResponse:
     access = _access(request, slug, write_role=Role.OPERATOR)
     workspace = access.workspace
     versions: list[PolicyVersionBase] = list(workspace.policy_versions.order_by("-version"))
-    documents = {v.version: floor_document(v.document, v.relaxable_axes) for v in versions}
-    errors: list[str] = []
-    if request.method == "POST":
-        target = _pick(versions, request.POST.get("version"), None)
-        if target is None:
-            raise Http404("No such version.")
-        try:
-            saved = services.workspace_policy_save(
-                workspace=workspace,
-                document=documents[target.version],
-                author=access.caller.label,
-                comment=f"Restored version {target.version}",
-            )
-        except (algebra.PolicyError, DomainError) as exc:
-            errors = _restore_errors(exc)
-        else:
-            messages.success(
-                request, f"Restored version {target.version} as version {saved.version}."
-            )
-            return redirect("policies:floor-history", slug=slug)
-    context = {
-        **access.context(),
-        **_history_context(
-            request,
-            versions,
-            documents,
-            base_path=reverse("policies:floor-history", args=[slug]),
-            environment=None,
-        ),
-        "restore_errors": errors,
-        "can_restore": access.can_operate,
-        "title": "Operator floor · history",
-        "restore_url": reverse("policies:floor-history", args=[slug]),
-    }
-    if _wants_fragment(request):
-        return render(request, "policies/_diff.html", context)
-    return render(
-        request, "policies/history.html", context, status=UNPROCESSABLE if errors else 200
+
+    def save(document: dict[str, Any], comment: str) -> PolicyVersionBase:
+        return services.workspace_policy_save(
+            workspace=workspace, document=document, author=access.caller.label, comment=comment
+        )
+
+    url = reverse("policies:floor-history", args=[slug])
+    history = _History(
+        versions=versions,
+        documents={v.version: floor_document(v.document, v.relaxable_axes) for v in versions},
+        save=save,
+        can_restore=access.can_operate,
+        page_url=url,
+        base_path=url,
+        environment=None,
+        missing="—",
+        context={"title": "Operator floor · history"},
     )
+    return _history_page(request, access, history)
 
 
 @login_required
@@ -389,50 +446,36 @@ def floor_history(request: HttpRequest, slug: str) -> HttpResponse:
 def workload_history(request: HttpRequest, slug: str, workload_id: uuid.UUID) -> HttpResponse:
     access = _access(request, slug, write_role=Role.EDITOR)
     workload = _workload(access, workload_id)
-    environment, environments = _environment(access.workspace, request.GET.get("environment"))
+    base_path = reverse("policies:workload-history", args=[slug, workload.pk])
+    try:
+        environment, environments = _environment(access.workspace, request.GET.get("environment"))
+    except BadInput as exc:
+        return _bad_input(request, access, str(exc), back=base_path)
     versions = list(workload.policy_versions.filter(environment=environment).order_by("-version"))
-    documents = {v.version: v.document for v in versions}
-    errors: list[str] = []
-    base_url = _workload_url("policies:workload-history", slug, workload, environment)
-    if request.method == "POST":
-        target = _pick(versions, request.POST.get("version"), None)
-        if target is None:
-            raise Http404("No such version.")
-        try:
-            saved = services.workload_policy_save(
-                workload=workload,
-                environment=environment,
-                document=target.document,
-                author=access.caller.label,
-                comment=f"Restored version {target.version}",
-            )
-        except (algebra.PolicyError, DomainError) as exc:
-            errors = _restore_errors(exc)
-        else:
-            messages.success(
-                request, f"Restored version {target.version} as version {saved.version}."
-            )
-            return redirect(base_url)
-    context = {
-        **access.context(),
-        **_history_context(
-            request,
-            versions,
-            documents,
-            base_path=reverse("policies:workload-history", args=[slug, workload.pk]),
+
+    def save(document: dict[str, Any], comment: str) -> PolicyVersionBase:
+        return services.workload_policy_save(
+            workload=workload,
             environment=environment,
-            missing="inherits floor",
-        ),
-        "restore_errors": errors,
-        "can_restore": access.can_edit,
-        "title": f"{workload.name} · {environment or 'all environments'} · history",
-        "workload": workload,
-        "environments": environments,
-        "restore_url": base_url,
-        "form_url": _workload_url("policies:workload-policy", slug, workload, environment),
-    }
-    if _wants_fragment(request):
-        return render(request, "policies/_diff.html", context)
-    return render(
-        request, "policies/history.html", context, status=UNPROCESSABLE if errors else 200
+            document=document,
+            author=access.caller.label,
+            comment=comment,
+        )
+
+    history = _History(
+        versions=versions,
+        documents={v.version: v.document for v in versions},
+        save=save,
+        can_restore=access.can_edit,
+        page_url=_workload_url("policies:workload-history", slug, workload, environment),
+        base_path=base_path,
+        environment=environment,
+        missing="inherits floor",
+        context={
+            "title": f"{workload.name} · {environment or 'all environments'} · history",
+            "workload": workload,
+            "environments": environments,
+            "form_url": _workload_url("policies:workload-policy", slug, workload, environment),
+        },
     )
+    return _history_page(request, access, history)

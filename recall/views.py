@@ -18,7 +18,7 @@ from django.core.paginator import Paginator
 from django.db.models import Count
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect, render
-from django.urls import NoReverseMatch, reverse
+from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -65,13 +65,6 @@ FUNNEL_STEPS = (
     ("afterRanking", "After ranking", "best scores, cut to top K"),
     ("afterBudgetAllocation", "After budget", "entries and truncated refs"),
 )
-
-
-def _audit_event_url(slug: str, event_id: int) -> str:
-    try:
-        return reverse("audit:event", args=[slug, event_id])
-    except NoReverseMatch:
-        return f"/w/{slug}/audit/{event_id}/"
 
 
 def _workloads(workspace: Workspace) -> list[Workload]:
@@ -269,7 +262,7 @@ def _result_context(envelope: dict[str, Any], workspace: Workspace) -> dict[str,
         "verbosity": diagnostics["verbosity"],
         "warnings": diagnostics.get("warnings", []),
         "event_id": event_id,
-        "event_url": _audit_event_url(workspace.slug, event_id) if event_id else None,
+        "event_url": reverse("audit:event", args=[workspace.slug, event_id]) if event_id else None,
     }
 
 
@@ -697,15 +690,22 @@ def memories(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 def _row_response(
-    request: HttpRequest, access: PageAccess, memory: MemoryRecord, params: Any
+    request: HttpRequest,
+    access: PageAccess,
+    memory: MemoryRecord,
+    params: Any,
+    *,
+    error: str = "",
+    status: int = 200,
 ) -> HttpResponse:
+    """The row as it is now; ``error`` says why a change to it was refused."""
     scope = RecallScope(access.workspace, params)
     row = memory_rows(actor=memory.actor, filters={}, policy=scope.policy).get(pk=memory.pk)
     row.actor = memory.actor
     row.recall_words = recall_reason(row)  # type: ignore[attr-defined]
     next_url = _safe_next(request, _memories_url(access.workspace.slug, actor=str(memory.actor)))
-    context = {**_row_context(access, scope, next_url), "m": row}
-    return render(request, "recall/_memory_row.html", context)
+    context = {**_row_context(access, scope, next_url), "m": row, "row_error": error}
+    return render(request, "recall/_memory_row.html", context, status=status)
 
 
 @login_required
@@ -728,16 +728,23 @@ def memory_status(request: HttpRequest, slug: str, memory_id: int) -> HttpRespon
     status = targets.get(request.POST.get("action", ""))
     if status is None:
         return HttpResponseBadRequest("Unknown action: use suppress or restore.")
+    action = "suppress" if status == LifecycleStatus.SUPPRESSED else "restore"
+    next_url = _safe_next(request, _memories_url(slug, actor=str(memory.actor)))
     try:
         services.memory_set_status(memory=memory, status=status, author=access.caller.label)
     except DomainError as exc:
-        # e.g. restoring a stale memory: say why, change nothing.
-        return HttpResponse(exc.message, status=exc.status, content_type="text/plain")
+        # e.g. restoring a stale memory: say why next to the row, change nothing.
+        error = f"Could not {action} memory {memory.pk}: {exc.message}"
+        if request.htmx:  # base.html has htmx swap 409 and 422 responses
+            code = exc.status if exc.status == 409 else UNPROCESSABLE
+            return _row_response(request, access, memory, request.POST, error=error, status=code)
+        messages.error(request, error)
+        return redirect(next_url)
     if request.htmx:
         return _row_response(request, access, memory, request.POST)
     verb = "Suppressed" if status == LifecycleStatus.SUPPRESSED else "Restored"
     messages.success(request, f"{verb} memory {memory.pk}.")
-    return redirect(_safe_next(request, _memories_url(slug, actor=str(memory.actor))))
+    return redirect(next_url)
 
 
 @login_required

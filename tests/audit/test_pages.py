@@ -245,7 +245,8 @@ class ChainVerificationPageTests:
     def test_an_intact_chain_is_reported(self, viewer, workspace_a, workload_a):
         response = client_for(viewer).get(reverse("audit:verify", args=["team-a"]), **HTMX)
         html = response.content.decode()
-        assert "chain intact" in html and "2 events checked" in html
+        # the floor, the viewer's token, the workload
+        assert "chain intact" in html and "3 events checked" in html
 
     def test_a_tampered_event_is_reported_as_the_first_broken_link(
         self, viewer, workspace_a, workload_a

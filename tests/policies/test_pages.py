@@ -245,6 +245,66 @@ class FloorPageTests:
         counting = [q for q in captured.captured_queries if "FILTER (WHERE" in q["sql"]]
         assert len(counting) == 1
 
+    def test_the_impact_preview_handles_hundreds_of_workloads_in_one_counting_query(
+        self, operator, workspace_a, django_assert_max_num_queries
+    ):
+        # 300 workloads × 3 environments: two count columns per pair would pass PostgreSQL's
+        # 1664 target-list entries; each prod policy is distinct, so 600 distinct policies.
+        workloads = Workload.objects.bulk_create(
+            Workload(workspace=workspace_a, name=f"bot-{i:03}") for i in range(300)
+        )
+        WorkloadPolicyVersion.objects.bulk_create(
+            WorkloadPolicyVersion(
+                workload=w,
+                environment="prod",
+                version=1,
+                document={"confidenceMin": 0.5 + i / 1000},
+                author="t",
+            )
+            for i, w in enumerate(workloads)
+        )
+        actor = Actor.objects.create(workspace=workspace_a, kind="user", name="ada")
+        now = timezone.now()
+        for sensitivity, confidence, n in (
+            ("public", 0.95, 2),
+            ("internal", 0.95, 3),
+            ("internal", 0.7, 1),
+            ("confidential", 0.2, 4),
+        ):
+            MemoryRecord.objects.bulk_create(
+                MemoryRecord(
+                    workspace=workspace_a,
+                    actor=actor,
+                    content="x",
+                    memory_type="fact",
+                    source_kind="user",
+                    sensitivity=sensitivity,
+                    confidence=confidence,
+                    consent_policy="explicit",
+                    created_at=now,
+                )
+                for _ in range(n)
+            )
+        floor = workspace_policy_current(workspace=workspace_a).document
+        data = floor_post({**floor, "sensitivityCeiling": "public"}, action="preview")
+        client = client_for(operator)
+        client.get(floor_url())  # warm the session
+        with django_assert_max_num_queries(9) as captured:
+            response = client.post(floor_url(), data, **HTMX)
+        assert response.status_code == 200
+        counting = [q for q in captured.captured_queries if "FILTER (WHERE" in q["sql"]]
+        assert len(counting) == 1
+        rows = response.context["impact_rows"]
+        assert len(rows) == 1 + 300 * 3
+        by_target = {(r.workload.name if r.workload else None, r.environment): r for r in rows}
+        counts = {key: (r.recallable_now, r.would_stop) for key, r in by_target.items()}
+        assert counts[(None, "")] == (10, 8)
+        assert counts[("bot-000", "dev")] == counts[("bot-299", "staging")] == (10, 8)
+        assert counts[("bot-000", "prod")] == (6, 4)  # confidence ≥ 0.5
+        assert counts[("bot-250", "prod")] == (5, 3)  # confidence ≥ 0.75
+        assert counts[("bot-299", "prod")] == (5, 3)
+        assert "bot-299" in response.content.decode()
+
     def test_the_impact_preview_without_javascript_renders_the_whole_page(
         self, operator, workspace_a
     ):
@@ -324,6 +384,23 @@ class NarrowToFloorTests:
         assert client_for(viewer).post(url, {"environment": "prod"}).status_code == 403
         assert WorkloadPolicyVersion.objects.filter(workload=workload_a).count() == 1
 
+    def test_narrowing_in_an_unknown_environment_is_a_bad_request(
+        self, editor, workspace_a, workload_a
+    ):
+        workload_policy_save(
+            workload=workload_a, environment="", document={"confidenceMin": 0.1}, author="t"
+        )
+        url = reverse("policies:workload-narrow", args=["team-a", workload_a.pk])
+        response = client_for(editor).post(url, {"environment": "nowhere", "next": "/w/team-a/"})
+        assert response.status_code == 400
+        html = response.content.decode()
+        assert (
+            "There is no environment &#x27;nowhere&#x27; in this workspace;"
+            " it has: dev, prod, staging." in html
+        )
+        assert '<a href="/w/team-a/">' in html
+        assert WorkloadPolicyVersion.objects.filter(workload=workload_a).count() == 1
+
     def test_an_unsafe_next_url_is_ignored(self, editor, workspace_a, workload_a):
         workload_policy_save(
             workload=workload_a, environment="", document={"confidenceMin": 0.1}, author="t"
@@ -359,6 +436,54 @@ class WorkloadPolicyPageTests:
         response = client_for(editor).get(workload_url(workload_a, "dev"), **HTMX)
         html = response.content.decode()
         assert "<html" not in html and "Environment <code>dev</code>" in html
+
+    def test_the_effective_policy_of_an_environment_without_its_own_follows_the_default(
+        self, viewer, workload_a
+    ):
+        workload_policy_save(
+            workload=workload_a,
+            environment="",
+            document={"diagnosticsVerbosity": "none"},
+            author="user:eddie",
+        )
+        response = client_for(viewer).get(workload_url(workload_a, "prod"))
+        assert response.status_code == 200
+        assert ("diagnosticsVerbosity", "none") in response.context["effective"]
+        html = response.content.decode()
+        assert "floor narrowed by the all-environments default (v1)" in html
+        assert (
+            '<tr><th scope="row"><code>diagnosticsVerbosity</code></th><td>none</td></tr>' in html
+        )
+
+    def test_the_effective_policy_is_clamped_to_the_floor(self, viewer, workspace_a, workload_a):
+        workload_policy_save(
+            workload=workload_a,
+            environment="prod",
+            document={"sensitivityCeiling": "confidential"},
+            author="user:eddie",
+        )
+        narrowed_floor(workspace_a, sensitivityCeiling="internal")
+        response = client_for(viewer).get(workload_url(workload_a, "prod"))
+        assert ("sensitivityCeiling", "internal") in response.context["effective"]
+        assert "floor narrowed by this policy" in response.content.decode()
+
+    def test_an_effective_policy_the_floor_cannot_honour_is_explained(
+        self, viewer, workspace_a, workload_a
+    ):
+        workload_policy_save(
+            workload=workload_a,
+            environment="",
+            document={"pinned": ["system_policy", "memory"]},
+            author="user:eddie",
+        )
+        narrowed_floor(workspace_a, forbiddenSegmentKinds=["memory"])
+        response = client_for(viewer).get(workload_url(workload_a, "dev"))
+        assert response.status_code == 200
+        assert response.context["effective"] == []
+        assert (
+            "Recall cannot apply the policy here: The token budget cannot be honoured: pinned,"
+            " forbiddenSegmentKinds." in response.content.decode()
+        )
 
     def test_an_unknown_environment_is_404(self, editor, workload_a):
         assert client_for(editor).get(workload_url(workload_a, "nowhere")).status_code == 404
@@ -408,7 +533,8 @@ class WorkloadPolicyPageTests:
         data = workload_post({"totalTokenBudget": "-5"}, _validate="1")
         html = client_for(editor).post(workload_url(workload_a), data, **HTMX).content.decode()
         assert (
-            'id="err-totalTokenBudget" hx-swap-oob="true">Expected a positive whole number' in html
+            'id="err-totalTokenBudget" hx-swap-oob="true">Expected a whole number of tokens from 1'
+            in html
         )
 
     def test_inherited_axes_are_left_out_of_the_saved_document(self, editor, workload_a):
@@ -497,8 +623,10 @@ class HistoryPageTests:
         response = client_for(editor).post(url + "?environment=prod", {"version": "1"})
         assert response.status_code == 422
         html = response.content.decode()
-        assert "WORKLOAD_RELAXES_OPERATOR_FLOOR: sensitivityCeiling is wider" in html
-        assert "(floor: internal)" in html
+        assert (
+            "<li>sensitivityCeiling: WORKLOAD_RELAXES_OPERATOR_FLOOR: wider than the operator"
+            " floor (floor: internal).</li>" in html
+        )
         assert WorkloadPolicyVersion.objects.filter(workload=workload_a).count() == 2
 
     def test_a_workload_version_restores_within_the_floor(self, editor, workload_a):
@@ -514,6 +642,47 @@ class HistoryPageTests:
         assert response.status_code == 302
         latest = WorkloadPolicyVersion.objects.filter(workload=workload_a).first()
         assert (latest.version, latest.document) == (3, {"sensitivityCeiling": "internal"})
+
+    def test_a_version_to_compare_that_does_not_exist_is_a_bad_request(self, viewer, workspace_a):
+        narrowed_floor(workspace_a, sensitivityCeiling="internal")
+        client = client_for(viewer)
+        for params, raw in (({"a": "abc"}, "abc"), ({"a": 1, "b": 7}, "7"), ({"b": "0"}, "0")):
+            response = client.get(self.history_url(**params))
+            assert response.status_code == 400
+            html = response.content.decode()
+            assert (
+                f'<p class="form-errors card" role="alert">There is no version {raw} of this'
+                " policy to compare: pick two from the list.</p>" in html
+            )
+            assert "Changes from" not in html
+            assert "Initial operator floor" in html  # the version list is still there
+        assert client.get(self.history_url(a=2, b=1)).status_code == 200
+
+    def test_restoring_a_version_that_does_not_exist_is_a_bad_request(self, operator, workspace_a):
+        response = client_for(operator).post(self.history_url(), {"version": "9"})
+        assert response.status_code == 400
+        assert "There is no version 9 to restore; nothing was restored." in (
+            response.content.decode()
+        )
+        assert versions_of(workspace_a) == 1
+
+    def test_an_unknown_environment_in_a_workload_history_is_a_bad_request(
+        self, editor, workload_a
+    ):
+        url = reverse("policies:workload-history", args=["team-a", workload_a.pk])
+        client = client_for(editor)
+        for response in (
+            client.get(url + "?environment=nowhere"),
+            client.post(url + "?environment=nowhere", {"version": "1"}),
+        ):
+            assert response.status_code == 400
+            html = response.content.decode()
+            assert (
+                "There is no environment &#x27;nowhere&#x27; in this workspace;"
+                " it has: dev, prod, staging." in html
+            )
+            assert f'<a href="{url}">' in html
+        assert not WorkloadPolicyVersion.objects.exists()
 
     def test_the_history_query_count_does_not_grow_with_versions(
         self, viewer, workspace_a, workload_a, django_assert_num_queries

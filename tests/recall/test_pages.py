@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -628,17 +629,60 @@ class BudgetBarTests:
 
 class MemoryStatusPageTests:
     def test_restoring_a_stale_memory_is_refused_with_a_reason(self, editor, workspace_a):
-        from django.test import Client
-
         from tests.recall import factories
 
         memory = factories.memory(workspace_a, "old", lifecycle_status="stale")
-        client = Client()
-        client.force_login(editor.user)
+        client = client_for(editor)
+        back = "/w/team-a/memories/?actor=user:ada"
 
-        response = client.post(f"/w/team-a/memories/{memory.pk}/status/", {"action": "restore"})
+        response = client.post(
+            f"/w/team-a/memories/{memory.pk}/status/", {"action": "restore", "next": back}
+        )
 
-        assert response.status_code == 409
-        assert b"Only a suppressed memory can be restored" in response.content
+        # Without JavaScript: back to the list, the reason shown there as a message.
+        assert response.status_code == 302 and response["Location"] == back
+        html = client.get(back).content.decode()
+        assert (
+            f"<li>Could not restore memory {memory.pk}: Only a suppressed memory can be"
+            " restored; this one is stale.</li>" in html
+        )
         memory.refresh_from_db()
         assert memory.lifecycle_status == "stale"
+        assert not AuditEvent.objects.filter(type=EventType.MEMORY_CHANGED).exists()
+
+    def test_htmx_gets_the_row_back_with_the_reason_next_to_it(self, editor, workspace_a):
+        from tests.recall import factories
+
+        memory = factories.memory(workspace_a, "old", lifecycle_status="stale")
+        response = client_for(editor).post(
+            f"/w/team-a/memories/{memory.pk}/status/", {"action": "restore"}, **HTMX
+        )
+
+        assert response.status_code == 409
+        html = response.content.decode()
+        assert html.lstrip().startswith(f'<tr id="memory-{memory.pk}"')
+        assert (
+            f'<p class="field-error" role="alert" id="memory-{memory.pk}-error">Could not restore'
+            f" memory {memory.pk}: Only a suppressed memory can be restored; this one is stale.</p>"
+            in html
+        )
+        assert '<span class="badge status-badge ">stale</span>' in html
+        memory.refresh_from_db()
+        assert memory.lifecycle_status == "stale"
+
+    def test_htmx_swaps_409_and_422_responses_but_no_other_error(self, viewer, workspace_a):
+        html = client_for(viewer).get("/w/team-a/memories/").content.decode()
+        match = re.search(r"<meta name=\"htmx-config\" content='([^']*)'>", html)
+        handling = json.loads(match.group(1))["responseHandling"]
+        first = {
+            code: next(h for h in handling if re.search(h["code"], code))
+            for code in ("200", "204", "400", "409", "422", "500")
+        }
+        assert {code: h["swap"] for code, h in first.items()} == {
+            "200": True,
+            "204": False,
+            "400": False,
+            "409": True,
+            "422": True,
+            "500": False,
+        }
