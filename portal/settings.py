@@ -88,6 +88,9 @@ else:
         "PORT": "",
         "EMBEDDED_PGDATA": env_str("EMBEDDED_PGDATA", str(BASE_DIR / ".pgdata")),
         "EMBEDDED_TEMPORARY": False,
+        # PostgreSQL's own default (128MB) is sized for tiny machines; recall reads vectors
+        # from shared buffers, so give it room (the benchmark uses several GB).
+        "EMBEDDED_SHARED_BUFFERS": env_str("EMBEDDED_PG_SHARED_BUFFERS", "256MB"),
     }
 _default_db["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 60, minimum=0)
 _default_db["CONN_HEALTH_CHECKS"] = True

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
@@ -25,6 +26,10 @@ class Actor(models.Model):
     kind = models.CharField(max_length=20)
     name = models.CharField(max_length=200)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Bumped by database triggers (migration 0007) whenever one of the actor's memories is
+    # added, deleted or changed in a column recall filters on, whoever writes it. Keys the
+    # cached recall funnel (FunnelCache), so a stale funnel can never be used.
+    memory_version = models.BigIntegerField(default=0, editable=False)
 
     class Meta:
         ordering = ["kind", "name"]
@@ -165,3 +170,33 @@ class WorkloadLayoutConfigVersion(models.Model):
 
     def __str__(self) -> str:
         return f"layout config v{self.version} of workload {self.workload_id}"
+
+
+class FunnelCache(models.Model):
+    """A large actor's policy funnel, computed once per (memory version, recall filter).
+
+    Recall evaluates every one of an actor's memories against the policy to report the
+    funnel (SPEC section 5). For actors with many memories that scan dominates the request,
+    so its result is kept here: the counts by decision code, the eligible ids (when the exact
+    path will rank them) and the first rejected ids. A row is used only while the actor's
+    ``memory_version`` is unchanged and before ``valid_until``: the earliest moment a memory
+    expires or ages past ``maxAgeSeconds``, the only ways time alone changes the funnel.
+    Nothing here is authoritative; deleting rows only costs a rescan.
+    """
+
+    actor = models.ForeignKey(Actor, on_delete=models.CASCADE, related_name="+")
+    filter_key = models.CharField(max_length=64)
+    memory_version = models.BigIntegerField()
+    valid_until = models.DateTimeField(null=True)
+    counts = models.JSONField()
+    eligible = ArrayField(models.BigIntegerField(), null=True)
+    rejected = models.JSONField()
+    computed_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["actor", "filter_key"], name="funnel_cache_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"funnel of actor {self.actor_id} at version {self.memory_version}"

@@ -15,6 +15,7 @@ Ranking takes one of two access paths, chosen by the size of the eligible set:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import uuid
 from collections.abc import Sequence
@@ -76,6 +77,7 @@ def policy_params(policy: dict[str, Any], now: datetime) -> dict[str, Any]:
         "sensitivities": list(SENSITIVITY_ORDER[: ceiling + 1]),
         "consents": list(policy["consentPolicyAllowed"]),
         "min_created": now - timedelta(seconds=max_age) if max_age is not None else None,
+        "max_age_seconds": max_age,
     }
 
 
@@ -127,34 +129,95 @@ ORDER BY e.distance NULLS LAST, m.id
 LIMIT %(limit)s
 """
 
-# The hot path in one round trip: the actor, every row's decision code (one index-only scan),
-# the funnel counts, the rejected ids (verbosity full) and, when the eligible set is small
-# enough for exact search, the nearest rows. A larger eligible set returns no rows here and
-# is ranked by ``memory_ranked`` with the HNSW index instead.
+# Actors with at least this many memories keep their funnel in FunnelCache (see there): below
+# it the scan costs less than writing the cache would.
+FUNNEL_CACHE_MIN = 2_000
+# Rejected ids kept per funnel (the most verbosity ``full`` ever lists).
+REJECTED_KEEP = 200
+
+# The hot path in one round trip: the actor, the funnel (every row's decision code from one
+# index-only scan, or the actor's cached funnel while it is current), the first rejected ids,
+# the previous fingerprint, the chain tip and, when the eligible set is small enough for exact
+# search, the nearest rows. A larger eligible set returns no rows here and is ranked by
+# ``memory_ranked`` with the HNSW index instead. A large actor's freshly computed funnel is
+# stored as a side effect (``fill``), keyed by the actor's memory version and the filter.
 RECALL_SQL = f"""
 WITH actor AS (
-    SELECT a.id FROM recall_actor a
+    SELECT a.id, a.memory_version FROM recall_actor a
     WHERE a.workspace_id = %(workspace)s AND a.kind = %(kind)s AND a.name = %(name)s
 ),
-coded AS MATERIALIZED (
-    SELECT m.id, {_code_case()} AS code FROM {TABLE} m WHERE m.actor_id = (SELECT id FROM actor)
+cached AS MATERIALIZED (
+    SELECT f.counts, f.eligible, f.rejected
+    FROM recall_funnelcache f JOIN actor a ON f.actor_id = a.id
+    WHERE f.filter_key = %(filter_key)s AND f.memory_version = a.memory_version
+      AND (f.valid_until IS NULL OR f.valid_until > %(now)s)
 ),
-counts AS MATERIALIZED (SELECT code, count(*) AS n FROM coded GROUP BY code),
+coded AS MATERIALIZED (
+    SELECT m.id, {_code_case()} AS code, m.created_at, m.expires_at
+    FROM {TABLE} m
+    WHERE m.actor_id = (SELECT id FROM actor) AND NOT EXISTS (SELECT 1 FROM cached)
+),
+counts AS MATERIALIZED (
+    SELECT code, count(*) AS n FROM coded GROUP BY code
+    UNION ALL
+    SELECT kv.key, kv.value::bigint FROM cached, jsonb_each_text(cached.counts) kv
+),
+passing AS MATERIALIZED (
+    SELECT coalesce(sum(n), 0) AS n FROM counts WHERE code = 'passes_policy'
+),
+rejected AS MATERIALIZED (
+    (SELECT id, code FROM coded WHERE code NOT IN ('passes_policy', 'lifecycle_excluded')
+     ORDER BY id LIMIT {REJECTED_KEEP})
+    UNION ALL
+    SELECT (r ->> 0)::bigint, r ->> 1 FROM cached, jsonb_array_elements(cached.rejected) r
+),
 eligible AS MATERIALIZED (
     SELECT m.id, m.embedding <=> %(query)s::vector AS distance
-    FROM coded c JOIN {TABLE} m ON m.id = c.id
-    WHERE c.code = 'passes_policy'
-      AND (SELECT coalesce(sum(n), 0) FROM counts WHERE code = 'passes_policy') <= %(exact_max)s
+    FROM (
+        SELECT id FROM coded WHERE code = 'passes_policy'
+        UNION ALL
+        SELECT unnest(cached.eligible) FROM cached
+    ) e JOIN {TABLE} m ON m.id = e.id
+    WHERE (SELECT n FROM passing) <= %(exact_max)s
 ),
 nearest AS (
     SELECT id, distance FROM eligible ORDER BY distance NULLS LAST, id LIMIT %(limit)s
+),
+fill AS (
+    INSERT INTO recall_funnelcache AS f (
+        actor_id, filter_key, memory_version, valid_until, counts, eligible, rejected,
+        computed_at
+    )
+    SELECT
+        a.id, %(filter_key)s, a.memory_version,
+        -- the first moment a row expires or ages past maxAgeSeconds (least() skips NULLs)
+        (SELECT least(
+            min(c.expires_at) FILTER (WHERE c.expires_at > %(now)s),
+            min(c.created_at + make_interval(secs => %(max_age_seconds)s))
+                FILTER (WHERE c.created_at >= %(min_created)s)
+         ) FROM coded c),
+        (SELECT jsonb_object_agg(code, n) FROM counts),
+        CASE WHEN (SELECT n FROM passing) <= %(exact_max)s THEN
+            (SELECT coalesce(array_agg(id ORDER BY id), '{{}}') FROM coded
+             WHERE code = 'passes_policy')
+        END,
+        (SELECT coalesce(jsonb_agg(jsonb_build_array(id, code) ORDER BY id), '[]')
+         FROM rejected),
+        %(now)s
+    FROM actor a
+    WHERE NOT EXISTS (SELECT 1 FROM cached)
+      AND (SELECT coalesce(sum(n), 0) FROM counts) >= %(cache_min)s
+    ON CONFLICT (actor_id, filter_key) DO UPDATE SET
+        memory_version = excluded.memory_version, valid_until = excluded.valid_until,
+        counts = excluded.counts, eligible = excluded.eligible, rejected = excluded.rejected,
+        computed_at = excluded.computed_at
+    WHERE f.memory_version <= excluded.memory_version
 )
 SELECT
     (SELECT id FROM actor),
     (SELECT coalesce(json_object_agg(code, n), '{{}}') FROM counts),
     (SELECT coalesce(json_agg(json_build_array(r.id, r.code)), '[]') FROM (
-        SELECT id, code FROM coded WHERE code NOT IN ('passes_policy', 'lifecycle_excluded')
-        ORDER BY id LIMIT %(rejected_limit)s
+        SELECT id, code FROM rejected ORDER BY id LIMIT %(rejected_limit)s
     ) r),
     -- the previous context.assembled for the same key: its prefix fingerprint sets `reused`
     (SELECT ev.payload ->> 'prefixFingerprint' FROM audit_auditevent ev
@@ -163,6 +226,7 @@ SELECT
        AND ev.type = 'context.assembled'
      ORDER BY ev.id DESC LIMIT 1),
     {CHAIN_TIP_SQL},
+    EXISTS (SELECT 1 FROM cached),
     t.*
 FROM (SELECT 1) one
 LEFT JOIN LATERAL (
@@ -171,6 +235,12 @@ LEFT JOIN LATERAL (
     ORDER BY n.distance NULLS LAST, m.id
 ) t ON true
 """
+
+
+def filter_key(params: dict[str, Any]) -> str:
+    """What the funnel depends on besides the rows and the clock: the policy's filter values."""
+    relevant = {k: v for k, v in params.items() if k not in ("now", "min_created")}
+    return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -182,6 +252,7 @@ class RecallCandidates:
     path: str
     previous_fingerprint: str | None
     chain_tip: str | None
+    funnel_cached: bool = False
 
 
 def recall_candidates(
@@ -198,8 +269,10 @@ def recall_candidates(
 ) -> RecallCandidates:
     """Everything recall reads about the actor's memories, nearest rows included."""
     kind, _, name = actor_id.partition(":")
+    filters = policy_params(policy, now)
     params = {
-        **policy_params(policy, now),
+        **filters,
+        "filter_key": filter_key(filters),
         "workspace": workspace_id,
         "workload": workload_id,
         "environment": environment,
@@ -209,15 +282,16 @@ def recall_candidates(
         "query": vector_literal(query_vector),
         "limit": limit,
         "exact_max": EXACT_SEARCH_MAX,
-        "rejected_limit": rejected_limit,
+        "rejected_limit": min(rejected_limit, REJECTED_KEEP),
+        "cache_min": FUNNEL_CACHE_MIN,
     }
     with connection.cursor() as cursor:
         cursor.execute(RECALL_SQL, params)
         result = cursor.fetchall()
-    actor_pk, counts, rejected, previous, tip = result[0][:5]
+    actor_pk, counts, rejected, previous, tip, cached = result[0][:6]
     counts, rejected = _json(counts), _json(rejected)
-    funnel = _funnel(dict(counts))
-    rows = [RankedRow(*row[5:]) for row in result if row[5] is not None]
+    funnel = _funnel({code: int(n) for code, n in counts.items()})
+    rows = [RankedRow(*row[6:]) for row in result if row[6] is not None]
     path = "exact" if rows else "none"
     if actor_pk is not None and funnel.after_policy > EXACT_SEARCH_MAX:
         rows, path = memory_ranked(
@@ -229,7 +303,14 @@ def recall_candidates(
             now=now,
         )
     return RecallCandidates(
-        actor_pk, funnel, rows, [(int(i), str(c)) for i, c in rejected], path, previous, tip
+        actor_pk,
+        funnel,
+        rows,
+        [(int(i), str(c)) for i, c in rejected],
+        path,
+        previous,
+        tip,
+        funnel_cached=bool(cached),
     )
 
 

@@ -110,8 +110,9 @@ class Assembly:
 
 
 def recall_plan(*, request: RecallRequest, rejected_limit: int | None = None) -> Assembly:
-    """The recall pipeline (SPEC §5) up to the envelope, read-only: one policy query and one
-    read statement (funnel, nearest rows, previous fingerprint, chain tip).
+    """The recall pipeline (SPEC §5) up to the envelope, recording nothing: one policy query
+    and one read statement (funnel, nearest rows, previous fingerprint, chain tip). The only
+    thing that statement may write is a large actor's funnel cache (``FunnelCache``).
 
     ``rejected_limit`` overrides how many policy-rejected ids to fetch (by default: up to
     ``DECISIONS_MAX`` at verbosity full, none otherwise).

@@ -20,6 +20,8 @@ class DatabaseWrapper(base.DatabaseWrapper):
         embedded = self.settings_dict.get("EMBEDDED_PGDATA")
         if embedded:
             params["host"] = embedded_db.ensure_server(
-                Path(embedded), temporary=bool(self.settings_dict.get("EMBEDDED_TEMPORARY"))
+                Path(embedded),
+                temporary=bool(self.settings_dict.get("EMBEDDED_TEMPORARY")),
+                shared_buffers=self.settings_dict.get("EMBEDDED_SHARED_BUFFERS"),
             )
         return params

@@ -99,3 +99,19 @@ class EmbeddedServerTests:
         second = embedded_db.ensure_server(pgdata, temporary=True)
         assert first == second
         assert (pgdata / "postmaster.pid").exists()
+
+    def test_shared_buffers_is_written_to_the_cluster_and_used(self, tmp_path):
+        import psycopg
+
+        pgdata = tmp_path / "tuned"
+        socket_dir = embedded_db.ensure_server(pgdata, temporary=True, shared_buffers="48MB")
+        with psycopg.connect(host=socket_dir, user="postgres", dbname="postgres") as conn:
+            assert conn.execute("SHOW shared_buffers").fetchone()[0] == "48MB"
+        assert "include_if_exists" in (pgdata / "postgresql.conf").read_text()
+
+    @pytest.mark.parametrize("value", ["lots", "1GB'; fsync = 'off", "0MB", "512"])
+    def test_a_malformed_shared_buffers_is_refused_before_anything_starts(self, tmp_path, value):
+        with pytest.raises(ImproperlyConfigured, match="EMBEDDED_PG_SHARED_BUFFERS"):
+            embedded_db.ensure_server(tmp_path / "pg", shared_buffers=value)
+        assert not (tmp_path / "pg").exists()
+

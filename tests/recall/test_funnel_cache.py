@@ -1,0 +1,298 @@
+"""The cached recall funnel of large actors (``recall.models.FunnelCache``).
+
+The cache is only worth having if it can never change an answer, so every test compares a
+read served from the cache with a fresh scan of the same rows at the same instant, after each
+way the rows or the clock can move: imports, edits, suppress / restore, deletes, writes that
+bypass the application, expiry and ageing past ``maxAgeSeconds``. ``FUNNEL_CACHE_MIN`` is
+lowered so a handful of memories stands in for the thousands a real large actor has.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from policies.models import Workload
+from policies.selectors import effective_policy_for
+from policies.services import workload_create, workload_policy_save
+from recall import selectors
+from recall.models import Actor, FunnelCache, MemoryRecord
+from recall.runtime import embedder
+from tests.recall import factories
+
+QUERY = "release summary preferences"
+ADA = "user:ada"
+
+
+@pytest.fixture
+def cached_from_one_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(selectors, "FUNNEL_CACHE_MIN", 1)
+
+
+STRICT = {
+    "memoryTypeAllowed": ["fact", "decision"],
+    "sensitivityCeiling": "internal",
+}
+
+
+@pytest.fixture
+def strict(workload_a: Workload) -> Workload:
+    """Facts and decisions only, nothing above internal: two ways for a row to fail."""
+    workload_policy_save(
+        workload=workload_a, environment="prod", document=STRICT, author="system:test"
+    )
+    return workload_a
+
+
+@pytest.fixture
+def ada_rows(workspace_a: Any) -> list[MemoryRecord]:
+    return factories.memories(
+        workspace_a,
+        {"content": "ship the release on fridays"},
+        {"content": "release notes go to the wiki", "memory_type": "decision"},
+        {"content": "prefers short summaries", "memory_type": "preference"},
+        {"content": "salary details", "sensitivity": "confidential"},
+        {"content": "summary format is bullet points"},
+        {"content": "old suppressed note", "lifecycle_status": "suppressed"},
+    )
+
+
+def read(
+    workload: Workload, *, now: datetime | None = None, cache: bool = True
+) -> selectors.RecallCandidates:
+    """What recall reads for ada, from the cache when ``cache`` (and it is current)."""
+    policy = effective_policy_for(workload=workload, environment="prod").policy
+    saved = selectors.FUNNEL_CACHE_MIN
+    if not cache:
+        selectors.FUNNEL_CACHE_MIN = 10**12
+    try:
+        return selectors.recall_candidates(
+            workspace_id=workload.workspace_id,
+            workload_id=workload.id,
+            environment="prod",
+            actor_id=ADA,
+            policy=policy,
+            query_vector=embedder().embed([QUERY])[0],
+            limit=30,
+            rejected_limit=selectors.REJECTED_KEEP,
+            now=now or timezone.now(),
+        )
+    finally:
+        selectors.FUNNEL_CACHE_MIN = saved
+
+
+def answer(found: selectors.RecallCandidates) -> tuple[Any, ...]:
+    return (found.funnel, [row.id for row in found.rows], found.rejections, found.path)
+
+
+def fresh_scan(workload: Workload, now: datetime | None = None) -> selectors.RecallCandidates:
+    """A scan that neither reads nor writes the cache (the cache rows are moved aside)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SAVEPOINT fresh_scan")
+        cursor.execute("DELETE FROM recall_funnelcache")
+        found = read(workload, now=now, cache=False)
+        cursor.execute("ROLLBACK TO SAVEPOINT fresh_scan")
+    return found
+
+
+def assert_cached_equals_fresh(workload: Workload, now: datetime | None = None) -> Any:
+    """Fill (or reuse) the cache, then read from it, and compare both with a fresh scan."""
+    now = now or timezone.now()
+    read(workload, now=now)
+    cached = read(workload, now=now)
+    assert cached.funnel_cached
+    assert answer(cached) == answer(fresh_scan(workload, now))
+    return cached
+
+
+def ada() -> Actor:
+    return Actor.objects.get(kind="user", name="ada")
+
+
+@pytest.mark.usefixtures("cached_from_one_row")
+class FunnelCacheTests:
+    def test_the_second_read_comes_from_the_cache_with_the_same_answer(self, strict, ada_rows):
+        first = read(strict)
+        second = read(strict)
+
+        assert not first.funnel_cached and second.funnel_cached
+        assert answer(first) == answer(second)
+        assert first.funnel.candidates == 6
+        assert first.funnel.after_policy == 3
+        assert first.funnel.reasons == {
+            "memory_type_not_allowed": 1,
+            "sensitivity_above_ceiling": 1,
+        }
+        entry = FunnelCache.objects.get(actor=ada())
+        assert entry.memory_version == ada().memory_version
+        assert sorted(entry.eligible) == sorted(
+            m.pk for m in ada_rows if m.content in {
+                "ship the release on fridays", "release notes go to the wiki",
+                "summary format is bullet points",
+            }
+        )  # fmt: skip
+
+    def test_small_actors_are_not_cached(self, monkeypatch, strict, ada_rows):
+        monkeypatch.setattr(selectors, "FUNNEL_CACHE_MIN", 7)
+
+        assert not read(strict).funnel_cached
+        assert not read(strict).funnel_cached
+        assert not FunnelCache.objects.exists()
+
+    def test_each_policy_filter_has_its_own_entry(self, strict, ada_rows):
+        other = workload_create(workspace=strict.workspace, name="open", author="system:test")
+        read(strict)
+        read(other)
+
+        assert FunnelCache.objects.filter(actor=ada()).count() == 2
+        assert answer(read(strict)) == answer(fresh_scan(strict))
+        assert answer(read(other)) == answer(fresh_scan(other))
+        assert read(strict).funnel.after_policy != read(other).funnel.after_policy
+
+    def test_recall_itself_leaves_the_cache_current(self, editor, strict, ada_rows):
+        """Recording hits updates memory rows, but never a column the funnel reads."""
+        read(strict)
+        version = ada().memory_version
+        response = editor.api().post(
+            f"/v1/memory/actors/{ADA}/recall",
+            {"workloadId": str(strict.id), "environment": "prod", "query": QUERY, "topK": 5},
+            format="json",
+        )
+        assert response.status_code == 200, response.content
+        assert MemoryRecord.objects.filter(hit_count__gt=0).exists()
+
+        assert ada().memory_version == version
+        assert read(strict).funnel_cached
+
+    @pytest.mark.parametrize(
+        "change",
+        [
+            "import",
+            "edit a label",
+            "edit only the content",
+            "suppress",
+            "restore",
+            "delete",
+            "write around the application",
+            "move a memory to another actor",
+        ],
+    )
+    def test_every_change_to_the_rows_is_seen(self, editor, strict, ada_rows, change):
+        read(strict)
+        before = ada().memory_version
+        target = next(m for m in ada_rows if m.content == "ship the release on fridays")
+        suppressed = next(m for m in ada_rows if m.lifecycle_status == "suppressed")
+        client = editor.api()
+        url = f"/v1/memory/memories/{target.pk}"
+        if change == "import":
+            response = client.post(
+                f"/v1/memory/actors/{ADA}/memories",
+                {
+                    "content": "a new fact",
+                    "memoryType": "fact",
+                    "sourceKind": "user",
+                    "confirmationStatus": "user_confirmed",
+                    "confidence": 0.9,
+                    "sensitivity": "internal",
+                    "consentPolicy": "explicit",
+                },
+                format="json",
+            )
+        elif change == "edit a label":
+            response = client.patch(url, {"sensitivity": "restricted"}, format="json")
+        elif change == "edit only the content":
+            response = client.patch(url, {"content": "ship on thursdays"}, format="json")
+        elif change == "suppress":
+            response = client.post(f"{url}/suppress")
+        elif change == "restore":
+            response = client.post(f"/v1/memory/memories/{suppressed.pk}/restore")
+        elif change == "delete":
+            response = client.delete(url)
+        elif change == "write around the application":
+            MemoryRecord.objects.filter(pk=target.pk).update(memory_type="preference")
+            response = None
+        else:
+            bob = factories.actor(strict.workspace, "user:bob")
+            MemoryRecord.objects.filter(pk=target.pk).update(actor=bob)
+            response = None
+        if response is not None:
+            assert response.status_code in (200, 201, 204), response.content
+
+        found = assert_cached_equals_fresh(strict)
+
+        if change == "edit only the content":
+            # Content is not filtered on: the entry stays, and the new text is read live.
+            assert ada().memory_version == before
+            assert any(row.content == "ship on thursdays" for row in found.rows)
+        else:
+            assert ada().memory_version > before
+        expected_after_policy = {
+            "import": 4,
+            "edit a label": 2,
+            "edit only the content": 3,
+            "suppress": 2,
+            "restore": 4,
+            "delete": 2,
+            "write around the application": 2,
+            "move a memory to another actor": 2,
+        }[change]
+        assert found.funnel.after_policy == expected_after_policy
+
+    def test_an_expiry_ends_the_entry_at_that_moment(self, strict, ada_rows):
+        now = timezone.now()
+        target = next(m for m in ada_rows if m.content == "ship the release on fridays")
+        MemoryRecord.objects.filter(pk=target.pk).update(expires_at=now + timedelta(hours=1))
+        assert_cached_equals_fresh(strict, now)
+        assert FunnelCache.objects.get(actor=ada()).valid_until == now + timedelta(hours=1)
+
+        before = read(strict, now=now + timedelta(minutes=59))
+        after = read(strict, now=now + timedelta(hours=1))
+
+        assert before.funnel_cached and before.funnel.after_policy == 3
+        assert not after.funnel_cached
+        assert after.funnel.after_policy == 2
+        assert after.funnel.lifecycle_excluded == 2
+        assert answer(after) == answer(fresh_scan(strict, now + timedelta(hours=1)))
+
+    def test_ageing_past_max_age_ends_the_entry(self, strict, ada_rows):
+        workload_policy_save(
+            workload=strict,
+            environment="prod",
+            document={**STRICT, "maxAgeSeconds": 3600},
+            author="system:test",
+        )
+        now = timezone.now()
+        target = next(m for m in ada_rows if m.content == "ship the release on fridays")
+        MemoryRecord.objects.filter(pk=target.pk).update(created_at=now - timedelta(minutes=50))
+        others = MemoryRecord.objects.exclude(pk=target.pk)
+        others.update(created_at=now - timedelta(seconds=30))
+        assert_cached_equals_fresh(strict, now)
+
+        later = now + timedelta(minutes=11)
+        aged = read(strict, now=later)
+
+        assert not aged.funnel_cached
+        assert aged.funnel.reasons["older_than_max_age"] == 1
+        assert answer(aged) == answer(fresh_scan(strict, later))
+
+    def test_a_fill_from_an_older_snapshot_never_replaces_a_newer_entry(self, strict, ada_rows):
+        read(strict)
+        entry = FunnelCache.objects.get(actor=ada())
+        FunnelCache.objects.filter(pk=entry.pk).update(memory_version=entry.memory_version + 5)
+
+        read(strict)  # misses (its version is older) and tries to store its own funnel
+
+        assert FunnelCache.objects.get(pk=entry.pk).memory_version == entry.memory_version + 5
+
+    def test_the_hnsw_path_keeps_counts_but_no_ids(self, monkeypatch, strict, ada_rows):
+        monkeypatch.setattr(selectors, "EXACT_SEARCH_MAX", 2)
+        first = read(strict)
+        second = read(strict)
+
+        assert second.funnel_cached and second.path == "hnsw"
+        assert answer(first) == answer(second)
+        assert FunnelCache.objects.get(actor=ada()).eligible is None
