@@ -7,12 +7,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from audit.chain import GENESIS_HASH, ChainLink, ChainVerdict, event_hash, verify_links
 from audit.models import AuditChainHead, AuditEvent
 from policies.models import Workspace
+from portal.db.cursors import prepared_cursor
 
 
 def _hashed_fields(
@@ -60,7 +61,7 @@ inserted AS (
     INSERT INTO {AuditEvent._meta.db_table}
         (workspace_id, type, occurred_at, author, workload_id, environment, actor_id, payload,
          prev_hash, hash)
-    SELECT %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s FROM appended
+    SELECT %s, %s, %s::timestamptz, %s, %s::uuid, %s, %s, %s::jsonb, %s, %s FROM appended
     RETURNING id
 ){{guarded}}
 SELECT (SELECT id FROM inserted)
@@ -187,7 +188,7 @@ def _append(
     ]  # fmt: skip
     for _, guarded_params in guarded:
         params.extend(guarded_params)
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(_APPEND_SQL.format(guarded=ctes), params)
         event_id = cursor.fetchone()[0]
     if event_id is None:

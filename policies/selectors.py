@@ -17,6 +17,7 @@ from policies.models import (
     Workspace,
     WorkspacePolicyVersion,
 )
+from portal.db.cursors import prepared_cursor
 from portal.errors import NotFoundError, ValidationFailed
 from recall.selectors import FAIL_CLOSED_SQL, POLICY_SQL, policy_params
 from recall.selectors import TABLE as MEMORY_TABLE
@@ -126,7 +127,7 @@ def effective_policy_for(
     separate lookups.
     """
     params = {"ws": workload.workspace_id, "wl": workload.pk, "env": environment}
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(_POLICY_CONTEXT_SQL, params)
         row = cursor.fetchone()
     if row is None:  # every workspace is created with a floor; this is a broken invariant

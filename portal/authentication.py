@@ -8,6 +8,7 @@ from django.db import connection
 from rest_framework import authentication, exceptions
 
 from policies.models import Workspace
+from portal.db.cursors import prepared_cursor
 from portal.models import TOKEN_PREFIX, ApiToken, hash_token
 
 
@@ -40,7 +41,7 @@ def token_lookup(key_hash: str) -> ApiToken | None:
     Raw SQL on purpose: every API call pays for this lookup, and the ORM's per-query overhead
     is several times the round trip here.
     """
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(_TOKEN_SQL, [key_hash])
         row = cursor.fetchone()
     if row is None:

@@ -29,6 +29,7 @@ from django.db.models import QuerySet
 from audit.services import CHAIN_TIP_SQL
 from policies.algebra import SEGMENT_KINDS, SENSITIVITY_ORDER
 from policies.models import Workspace
+from portal.db.cursors import prepared_cursor
 from portal.errors import ValidationFailed
 from recall.filtersets import MemoryFilterSet
 from recall.models import Actor, MemoryRecord
@@ -215,8 +216,9 @@ fill AS (
 )
 SELECT
     (SELECT id FROM actor),
-    (SELECT coalesce(json_object_agg(code, n), '{{}}') FROM counts),
-    (SELECT coalesce(json_agg(json_build_array(r.id, r.code)), '[]') FROM (
+    -- as text: the scalars repeat on every row, and are decoded once (row 1) in Python
+    (SELECT coalesce(json_object_agg(code, n), '{{}}')::text FROM counts),
+    (SELECT coalesce(json_agg(json_build_array(r.id, r.code)), '[]')::text FROM (
         SELECT id, code FROM rejected ORDER BY id LIMIT %(rejected_limit)s
     ) r),
     -- the previous context.assembled for the same key: its prefix fingerprint sets `reused`
@@ -285,7 +287,7 @@ def recall_candidates(
         "rejected_limit": min(rejected_limit, REJECTED_KEEP),
         "cache_min": FUNNEL_CACHE_MIN,
     }
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(RECALL_SQL, params)
         result = cursor.fetchall()
     actor_pk, counts, rejected, previous, tip, cached = result[0][:6]
