@@ -8,4 +8,9 @@ class PortalConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from django.db.backends.signals import connection_created
+
         from portal import schema  # noqa: F401 - registers the OpenAPI auth extension
+        from portal.db.cursors import generic_plans
+
+        connection_created.connect(generic_plans, dispatch_uid="portal.generic_plans")

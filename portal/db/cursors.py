@@ -4,14 +4,22 @@ Django binds parameters on the client by default (``ClientCursor``), so PostgreS
 and plans each statement on every execution. For the few statements on the recall hot path
 that costs more than running them; a server-binding cursor lets psycopg prepare a statement
 after it has run ``prepare_threshold`` times on the connection, and reuse the plan after.
-The statements used here are written to stay correct under a generic plan (SPEC section 5,
-"Completeness"; see tests/recall/test_completeness.py).
+
+Prepared statements are planned once, generically (``plan_cache_mode`` is set on every new
+connection by ``generic_plans``): left to choose, PostgreSQL keeps re-planning the recall
+read for every call, since its custom plans look cheaper on paper, and planning that
+statement costs more than executing it. The statements run here are written so their plan
+does not depend on the parameter values (the actor is looked up inside the statement, the
+eligible set is materialised before it is ranked), and stay complete under a generic plan
+(SPEC section 5, "Completeness"; see tests/recall/test_completeness.py). Statements run
+through ordinary cursors are never prepared, so the setting does not reach them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from django.db import connection
 from django.db.backends.postgresql.base import ServerBindingCursor
@@ -32,3 +40,9 @@ def prepared_cursor() -> Iterator[CursorWrapper]:
         )
         with wrapped as cursor:
             yield cursor
+
+
+def generic_plans(sender: Any, connection: Any, **kwargs: Any) -> None:
+    """``connection_created`` receiver: prepared statements use their generic plan."""
+    with connection.cursor() as cursor:
+        cursor.execute("SET plan_cache_mode = force_generic_plan")

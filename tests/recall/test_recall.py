@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from django.conf import settings
+from django.db import connection
 from django.utils import timezone
 from django.utils.crypto import get_random_string
 
@@ -850,6 +851,29 @@ class RecallQueryCountTests:
 
         assert response.status_code == 200, response.content
 
+
+    def test_the_hot_path_statements_are_prepared_and_planned_once(self, editor, workload_a):
+        """Each statement of the hot path is prepared on the connection and runs its generic
+        plan: PostgreSQL plans the recall read once, not on every call."""
+        factories.memories(editor.workspace, {"content": "release summary"})
+        client = editor.api()
+        for _ in range(5):
+            response = client.post(RECALL, body_for(workload_a), format="json")
+            assert response.status_code == 200, response.content
+
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW plan_cache_mode")
+            assert cursor.fetchone()[0] == "force_generic_plan"
+            cursor.execute(
+                "SELECT split_part(ltrim(statement, E' \\n'), ' ', 1), generic_plans,"
+                " custom_plans FROM pg_prepared_statements WHERE statement LIKE %s"
+                " OR statement LIKE %s OR statement LIKE %s OR statement LIKE %s",
+                ["%FROM recall_actor a%", "%UPDATE audit_auditchainhead%",
+                 "%FROM policies_workspacepolicyversion%", "%FROM portal_apitoken t%"],
+            )  # fmt: skip
+            prepared = cursor.fetchall()
+        assert len(prepared) == 4, prepared
+        assert all(generic >= 2 and custom == 0 for _, generic, custom in prepared), prepared
 
 class RecallRequestTypeTests:
     @pytest.mark.parametrize(
