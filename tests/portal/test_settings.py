@@ -114,4 +114,3 @@ class EmbeddedServerTests:
         with pytest.raises(ImproperlyConfigured, match="EMBEDDED_PG_SHARED_BUFFERS"):
             embedded_db.ensure_server(tmp_path / "pg", shared_buffers=value)
         assert not (tmp_path / "pg").exists()
-

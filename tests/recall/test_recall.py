@@ -851,7 +851,6 @@ class RecallQueryCountTests:
 
         assert response.status_code == 200, response.content
 
-
     def test_the_hot_path_statements_are_prepared_and_planned_once(self, editor, workload_a):
         """Each statement of the hot path is prepared on the connection and runs its generic
         plan: PostgreSQL plans the recall read once, not on every call."""
@@ -874,6 +873,7 @@ class RecallQueryCountTests:
             prepared = cursor.fetchall()
         assert len(prepared) == 4, prepared
         assert all(generic >= 2 and custom == 0 for _, generic, custom in prepared), prepared
+
 
 class RecallRequestTypeTests:
     @pytest.mark.parametrize(
