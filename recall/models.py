@@ -26,10 +26,12 @@ class Actor(models.Model):
     kind = models.CharField(max_length=20)
     name = models.CharField(max_length=200)
     created_at = models.DateTimeField(auto_now_add=True)
-    # Bumped by database triggers (migration 0007) whenever one of the actor's memories is
-    # added, deleted or changed in a column recall filters on, whoever writes it. Keys the
-    # cached recall funnel (FunnelCache), so a stale funnel can never be used.
+    # Maintained by database triggers (migrations 0007, 0008), whoever writes the memories:
+    # ``memory_version`` is bumped whenever one of the actor's memories is deleted or changed
+    # in a column recall filters on, ``memory_inserts`` counts the memories ever added. They
+    # key the cached recall funnel (FunnelCache), so a stale funnel can never be used.
     memory_version = models.BigIntegerField(default=0, editable=False)
+    memory_inserts = models.BigIntegerField(default=0, editable=False)
 
     class Meta:
         ordering = ["kind", "name"]
@@ -101,10 +103,11 @@ class MemoryRecord(models.Model):
         indexes = [
             # Covers every column the recall filter reads, so the per-actor funnel and the
             # exact search's filter are index-only scans that never touch the wide heap rows.
+            # Keyed by id within the actor, so the memories added since a cached funnel are
+            # one range scan.
             models.Index(
-                fields=["actor"],
+                fields=["actor", "id"],
                 include=[
-                    "id",
                     "lifecycle_status",
                     "is_current",
                     "expires_at",
@@ -178,15 +181,21 @@ class FunnelCache(models.Model):
     Recall evaluates every one of an actor's memories against the policy to report the
     funnel (SPEC section 5). For actors with many memories that scan dominates the request,
     so its result is kept here: the counts by decision code, the eligible ids (when the exact
-    path will rank them) and the first rejected ids. A row is used only while the actor's
-    ``memory_version`` is unchanged and before ``valid_until``: the earliest moment a memory
-    expires or ages past ``maxAgeSeconds``, the only ways time alone changes the funnel.
-    Nothing here is authoritative; deleting rows only costs a rescan.
+    path will rank them) and the first rejected ids, over the memories with ids up to
+    ``max_id``. A row is used only while the actor's ``memory_version`` is unchanged and
+    before ``valid_until``: the earliest moment a memory expires or ages past
+    ``maxAgeSeconds``, the only ways time alone changes the funnel. Memories added since are
+    evaluated and merged in, provided they are exactly the rows above ``max_id`` (their number
+    equals the growth of the actor's ``memory_inserts``; a row committed late with a smaller
+    id fails that check and the funnel is scanned again). Nothing here is authoritative;
+    deleting rows only costs a rescan.
     """
 
     actor = models.ForeignKey(Actor, on_delete=models.CASCADE, related_name="+")
     filter_key = models.CharField(max_length=64)
     memory_version = models.BigIntegerField()
+    memory_inserts = models.BigIntegerField(default=0)
+    max_id = models.BigIntegerField(default=0)
     valid_until = models.DateTimeField(null=True)
     counts = models.JSONField()
     eligible = ArrayField(models.BigIntegerField(), null=True)

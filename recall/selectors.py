@@ -130,6 +130,8 @@ ORDER BY e.distance NULLS LAST, m.id
 LIMIT %(limit)s
 """
 
+_CODE = _code_case()
+
 # Actors with at least this many memories keep their funnel in FunnelCache (see there): below
 # it the scan costs less than writing the cache would.
 FUNNEL_CACHE_MIN = 2_000
@@ -137,31 +139,46 @@ FUNNEL_CACHE_MIN = 2_000
 REJECTED_KEEP = 200
 
 # The hot path in one round trip: the actor, the funnel (every row's decision code from one
-# index-only scan, or the actor's cached funnel while it is current), the first rejected ids,
-# the previous fingerprint, the chain tip and, when the eligible set is small enough for exact
-# search, the nearest rows. A larger eligible set returns no rows here and is ranked by
-# ``memory_ranked`` with the HNSW index instead. A large actor's freshly computed funnel is
-# stored as a side effect (``fill``), keyed by the actor's memory version and the filter.
+# index-only scan, or the actor's cached funnel plus the rows added since), the first rejected
+# ids, the previous fingerprint, the chain tip and, when the eligible set is small enough for
+# exact search, the nearest rows. A larger eligible set returns no rows here and is ranked by
+# ``memory_ranked`` with the HNSW index instead. A large actor's funnel, when computed or
+# extended here, is stored as a side effect (``fill``; see FunnelCache for when it is used).
 RECALL_SQL = f"""
 WITH actor AS (
-    SELECT a.id, a.memory_version FROM recall_actor a
+    SELECT a.id, a.memory_version, a.memory_inserts FROM recall_actor a
     WHERE a.workspace_id = %(workspace)s AND a.kind = %(kind)s AND a.name = %(name)s
 ),
 cached AS MATERIALIZED (
-    SELECT f.counts, f.eligible, f.rejected
+    SELECT f.counts, f.eligible, f.rejected, f.max_id, f.memory_inserts, f.valid_until
     FROM recall_funnelcache f JOIN actor a ON f.actor_id = a.id
     WHERE f.filter_key = %(filter_key)s AND f.memory_version = a.memory_version
       AND (f.valid_until IS NULL OR f.valid_until > %(now)s)
 ),
-coded AS MATERIALIZED (
-    SELECT m.id, {_code_case()} AS code, m.created_at, m.expires_at
+-- the memories added since the cached funnel, when there is one
+added AS MATERIALIZED (
+    SELECT m.id, {_CODE} AS code, m.created_at, m.expires_at
     FROM {TABLE} m
-    WHERE m.actor_id = (SELECT id FROM actor) AND NOT EXISTS (SELECT 1 FROM cached)
+    WHERE m.actor_id = (SELECT id FROM actor) AND m.id > (SELECT max_id FROM cached)
+),
+-- the cached funnel, if the added rows are all the rows inserted since it was computed
+usable AS MATERIALIZED (
+    SELECT c.* FROM cached c, actor a
+    WHERE a.memory_inserts - c.memory_inserts = (SELECT count(*) FROM added)
+),
+coded AS MATERIALIZED (
+    SELECT * FROM added WHERE EXISTS (SELECT 1 FROM usable)
+    UNION ALL
+    SELECT m.id, {_CODE} AS code, m.created_at, m.expires_at
+    FROM {TABLE} m
+    WHERE m.actor_id = (SELECT id FROM actor) AND NOT EXISTS (SELECT 1 FROM usable)
 ),
 counts AS MATERIALIZED (
-    SELECT code, count(*) AS n FROM coded GROUP BY code
-    UNION ALL
-    SELECT kv.key, kv.value::bigint FROM cached, jsonb_each_text(cached.counts) kv
+    SELECT code, sum(n)::bigint AS n FROM (
+        SELECT code, count(*) AS n FROM coded GROUP BY code
+        UNION ALL
+        SELECT kv.key, kv.value::bigint FROM usable, jsonb_each_text(usable.counts) kv
+    ) parts GROUP BY code
 ),
 passing AS MATERIALIZED (
     SELECT coalesce(sum(n), 0) AS n FROM counts WHERE code = 'passes_policy'
@@ -170,15 +187,16 @@ rejected AS MATERIALIZED (
     (SELECT id, code FROM coded WHERE code NOT IN ('passes_policy', 'lifecycle_excluded')
      ORDER BY id LIMIT {REJECTED_KEEP})
     UNION ALL
-    SELECT (r ->> 0)::bigint, r ->> 1 FROM cached, jsonb_array_elements(cached.rejected) r
+    SELECT (r ->> 0)::bigint, r ->> 1 FROM usable, jsonb_array_elements(usable.rejected) r
+),
+eligible_ids AS (
+    SELECT id FROM coded WHERE code = 'passes_policy'
+    UNION ALL
+    SELECT unnest(usable.eligible) FROM usable
 ),
 eligible AS MATERIALIZED (
     SELECT m.id, m.embedding <=> %(query)s::vector AS distance
-    FROM (
-        SELECT id FROM coded WHERE code = 'passes_policy'
-        UNION ALL
-        SELECT unnest(cached.eligible) FROM cached
-    ) e JOIN {TABLE} m ON m.id = e.id
+    FROM eligible_ids e JOIN {TABLE} m ON m.id = e.id
     WHERE (SELECT n FROM passing) <= %(exact_max)s
 ),
 nearest AS (
@@ -186,33 +204,38 @@ nearest AS (
 ),
 fill AS (
     INSERT INTO recall_funnelcache AS f (
-        actor_id, filter_key, memory_version, valid_until, counts, eligible, rejected,
-        computed_at
+        actor_id, filter_key, memory_version, memory_inserts, max_id, valid_until, counts,
+        eligible, rejected, computed_at
     )
     SELECT
-        a.id, %(filter_key)s, a.memory_version,
+        a.id, %(filter_key)s, a.memory_version, a.memory_inserts,
+        coalesce(greatest((SELECT max_id FROM usable), (SELECT max(id) FROM coded)), 0),
         -- the first moment a row expires or ages past maxAgeSeconds (least() skips NULLs)
-        (SELECT least(
-            min(c.expires_at) FILTER (WHERE c.expires_at > %(now)s),
-            min(c.created_at + make_interval(secs => %(max_age_seconds)s))
-                FILTER (WHERE c.created_at >= %(min_created)s)
-         ) FROM coded c),
+        least(
+            (SELECT valid_until FROM usable),
+            (SELECT least(
+                min(c.expires_at) FILTER (WHERE c.expires_at > %(now)s),
+                min(c.created_at + make_interval(secs => %(max_age_seconds)s))
+                    FILTER (WHERE c.created_at >= %(min_created)s)
+             ) FROM coded c)
+        ),
         (SELECT jsonb_object_agg(code, n) FROM counts),
         CASE WHEN (SELECT n FROM passing) <= %(exact_max)s THEN
-            (SELECT coalesce(array_agg(id ORDER BY id), '{{}}') FROM coded
-             WHERE code = 'passes_policy')
+            (SELECT coalesce(array_agg(id ORDER BY id), '{{}}') FROM eligible_ids)
         END,
-        (SELECT coalesce(jsonb_agg(jsonb_build_array(id, code) ORDER BY id), '[]')
-         FROM rejected),
+        (SELECT coalesce(jsonb_agg(jsonb_build_array(r.id, r.code) ORDER BY r.id), '[]')
+         FROM (SELECT id, code FROM rejected ORDER BY id LIMIT {REJECTED_KEEP}) r),
         %(now)s
     FROM actor a
-    WHERE NOT EXISTS (SELECT 1 FROM cached)
+    WHERE (NOT EXISTS (SELECT 1 FROM usable) OR EXISTS (SELECT 1 FROM coded))
       AND (SELECT coalesce(sum(n), 0) FROM counts) >= %(cache_min)s
     ON CONFLICT (actor_id, filter_key) DO UPDATE SET
-        memory_version = excluded.memory_version, valid_until = excluded.valid_until,
-        counts = excluded.counts, eligible = excluded.eligible, rejected = excluded.rejected,
+        memory_version = excluded.memory_version, memory_inserts = excluded.memory_inserts,
+        max_id = excluded.max_id, valid_until = excluded.valid_until, counts = excluded.counts,
+        eligible = excluded.eligible, rejected = excluded.rejected,
         computed_at = excluded.computed_at
-    WHERE f.memory_version <= excluded.memory_version
+    WHERE (f.memory_version, f.memory_inserts)
+        <= (excluded.memory_version, excluded.memory_inserts)
 )
 SELECT
     (SELECT id FROM actor),
@@ -228,7 +251,7 @@ SELECT
        AND ev.type = 'context.assembled'
      ORDER BY ev.id DESC LIMIT 1),
     {CHAIN_TIP_SQL},
-    EXISTS (SELECT 1 FROM cached),
+    EXISTS (SELECT 1 FROM usable),
     t.*
 FROM (SELECT 1) one
 LEFT JOIN LATERAL (

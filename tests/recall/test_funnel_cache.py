@@ -9,6 +9,7 @@ lowered so a handful of memories stands in for the thousands a real large actor 
 
 from __future__ import annotations
 
+import random
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -228,6 +229,9 @@ class FunnelCacheTests:
             # Content is not filtered on: the entry stays, and the new text is read live.
             assert ada().memory_version == before
             assert any(row.content == "ship on thursdays" for row in found.rows)
+        elif change == "import":
+            # Added rows are merged into the cached funnel rather than invalidating it.
+            assert ada().memory_version == before
         else:
             assert ada().memory_version > before
         expected_after_policy = {
@@ -296,3 +300,91 @@ class FunnelCacheTests:
         assert second.funnel_cached and second.path == "hnsw"
         assert answer(first) == answer(second)
         assert FunnelCache.objects.get(actor=ada()).eligible is None
+
+    def test_added_memories_extend_the_cached_funnel(self, editor, strict, ada_rows):
+        read(strict)
+        entry = FunnelCache.objects.get(actor=ada())
+        added = factories.memories(
+            strict.workspace,
+            {"content": "release checklist lives in the repo"},
+            {"content": "a preference", "memory_type": "preference"},
+        )
+
+        extended = read(strict)
+
+        assert extended.funnel_cached  # from the cache, plus the two rows added
+        assert answer(extended) == answer(fresh_scan(strict))
+        assert extended.funnel.candidates == 8
+        assert extended.funnel.reasons["memory_type_not_allowed"] == 2
+        assert added[0].pk in {row.id for row in extended.rows}
+        stored = FunnelCache.objects.get(pk=entry.pk)
+        assert stored.max_id == max(m.pk for m in added)
+        assert stored.memory_inserts == ada().memory_inserts == entry.memory_inserts + 2
+        assert read(strict).funnel_cached  # and the extended entry is stored
+
+    def test_a_row_committed_late_with_a_smaller_id_forces_a_rescan(self, strict, ada_rows):
+        """Ids are handed out before commit, so a row can appear below the cached max id; the
+        count of inserted rows tells, and the funnel is scanned again."""
+        read(strict)
+        entry = FunnelCache.objects.get(actor=ada())
+        late_id = min(m.pk for m in ada_rows) - 1
+        assert not MemoryRecord.objects.filter(pk=late_id).exists()
+        columns = [
+            f.column for f in MemoryRecord._meta.concrete_fields if f.column != "id"
+        ]  # fmt: skip
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"INSERT INTO recall_memoryrecord (id, {', '.join(columns)})"
+                f" SELECT %s, {', '.join(columns)} FROM recall_memoryrecord WHERE id = %s",
+                [late_id, ada_rows[0].pk],
+            )
+        assert late_id < entry.max_id
+
+        rescanned = read(strict)
+
+        assert not rescanned.funnel_cached
+        assert rescanned.funnel.after_policy == 4
+        assert late_id in {row.id for row in rescanned.rows}
+        assert answer(rescanned) == answer(fresh_scan(strict))
+
+    @pytest.mark.parametrize("seed", [1, 2, 3])
+    def test_a_random_run_of_changes_never_makes_the_cache_disagree(self, strict, seed):
+        """Forty random steps (adds, label edits, suppressions, deletes, time passing),
+        each followed by a recall read compared with a fresh scan at the same instant."""
+        rng = random.Random(seed)
+        labels = {
+            "memory_type": ["fact", "decision", "preference"],
+            "sensitivity": ["public", "internal", "confidential"],
+            "lifecycle_status": ["active", "active", "suppressed"],
+        }
+        now = timezone.now()
+        factories.memories(strict.workspace, {"content": "seed row"})
+        for step in range(40):
+            action = rng.choice(["add", "add", "edit", "delete", "time"])
+            rows = list(MemoryRecord.objects.filter(actor__name="ada"))
+            if action == "add" or not rows:
+                factories.memories(
+                    strict.workspace,
+                    *(
+                        {
+                            "content": f"step {step} row {n}",
+                            **{k: rng.choice(v) for k, v in labels.items()},
+                            "expires_at": rng.choice(
+                                [None, now + timedelta(minutes=rng.randint(1, 120))]
+                            ),
+                        }
+                        for n in range(rng.randint(1, 3))
+                    ),
+                )
+            elif action == "edit":
+                field = rng.choice(list(labels))
+                MemoryRecord.objects.filter(pk=rng.choice(rows).pk).update(
+                    **{field: rng.choice(labels[field])}
+                )
+            elif action == "delete":
+                MemoryRecord.objects.filter(pk=rng.choice(rows).pk).delete()
+            else:
+                now += timedelta(minutes=rng.randint(1, 40))
+            read(strict, now=now)  # fills or extends the cache
+            cached = read(strict, now=now)
+            assert answer(cached) == answer(fresh_scan(strict, now)), (seed, step, action)
