@@ -8,6 +8,7 @@ PostgreSQL's jsonb may hand back an integral float (``1e20``) as an integer.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +19,17 @@ GENESIS_HASH = "0" * 64
 
 
 def _normalise(value: Any) -> Any:
+    # Exact-type fast paths first (verification walks every event of a chain); the
+    # isinstance checks below give the same result for every other type.
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return value
+    if kind is dict:
+        return {str(k): _normalise(v) for k, v in value.items()}
+    if kind is list:
+        return [_normalise(v) for v in value]
+    if kind is float:
+        return int(value) if value.is_integer() else value
     if isinstance(value, bool) or value is None:
         return value
     if isinstance(value, float) and value.is_integer():
@@ -30,7 +42,14 @@ def _normalise(value: Any) -> Any:
 
 
 def event_hash(prev_hash: str, fields: Mapping[str, Any]) -> str:
-    body = canonical_json({"prevHash": prev_hash, **_normalise(dict(fields))})
+    normalised = {"prevHash": prev_hash, **_normalise(dict(fields))}
+    try:
+        # What canonical_json produces for plain data, without its second walk of the tree.
+        body = json.dumps(
+            normalised, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        )
+    except TypeError:  # a set, which canonical_json writes as a sorted list
+        body = canonical_json(normalised)
     return hashlib.sha256(body.encode()).hexdigest()
 
 
@@ -45,15 +64,26 @@ class ChainLink:
 @dataclass(frozen=True)
 class ChainVerdict:
     ok: bool
-    checked: int
+    checked: int  # events of the chain covered, counting those before ``start``
     first_broken_id: int | None
     reason: str = ""
+    last_id: int | None = None  # the last event that held, and its hash
+    last_hash: str = GENESIS_HASH
 
 
-def verify_links(links: Iterable[ChainLink]) -> ChainVerdict:
-    """Walk links in append order; stop at the first that does not hold."""
-    expected_prev = GENESIS_HASH
-    checked = 0
+def verify_links(
+    links: Iterable[ChainLink],
+    *,
+    after_hash: str = GENESIS_HASH,
+    after_count: int = 0,
+    after_id: int | None = None,
+) -> ChainVerdict:
+    """Walk links in append order; stop at the first that does not hold.
+
+    By default from the start of the chain; ``after_*`` resumes after an event already found
+    to hold (its hash, its position, its id), for a walk of only the events appended since.
+    """
+    expected_prev, checked, last_id = after_hash, after_count, after_id
     for link in links:
         checked += 1
         if link.prev_hash != expected_prev:
@@ -62,5 +92,5 @@ def verify_links(links: Iterable[ChainLink]) -> ChainVerdict:
             )
         if event_hash(link.prev_hash, link.fields) != link.hash:
             return ChainVerdict(False, checked, link.id, "hash does not match the event's content")
-        expected_prev = link.hash
-    return ChainVerdict(True, checked, None)
+        expected_prev, last_id = link.hash, link.id
+    return ChainVerdict(True, checked, None, last_id=last_id, last_hash=expected_prev)

@@ -64,3 +64,24 @@ class AuditChainHead(models.Model):
 
     def __str__(self) -> str:
         return f"audit head of workspace {self.workspace_id} ({self.length} events)"
+
+
+class AuditCheckpoint(models.Model):
+    """How far a workspace's chain is known to hold, so a routine check reads only newer events.
+
+    Written by every check that holds. ``full_at`` is when a walk of the whole chain last held:
+    a routine (incremental) check trusts the events up to ``event_id`` from then on, so an
+    edit made to them afterwards is found only by the next full check.
+    """
+
+    workspace = models.OneToOneField(
+        "policies.Workspace", on_delete=models.CASCADE, related_name="audit_checkpoint"
+    )
+    event_id = models.BigIntegerField()
+    event_hash = models.CharField(max_length=64)
+    length = models.PositiveBigIntegerField()  # events up to and including event_id
+    full_at = models.DateTimeField(null=True)
+    checked_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"audit checkpoint of workspace {self.workspace_id} at event {self.event_id}"

@@ -4,6 +4,8 @@ import json
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from datetime import datetime
+from itertools import islice
 from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
@@ -11,7 +13,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from audit.chain import GENESIS_HASH, ChainLink, ChainVerdict, event_hash, verify_links
-from audit.models import AuditChainHead, AuditEvent
+from audit.models import AuditChainHead, AuditCheckpoint, AuditEvent
 from policies.models import Workspace
 from portal.db.cursors import prepared_cursor
 
@@ -208,32 +210,106 @@ def _append(
     )
 
 
-def _links(workspace: Workspace) -> Iterator[ChainLink]:
-    events = AuditEvent.objects.filter(workspace=workspace).order_by("id")
-    for event in events.iterator(chunk_size=2000):
+def _links(workspace: Workspace, *, after_id: int | None = None) -> Iterator[ChainLink]:
+    # Tuples, not model instances: verification reads every event of the chain.
+    events = AuditEvent.objects.filter(workspace=workspace)
+    if after_id is not None:
+        events = events.filter(id__gt=after_id)
+    events = (
+        events.order_by("id").values_list(
+            "id",
+            "prev_hash",
+            "hash",
+            "type",
+            "occurred_at",
+            "author",
+            "workload_id",
+            "environment",
+            "actor_id",
+            "payload",
+        )  # fmt: skip
+    )
+    for pk, prev, digest, type, occurred, author, workload, env, actor, payload in events.iterator(
+        chunk_size=5000
+    ):
         yield ChainLink(
-            id=event.pk,
-            prev_hash=event.prev_hash,
-            hash=event.hash,
+            id=pk,
+            prev_hash=prev,
+            hash=digest,
             fields=_hashed_fields(
                 workspace_slug=workspace.slug,
-                type=event.type,
-                occurred_at=event.occurred_at,
-                author=event.author,
-                workload_id=event.workload_id,
-                environment=event.environment,
-                actor_id=event.actor_id,
-                payload=event.payload,
+                type=type,
+                occurred_at=occurred,
+                author=author,
+                workload_id=workload,
+                environment=env,
+                actor_id=actor,
+                payload=payload,
             ),
         )
 
 
+@dataclass(frozen=True)
+class ChainCheck:
+    verdict: ChainVerdict
+    full: bool  # whether every event was walked (else only those after the checkpoint)
+    walked: int  # events this check read
+    full_at: datetime | None  # when a walk of the whole chain last held
+
+
 def audit_chain_verify(*, workspace: Workspace) -> ChainVerdict:
-    verdict = verify_links(_links(workspace))
-    if not verdict.ok:
-        return verdict
-    # A deleted tail leaves a valid-looking chain; the head remembers where it should end.
-    head = AuditChainHead.objects.filter(workspace=workspace).first()
-    if head is not None and (head.length != verdict.checked):
-        return ChainVerdict(False, verdict.checked, None, "events are missing from the end")
-    return verdict
+    """Walk the whole chain: every event's link and hash, and that it ends at the head."""
+    return audit_chain_check(workspace=workspace, full=True).verdict
+
+
+def audit_chain_check(*, workspace: Workspace, full: bool) -> ChainCheck:
+    """Verify the chain, all of it (``full``) or the events after the last checkpoint.
+
+    The chain checked is the one the head described when the check began: its length and
+    tip are read first, so events appended while the walk runs are neither missing nor
+    counted. A walk that holds moves the workspace's checkpoint to its last event.
+    """
+    head = AuditChainHead.objects.filter(workspace=workspace).values_list("length", "last_hash")
+    length, tip = head.first() or (None, None)
+    checkpoint = None
+    if not full:
+        checkpoint = AuditCheckpoint.objects.filter(workspace=workspace).first()
+        if checkpoint is not None and length is not None and checkpoint.length > length:
+            checkpoint = None  # the head went backwards: only a full walk can say where
+    after = (
+        {
+            "after_hash": checkpoint.event_hash,
+            "after_count": checkpoint.length,
+            "after_id": checkpoint.event_id,
+        }
+        if checkpoint
+        else {}
+    )
+    links = _links(workspace, after_id=checkpoint.event_id if checkpoint else None)
+    if length is not None:
+        links = islice(links, length - (checkpoint.length if checkpoint else 0))
+    verdict = verify_links(links, **after)
+    if verdict.ok and length is not None:
+        # A deleted tail leaves a valid-looking chain; the head remembers where it ends.
+        if verdict.checked != length:
+            verdict = ChainVerdict(False, verdict.checked, None, "events are missing from the end")
+        elif verdict.last_hash != tip:
+            verdict = ChainVerdict(
+                False, verdict.checked, verdict.last_id, "the last event is not the chain's tip"
+            )
+    full_at = checkpoint.full_at if checkpoint else None
+    if verdict.ok and verdict.last_id is not None:
+        now = timezone.now()
+        full_at = now if checkpoint is None else full_at
+        AuditCheckpoint.objects.update_or_create(
+            workspace=workspace,
+            defaults={
+                "event_id": verdict.last_id,
+                "event_hash": verdict.last_hash,
+                "length": verdict.checked,
+                "full_at": full_at,
+                "checked_at": now,
+            },
+        )
+    walked = verdict.checked - (checkpoint.length if checkpoint else 0)
+    return ChainCheck(verdict, checkpoint is None, walked, full_at)

@@ -20,7 +20,7 @@ from django_htmx.http import push_url
 from audit.exports import csv_lines, jsonl_lines
 from audit.models import AuditEvent, EventType
 from audit.selectors import audit_events
-from audit.services import audit_chain_verify
+from audit.services import audit_chain_check
 from policies import algebra
 from policies.forms import diff_rows, floor_document
 from portal.errors import ValidationFailed
@@ -130,10 +130,18 @@ def export_jsonl(request: HttpRequest, slug: str) -> StreamingHttpResponse | Htt
 @login_required
 @require_GET
 def verify(request: HttpRequest, slug: str) -> HttpResponse:
-    """Walks the whole chain, so the list page loads it lazily (hx-trigger="load")."""
+    """The list page loads the routine check lazily (hx-trigger="load"): the events appended
+    since the last check. "Check every event" (``?full=1``) and the page itself, without
+    htmx, walk the whole chain."""
     access = workspace_page(request, slug)
-    verdict = audit_chain_verify(workspace=access.workspace)
-    context = {**access.context(), "verdict": verdict, "checked_at": timezone.now()}
+    full = request.GET.get("full") == "1" or not request.htmx
+    check = audit_chain_check(workspace=access.workspace, full=full)
+    context = {
+        **access.context(),
+        "verdict": check.verdict,
+        "check": check,
+        "checked_at": timezone.now(),
+    }
     if request.htmx:
         return render(request, "audit/_verify.html", context)
     return render(request, "audit/verify.html", context)

@@ -672,6 +672,15 @@ def effective_policy(
 
 
 def _plain(obj: object) -> Any:
+    # Exact-type fast paths first (hashing walks whole audit payloads); the isinstance
+    # checks below give the same result for every other type.
+    kind = type(obj)
+    if kind is str or kind is int or kind is float or kind is bool or obj is None:
+        return obj
+    if kind is dict:
+        return {str(k): _plain(v) for k, v in obj.items()}  # type: ignore[attr-defined]
+    if kind is list:
+        return [_plain(v) for v in obj]  # type: ignore[attr-defined]
     if isinstance(obj, Mapping):
         return {str(k): _plain(v) for k, v in obj.items()}
     if isinstance(obj, (set, frozenset)):

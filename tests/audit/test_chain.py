@@ -14,8 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from audit.chain import GENESIS_HASH, ChainLink, event_hash, verify_links
-from audit.models import AuditEvent
-from audit.services import audit_chain_verify
+from audit.models import AuditChainHead, AuditCheckpoint, AuditEvent
+from audit.services import audit_chain_check, audit_chain_verify
 from policies.services import workload_create, workload_policy_save
 
 
@@ -227,6 +227,87 @@ class AuditChainVerificationTests:
 
         assert outsider.api().get("/v1/audit/verify").json()["ok"] is True
         assert operator.api().get("/v1/audit/verify").json()["ok"] is False
+
+    def test_events_appended_during_a_walk_are_not_reported_missing(self, operator, history):
+        """The chain checked is the one the head described when the check began."""
+        head = AuditChainHead.objects.get(workspace=operator.workspace)
+        workload_create(workspace=operator.workspace, name="later", author="user:olga")
+        # As if the walk had read the head just before that append:
+        AuditChainHead.objects.filter(pk=head.pk).update(
+            length=head.length, last_hash=head.last_hash
+        )
+
+        verdict = audit_chain_verify(workspace=operator.workspace)
+
+        assert (verdict.ok, verdict.checked, verdict.last_id) == (True, 6, history[-1].pk)
+
+    def test_a_head_that_names_another_tip_is_reported(self, operator, history):
+        AuditChainHead.objects.filter(workspace=operator.workspace).update(last_hash="f" * 64)
+
+        verdict = audit_chain_verify(workspace=operator.workspace)
+
+        assert not verdict.ok
+        assert verdict.first_broken_id == history[-1].pk
+        assert "tip" in verdict.reason
+
+
+class ChainCheckpointTests:
+    def test_a_full_walk_that_holds_leaves_a_checkpoint(self, operator, history):
+        check = audit_chain_check(workspace=operator.workspace, full=True)
+
+        point = AuditCheckpoint.objects.get(workspace=operator.workspace)
+        assert check.full and check.walked == 6
+        assert (point.event_id, point.event_hash, point.length) == (
+            history[-1].pk, history[-1].hash, 6
+        )  # fmt: skip
+        assert point.full_at is not None and check.full_at == point.full_at
+
+    def test_a_routine_check_walks_only_the_events_appended_since(self, operator, history):
+        first = audit_chain_check(workspace=operator.workspace, full=False)
+        workload_create(workspace=operator.workspace, name="second", author="user:olga")
+        workload_create(workspace=operator.workspace, name="third", author="user:olga")
+
+        check = audit_chain_check(workspace=operator.workspace, full=False)
+
+        assert first.full  # no checkpoint yet: everything was walked
+        assert not check.full and check.walked == 2
+        assert (check.verdict.ok, check.verdict.checked) == (True, 8)
+        assert check.full_at == first.full_at
+        assert AuditCheckpoint.objects.get(workspace=operator.workspace).length == 8
+
+    def test_a_routine_check_finds_a_forged_event_after_the_checkpoint(self, operator, history):
+        audit_chain_check(workspace=operator.workspace, full=False)
+        workload_create(workspace=operator.workspace, name="second", author="user:olga")
+        forged = AuditEvent.objects.filter(workspace=operator.workspace).latest("id")
+        _raw("UPDATE audit_auditevent SET author = 'user:mallory' WHERE id = %s", [forged.pk])
+
+        check = audit_chain_check(workspace=operator.workspace, full=False)
+
+        assert not check.verdict.ok and check.verdict.first_broken_id == forged.pk
+        # a broken walk never moves the checkpoint
+        assert AuditCheckpoint.objects.get(workspace=operator.workspace).length == 6
+
+    def test_an_edit_behind_the_checkpoint_needs_the_full_walk(self, operator, history):
+        """The documented limit of the routine check, and why the page offers the full one."""
+        audit_chain_check(workspace=operator.workspace, full=True)
+        _raw("UPDATE audit_auditevent SET author = 'user:mallory' WHERE id = %s", [history[1].pk])
+
+        routine = audit_chain_check(workspace=operator.workspace, full=False)
+        full = audit_chain_check(workspace=operator.workspace, full=True)
+
+        assert routine.verdict.ok
+        assert not full.verdict.ok and full.verdict.first_broken_id == history[1].pk
+
+    def test_a_chain_shorter_than_its_checkpoint_is_walked_in_full(self, operator, history):
+        audit_chain_check(workspace=operator.workspace, full=True)
+        _raw("DELETE FROM audit_auditevent WHERE id = %s", [history[-1].pk])
+        AuditChainHead.objects.filter(workspace=operator.workspace).update(
+            length=5, last_hash=history[-2].hash
+        )
+
+        check = audit_chain_check(workspace=operator.workspace, full=False)
+
+        assert check.full and check.verdict.ok and check.verdict.checked == 5
 
 
 class VerifyAuditChainCommandTests:

@@ -246,7 +246,24 @@ class ChainVerificationPageTests:
         response = client_for(viewer).get(reverse("audit:verify", args=["team-a"]), **HTMX)
         html = response.content.decode()
         # the floor, the viewer's token, the workload
-        assert "chain intact" in html and "3 events checked" in html
+        assert "chain intact" in html and "all 3 events checked" in html
+
+    def test_the_lazy_check_reads_only_what_was_appended_since(
+        self, viewer, workspace_a, workload_a
+    ):
+        client = client_for(viewer)
+        url = reverse("audit:verify", args=["team-a"])
+        client.get(url, **HTMX)  # the first check walks everything and leaves a checkpoint
+        assembled(workspace_a, workload_a, n=2)
+
+        html = client.get(url, **HTMX).content.decode()
+
+        assert "chain intact" in html
+        assert "5 events: the 2 appended since the last check were checked" in html
+        assert "the earlier ones held when every event was last checked, at" in html
+        assert f'hx-get="{url}?full=1"' in html  # "Check every event"
+        full = client.get(url + "?full=1", **HTMX).content.decode()
+        assert "all 5 events checked" in full
 
     def test_a_tampered_event_is_reported_as_the_first_broken_link(
         self, viewer, workspace_a, workload_a
