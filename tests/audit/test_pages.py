@@ -262,6 +262,8 @@ class ChainVerificationPageTests:
         assert "5 events: the 2 appended since the last check were checked" in html
         assert "the earlier ones held when every event was last checked, at" in html
         assert f'hx-get="{url}?full=1"' in html  # "Check every event"
+        again = client.get(url, **HTMX).content.decode()
+        assert "5 events: none appended since the last check; they all held" in again
         full = client.get(url + "?full=1", **HTMX).content.decode()
         assert "all 5 events checked" in full
 
