@@ -135,6 +135,8 @@ _CODE = _code_case()
 # Actors with at least this many memories keep their funnel in FunnelCache (see there): below
 # it the scan costs less than writing the cache would.
 FUNNEL_CACHE_MIN = 2_000
+# Funnels kept per actor, one per policy filter (overrides make new filters).
+FUNNEL_CACHE_PER_ACTOR = 8
 # Rejected ids kept per funnel (the most verbosity ``full`` ever lists).
 REJECTED_KEEP = 200
 
@@ -154,6 +156,8 @@ cached AS MATERIALIZED (
     FROM recall_funnelcache f JOIN actor a ON f.actor_id = a.id
     WHERE f.filter_key = %(filter_key)s AND f.memory_version = a.memory_version
       AND (f.valid_until IS NULL OR f.valid_until > %(now)s)
+      -- stored without ids (too many to rank exactly then), but the exact path wants them now
+      AND (f.eligible IS NOT NULL OR (f.counts ->> 'passes_policy')::bigint > %(exact_max)s)
 ),
 -- the memories added since the cached funnel, when there is one
 added AS MATERIALIZED (
@@ -202,6 +206,21 @@ eligible AS MATERIALIZED (
 nearest AS (
     SELECT id, distance FROM eligible ORDER BY distance NULLS LAST, id LIMIT %(limit)s
 ),
+filling AS MATERIALIZED (
+    SELECT 1 WHERE (NOT EXISTS (SELECT 1 FROM usable) OR EXISTS (SELECT 1 FROM coded))
+      AND (SELECT coalesce(sum(n), 0) FROM counts) >= %(cache_min)s
+),
+-- an actor keeps its most recently computed funnels only (one per filter: overrides vary)
+pruned AS (
+    DELETE FROM recall_funnelcache p
+    WHERE EXISTS (SELECT 1 FROM filling)
+      AND p.actor_id = (SELECT id FROM actor) AND p.filter_key <> %(filter_key)s
+      AND p.id NOT IN (
+        SELECT q.id FROM recall_funnelcache q
+        WHERE q.actor_id = (SELECT id FROM actor) AND q.filter_key <> %(filter_key)s
+        ORDER BY q.computed_at DESC LIMIT {FUNNEL_CACHE_PER_ACTOR - 1}
+      )
+),
 fill AS (
     INSERT INTO recall_funnelcache AS f (
         actor_id, filter_key, memory_version, memory_inserts, max_id, valid_until, counts,
@@ -227,8 +246,7 @@ fill AS (
          FROM (SELECT id, code FROM rejected ORDER BY id LIMIT {REJECTED_KEEP}) r),
         %(now)s
     FROM actor a
-    WHERE (NOT EXISTS (SELECT 1 FROM usable) OR EXISTS (SELECT 1 FROM coded))
-      AND (SELECT coalesce(sum(n), 0) FROM counts) >= %(cache_min)s
+    WHERE EXISTS (SELECT 1 FROM filling)
     ON CONFLICT (actor_id, filter_key) DO UPDATE SET
         memory_version = excluded.memory_version, memory_inserts = excluded.memory_inserts,
         max_id = excluded.max_id, valid_until = excluded.valid_until, counts = excluded.counts,

@@ -154,6 +154,20 @@ class FunnelCacheTests:
         assert answer(read(other)) == answer(fresh_scan(other))
         assert read(strict).funnel.after_policy != read(other).funnel.after_policy
 
+    def test_an_actor_keeps_only_its_most_recent_funnels(self, strict, ada_rows):
+        policy = effective_policy_for(workload=strict, environment="prod").policy
+        for n in range(selectors.FUNNEL_CACHE_PER_ACTOR + 3):
+            selectors.recall_candidates(
+                workspace_id=strict.workspace_id, workload_id=strict.id, environment="prod",
+                actor_id=ADA, policy={**policy, "confidenceMin": n / 100},
+                query_vector=embedder().embed([QUERY])[0], limit=30, rejected_limit=0,
+                now=timezone.now(),
+            )  # fmt: skip
+
+        kept = FunnelCache.objects.filter(actor=ada())
+        assert kept.count() == selectors.FUNNEL_CACHE_PER_ACTOR
+        assert answer(read(strict)) == answer(fresh_scan(strict))
+
     def test_recall_itself_leaves_the_cache_current(self, editor, strict, ada_rows):
         """Recording hits updates memory rows, but never a column the funnel reads."""
         read(strict)
@@ -291,6 +305,19 @@ class FunnelCacheTests:
         read(strict)  # misses (its version is older) and tries to store its own funnel
 
         assert FunnelCache.objects.get(pk=entry.pk).memory_version == entry.memory_version + 5
+
+    def test_an_entry_without_ids_is_not_used_once_the_exact_path_wants_them(
+        self, monkeypatch, strict, ada_rows
+    ):
+        monkeypatch.setattr(selectors, "EXACT_SEARCH_MAX", 2)
+        read(strict)  # stored without ids: three eligible rows are above the exact limit
+        monkeypatch.setattr(selectors, "EXACT_SEARCH_MAX", 20_000)
+
+        found = read(strict)
+
+        assert not found.funnel_cached and found.path == "exact" and len(found.rows) == 3
+        assert answer(found) == answer(fresh_scan(strict))
+        assert FunnelCache.objects.get(actor=ada()).eligible is not None
 
     def test_the_hnsw_path_keeps_counts_but_no_ids(self, monkeypatch, strict, ada_rows):
         monkeypatch.setattr(selectors, "EXACT_SEARCH_MAX", 2)
