@@ -194,6 +194,7 @@ class FunnelCacheTests:
             "delete",
             "write around the application",
             "move a memory to another actor",
+            "truncate the table",
         ],
     )
     def test_every_change_to_the_rows_is_seen(self, editor, strict, ada_rows, change):
@@ -230,6 +231,14 @@ class FunnelCacheTests:
         elif change == "write around the application":
             MemoryRecord.objects.filter(pk=target.pk).update(memory_type="preference")
             response = None
+        elif change == "truncate the table":
+            with connection.cursor() as cursor:
+                # TRUNCATE refuses to run while deferred foreign-key checks are pending.
+                cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+                cursor.execute("TRUNCATE recall_memoryrecord CASCADE")
+                cursor.execute("SET CONSTRAINTS ALL DEFERRED")
+            factories.memories(strict.workspace, {"content": "the only one left"})
+            response = None
         else:
             bob = factories.actor(strict.workspace, "user:bob")
             MemoryRecord.objects.filter(pk=target.pk).update(actor=bob)
@@ -243,8 +252,9 @@ class FunnelCacheTests:
             # Content is not filtered on: the entry stays, and the new text is read live.
             assert ada().memory_version == before
             assert any(row.content == "ship on thursdays" for row in found.rows)
-        elif change == "import":
-            # Added rows are merged into the cached funnel rather than invalidating it.
+        elif change in ("import", "truncate the table"):
+            # Added rows are merged into the cached funnel rather than invalidating it (after
+            # a truncate, the cache was emptied with the table).
             assert ada().memory_version == before
         else:
             assert ada().memory_version > before
@@ -257,6 +267,7 @@ class FunnelCacheTests:
             "delete": 2,
             "write around the application": 2,
             "move a memory to another actor": 2,
+            "truncate the table": 1,
         }[change]
         assert found.funnel.after_policy == expected_after_policy
 
