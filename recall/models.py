@@ -36,7 +36,10 @@ class Actor(models.Model):
     class Meta:
         ordering = ["kind", "name"]
         constraints = [
-            models.UniqueConstraint(fields=["workspace", "kind", "name"], name="actor_unique")
+            models.UniqueConstraint(fields=["workspace", "kind", "name"], name="actor_unique"),
+            # The target of memory_actor_in_workspace (migration 0010): a memory's workspace
+            # is its actor's, enforced by the database.
+            models.UniqueConstraint(fields=["id", "workspace"], name="actor_id_workspace"),
         ]
 
     def __str__(self) -> str:

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from django.conf import settings
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from audit.models import AuditEvent, EventType
@@ -303,6 +304,31 @@ def assorted(workspace_a: Any) -> dict[str, MemoryRecord]:
     )
     factories.memories(workspace_a, {"content": "Bob's fact"}, actor_id="user:bob")
     return {row.content: row for row in rows}
+
+
+class MemoryWorkspaceIntegrityTests:
+    """Recall isolates by actor, the other reads by workspace: the database keeps them equal."""
+
+    def test_a_memory_in_another_workspace_than_its_actor_is_refused(
+        self, workspace_a, workspace_b
+    ):
+        ada = factories.actor(workspace_a, "user:ada")
+        with pytest.raises(IntegrityError, match="memory_actor_in_workspace"):
+            with transaction.atomic():
+                MemoryRecord.objects.create(
+                    workspace=workspace_b, actor=ada, content="misfiled", memory_type="fact",
+                    source_kind="user", created_at=timezone.now(),
+                )  # fmt: skip
+                with connection.cursor() as cursor:
+                    cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+
+    def test_an_actor_cannot_move_away_from_its_memories(self, workspace_a, workspace_b):
+        factories.memory(workspace_a, "stays in team-a")
+        with pytest.raises(IntegrityError, match="memory_actor_in_workspace"):
+            with transaction.atomic():
+                Actor.objects.filter(name="ada").update(workspace=workspace_b)
+                with connection.cursor() as cursor:
+                    cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
 
 
 class MemoryListTests:
