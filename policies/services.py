@@ -129,21 +129,55 @@ def workload_create(
 
 
 @transaction.atomic
-def workload_update(*, workload: Workload, name: Any = None, description: Any = None) -> Workload:
+def workspace_rename(*, workspace: Workspace, name: str, author: str) -> Workspace:
+    before = workspace.name
+    if name == before:
+        return workspace
+    workspace.name = name
+    workspace.save(update_fields=["name"])
+    audit_event_record(
+        workspace=workspace,
+        type=EventType.WORKSPACE_RENAMED,
+        author=author,
+        payload={"before": before, "after": name},
+    )
+    return workspace
+
+
+@transaction.atomic
+def workload_update(
+    *, workload: Workload, author: str, name: Any = None, description: Any = None
+) -> Workload:
+    before = {"name": workload.name, "description": workload.description}
     if name is not None:
         workload.name = _workload_name(name)
     if description is not None:
         if not isinstance(description, str):
             raise ValidationFailed({"description": "Must be a string."})
         workload.description = description
+    after = {"name": workload.name, "description": workload.description}
+    changes = {
+        key: {"before": before[key], "after": after[key]}
+        for key in before
+        if before[key] != after[key]
+    }
+    if not changes:
+        return workload
     try:
         with transaction.atomic():
-            workload.save()
+            workload.save(update_fields=list(changes))
     except IntegrityError:
         raise ConflictError(
             f"A workload named {workload.name!r} already exists in this workspace.",
             {"fields": {"name": "Taken."}},
         ) from None
+    audit_event_record(
+        workspace=workload.workspace,
+        type=EventType.WORKLOAD_UPDATED,
+        author=author,
+        workload_id=workload.id,
+        payload={"changes": changes},
+    )
     return workload
 
 

@@ -131,13 +131,15 @@ class WorkspaceDetailView(ApiView):
 
     @extend_schema(request=WorkspaceUpdateSerializer, responses=WorkspaceSerializer)
     def patch(self, request: Request, slug: str) -> Response:
-        workspace = workspace_for(self.caller(request), slug, required=Role.OPERATOR)
+        caller = self.caller(request)
+        workspace = workspace_for(caller, slug, required=Role.OPERATOR)
         data = json_object(request)
         reject_unknown(data, {"name"})
         serializer = WorkspaceUpdateSerializer(data=data)
         serializer.is_valid(raise_exception=True)
-        workspace.name = serializer.validated_data["name"]
-        workspace.save(update_fields=["name"])
+        workspace = services.workspace_rename(
+            workspace=workspace, name=serializer.validated_data["name"], author=caller.label
+        )
         return Response(WorkspaceSerializer(workspace).data)
 
 
@@ -215,12 +217,15 @@ class WorkloadDetailView(ApiView):
 
     @extend_schema(request=WorkloadWriteSerializer(partial=True), responses=WorkloadSerializer)
     def patch(self, request: Request, workload_id: str) -> Response:
-        workload = _workload(self.caller(request), workload_id, required=Role.EDITOR)
+        caller = self.caller(request)
+        workload = _workload(caller, workload_id, required=Role.EDITOR)
         data = json_object(request)
         reject_unknown(data, {"name", "description"})
         serializer = WorkloadWriteSerializer(data=data, partial=True)
         serializer.is_valid(raise_exception=True)
-        workload = services.workload_update(workload=workload, **serializer.validated_data)
+        workload = services.workload_update(
+            workload=workload, author=caller.label, **serializer.validated_data
+        )
         return Response(WorkloadSerializer(workload).data)
 
     @extend_schema(responses={204: None})

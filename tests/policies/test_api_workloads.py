@@ -184,6 +184,18 @@ class WorkloadDetailTests:
         assert response.json()["name"] == "renamed"
         workload.refresh_from_db()
         assert (workload.name, workload.description) == ("renamed", "Keeps")
+        event = AuditEvent.objects.filter(type=EventType.WORKLOAD_UPDATED).get()
+        assert event.workload_id == workload.id
+        assert event.author.startswith("token:")
+        assert event.payload == {"changes": {"name": {"before": "bot", "after": "renamed"}}}
+
+    def test_a_patch_that_changes_nothing_records_nothing(self, editor, workload_a):
+        response = editor.api().patch(
+            detail_url(workload_a), {"name": "support-bot"}, format="json"
+        )
+
+        assert response.status_code == 200, response.content
+        assert not AuditEvent.objects.filter(type=EventType.WORKLOAD_UPDATED).exists()
 
     def test_an_editor_changes_only_the_description(self, editor, workload_a):
         response = editor.api().patch(

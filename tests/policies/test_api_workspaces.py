@@ -187,6 +187,9 @@ class WorkspaceDetailTests:
         assert response.status_code == 200
         assert response.json()["name"] == "A Team"
         assert Workspace.objects.get(slug="team-a").name == "A Team"
+        event = AuditEvent.objects.filter(type=EventType.WORKSPACE_RENAMED).get()
+        assert event.payload == {"before": "Team A", "after": "A Team"}
+        assert event.author.startswith("token:")
 
     @pytest.mark.parametrize("persona", ["editor", "viewer"])
     def test_only_an_operator_may_rename_the_workspace(self, request, persona):
