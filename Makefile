@@ -40,6 +40,7 @@ browser-deps:
 
 test: install browser-deps
 	$(PY) -m ruff check .
+	$(PY) -m mypy
 	$(PY) -m pytest -q
 
 test-external-db: install
@@ -57,6 +58,7 @@ bench: install
 lint: install
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(PY) -m mypy
 
 clean-db:
 	rm -rf .pgdata

@@ -119,7 +119,7 @@ def audit_event_append(
     nothing, as one statement is. If another append moved the tip first, nothing is written
     and the append is retried on the new tip; after a few lost races it takes the lock.
     """
-    fields = {
+    fields: dict[str, Any] = {
         "workspace": workspace, "type": type, "author": author, "payload": payload,
         "workload_id": workload_id, "environment": environment, "actor_id": actor_id,
         "guarded": guarded,
@@ -212,11 +212,11 @@ def _append(
 
 def _links(workspace: Workspace, *, after_id: int | None = None) -> Iterator[ChainLink]:
     # Tuples, not model instances: verification reads every event of the chain.
-    events = AuditEvent.objects.filter(workspace=workspace)
+    chain = AuditEvent.objects.filter(workspace=workspace)
     if after_id is not None:
-        events = events.filter(id__gt=after_id)
+        chain = chain.filter(id__gt=after_id)
     events = (
-        events.order_by("id").values_list(
+        chain.order_by("id").values_list(
             "id",
             "prev_hash",
             "hash",
@@ -276,7 +276,7 @@ def audit_chain_check(*, workspace: Workspace, full: bool) -> ChainCheck:
         checkpoint = AuditCheckpoint.objects.filter(workspace=workspace).first()
         if checkpoint is not None and length is not None and checkpoint.length > length:
             checkpoint = None  # the head went backwards: only a full walk can say where
-    after = (
+    after: dict[str, Any] = (
         {
             "after_hash": checkpoint.event_hash,
             "after_count": checkpoint.length,

@@ -24,6 +24,7 @@ from audit.services import audit_chain_check
 from policies import algebra
 from policies.forms import diff_rows, floor_document
 from portal.errors import ValidationFailed
+from portal.http import HtmxHttpRequest
 from portal.pages import workspace_page
 
 PAGE_SIZE = 50
@@ -65,7 +66,7 @@ def summary(event: AuditEvent) -> str:
 
 @login_required
 @require_GET
-def events(request: HttpRequest, slug: str) -> HttpResponse:
+def events(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     access = workspace_page(request, slug)
     workspace = access.workspace
     workloads = dict(workspace.workloads.order_by("name").values_list("id", "name"))
@@ -129,7 +130,7 @@ def export_jsonl(request: HttpRequest, slug: str) -> StreamingHttpResponse | Htt
 
 @login_required
 @require_GET
-def verify(request: HttpRequest, slug: str) -> HttpResponse:
+def verify(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     """The list page loads the routine check lazily (hx-trigger="load"): the events appended
     since the last check. "Check every event" (``?full=1``) and the page itself, without
     htmx, walk the whole chain."""
@@ -189,7 +190,9 @@ def event(request: HttpRequest, slug: str, event_id: int) -> HttpResponse:
         else None
     )
     payload = item.payload if isinstance(item.payload, dict) else {}
-    tokens = payload.get("tokenCounts") if isinstance(payload.get("tokenCounts"), dict) else {}
+    tokens: dict[str, Any] = (
+        payload["tokenCounts"] if isinstance(payload.get("tokenCounts"), dict) else {}
+    )
     is_policy = item.type in (EventType.WORKSPACE_POLICY_SET, EventType.WORKLOAD_POLICY_SET)
     neighbours = workspace.audit_events.only("id")
     context = {

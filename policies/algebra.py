@@ -230,6 +230,7 @@ def _labels(value: object, axis: Axis, *, ordered: bool) -> list[str]:
     containers = (list, tuple) if ordered else (list, tuple, set, frozenset)
     if not isinstance(value, containers):
         raise _FieldError("Expected a list of labels.")
+    assert isinstance(value, (list, tuple, set, frozenset))  # for the type checker
     vocab = _vocabulary(axis)
     bad = [v for v in value if not isinstance(v, str) or v not in vocab]
     if bad:

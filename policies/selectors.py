@@ -126,7 +126,7 @@ def effective_policy_for(
     the environment exists (400 naming the field otherwise), so the recall hot path needs no
     separate lookups.
     """
-    params = {"ws": workload.workspace_id, "wl": workload.pk, "env": environment}
+    params: dict[str, Any] = {"ws": workload.workspace_id, "wl": workload.pk, "env": environment}
     with prepared_cursor() as cursor:
         cursor.execute(_POLICY_CONTEXT_SQL, params)
         row = cursor.fetchone()

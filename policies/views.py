@@ -9,7 +9,7 @@ anything else so a viewer's POST is a 403 whatever it carries.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
@@ -45,6 +45,7 @@ from policies.selectors import (
     workspace_policy_current,
 )
 from portal.errors import DomainError
+from portal.http import HtmxHttpRequest
 from portal.models import Role
 from portal.pages import PageAccess, workspace_page
 
@@ -88,7 +89,7 @@ def _workload_url(name: str, slug: str, workload: Workload, environment: str) ->
     return f"{url}?{urlencode({'environment': environment})}" if environment else url
 
 
-def _wants_fragment(request: HttpRequest) -> bool:
+def _wants_fragment(request: HtmxHttpRequest) -> bool:
     """An htmx GET swaps a fragment in; a history restore (Back, cache miss) needs the page."""
     htmx = request.htmx
     return bool(htmx) and request.method == "GET" and not htmx.history_restore_request
@@ -106,7 +107,7 @@ def _safe_next(request: HttpRequest, fallback: str) -> str:
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def floor(request: HttpRequest, slug: str) -> HttpResponse:
+def floor(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     access = _access(request, slug, write_role=Role.OPERATOR)
     workspace = access.workspace
     current = workspace_policy_current(workspace=workspace)
@@ -170,7 +171,7 @@ def _impact(
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def workload_policy(request: HttpRequest, slug: str, workload_id: uuid.UUID) -> HttpResponse:
+def workload_policy(request: HtmxHttpRequest, slug: str, workload_id: uuid.UUID) -> HttpResponse:
     access = _access(request, slug, write_role=Role.EDITOR)
     workspace = access.workspace
     workload = _workload(access, workload_id)
@@ -301,7 +302,7 @@ def workload_narrow(request: HttpRequest, slug: str, workload_id: uuid.UUID) -> 
 # --- version history ---------------------------------------------------------------------------
 
 
-def _version(versions: list[PolicyVersionBase], raw: str) -> PolicyVersionBase | None:
+def _version(versions: Sequence[PolicyVersionBase], raw: str) -> PolicyVersionBase | None:
     """The version a query or form value names, if it names one."""
     try:
         wanted = int(raw)
@@ -311,7 +312,7 @@ def _version(versions: list[PolicyVersionBase], raw: str) -> PolicyVersionBase |
 
 
 def _compared(
-    request: HttpRequest, versions: list[PolicyVersionBase]
+    request: HttpRequest, versions: Sequence[PolicyVersionBase]
 ) -> tuple[PolicyVersionBase | None, PolicyVersionBase | None]:
     """The two versions to compare (``?a=&b=``, default: the latest against its predecessor)."""
     latest = versions[0] if versions else None
@@ -332,7 +333,7 @@ def _compared(
 class _History:
     """What differs between the floor's history page and a workload's."""
 
-    versions: list[PolicyVersionBase]
+    versions: Sequence[PolicyVersionBase]
     documents: dict[int, dict[str, Any]]  # by version: what is diffed and what a restore saves
     save: Callable[[dict[str, Any], str], PolicyVersionBase]  # (document, comment) → new version
     can_restore: bool
@@ -343,7 +344,7 @@ class _History:
     context: dict[str, Any]
 
 
-def _history_page(request: HttpRequest, access: PageAccess, history: _History) -> HttpResponse:
+def _history_page(request: HtmxHttpRequest, access: PageAccess, history: _History) -> HttpResponse:
     """A version history: the versions, a diff of any two, and restore (a new save)."""
     versions, documents = history.versions, history.documents
     errors: list[str] = []  # why a restore was refused
@@ -416,10 +417,10 @@ def _history_page(request: HttpRequest, access: PageAccess, history: _History) -
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def floor_history(request: HttpRequest, slug: str) -> HttpResponse:
+def floor_history(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     access = _access(request, slug, write_role=Role.OPERATOR)
     workspace = access.workspace
-    versions: list[PolicyVersionBase] = list(workspace.policy_versions.order_by("-version"))
+    versions: list[WorkspacePolicyVersion] = list(workspace.policy_versions.order_by("-version"))
 
     def save(document: dict[str, Any], comment: str) -> PolicyVersionBase:
         return services.workspace_policy_save(
@@ -443,7 +444,7 @@ def floor_history(request: HttpRequest, slug: str) -> HttpResponse:
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def workload_history(request: HttpRequest, slug: str, workload_id: uuid.UUID) -> HttpResponse:
+def workload_history(request: HtmxHttpRequest, slug: str, workload_id: uuid.UUID) -> HttpResponse:
     access = _access(request, slug, write_role=Role.EDITOR)
     workload = _workload(access, workload_id)
     base_path = reverse("policies:workload-history", args=[slug, workload.pk])

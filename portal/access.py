@@ -71,9 +71,10 @@ def workspace_for(caller: Caller, slug: str | None, *, required: str = Role.VIEW
             )
         workspace = caller.token.workspace
     else:
-        workspace = workspaces_for(caller).filter(slug=slug).first()
-        if workspace is None:
+        found = workspaces_for(caller).filter(slug=slug).first()
+        if found is None:
             raise NotFoundError(f"No workspace {slug!r}.")
+        workspace = found
     require_role(caller, workspace, required)
     return workspace
 

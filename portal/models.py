@@ -14,7 +14,7 @@ class Role(models.TextChoices):
 
 
 # Higher rank = more rights; a check asks "at least this role".
-ROLE_RANK = {Role.VIEWER: 1, Role.EDITOR: 2, Role.OPERATOR: 3}
+ROLE_RANK: dict[str, int] = {Role.VIEWER: 1, Role.EDITOR: 2, Role.OPERATOR: 3}
 
 
 def role_at_least(role: str | None, required: str) -> bool:

@@ -7,6 +7,7 @@ defaults are for local development with the embedded PostgreSQL.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -77,7 +78,7 @@ TEMPLATES = [
 # --- Database -------------------------------------------------------------------------------
 DATABASE_URL = env_str("DATABASE_URL")
 if DATABASE_URL:
-    _default_db = parse_database_url(DATABASE_URL)
+    _default_db: dict[str, Any] = parse_database_url(DATABASE_URL)
 else:
     _default_db = {
         "ENGINE": "portal.db",

@@ -2,12 +2,12 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import include, path
+from django.urls import URLPattern, URLResolver, include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from portal import views
 
-api_patterns = [
+api_patterns: list[URLPattern | URLResolver] = [
     path("", include("policies.api.urls")),
     path("", include("audit.api.urls")),
     path("", include("recall.api.urls")),

@@ -5,6 +5,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import BadRequest
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
@@ -131,7 +132,7 @@ def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpR
 def bad_request(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     if request.path.startswith("/v1/"):
         return json_bad_request(request, exception)
-    return defaults.bad_request(request, exception)
+    return defaults.bad_request(request, exception or BadRequest())
 
 
 def server_error(request: HttpRequest) -> HttpResponse:

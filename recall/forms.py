@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django import forms
+from django.db import models
 
 from policies.algebra import AXES, SEGMENT_KINDS, VOCABULARIES, Axis, PolicyError
 from policies.models import Workload
@@ -85,7 +86,9 @@ class AxisBlock:
 
     @property
     def errors(self) -> list[str]:
-        return list(self.toggle.errors) + [e for bf in self.inputs for e in bf.errors]
+        return [str(e) for e in self.toggle.errors] + [
+            str(e) for bf in self.inputs for e in bf.errors
+        ]
 
 
 def show_value(value: Any) -> str:
@@ -279,7 +282,9 @@ CONTENT_MAX = 20_000
 
 
 def _model_choice(name: str, label: str) -> forms.ChoiceField:
-    return forms.ChoiceField(label=label, choices=MemoryRecord._meta.get_field(name).choices)
+    field = MemoryRecord._meta.get_field(name)
+    assert isinstance(field, models.Field) and field.choices is not None
+    return forms.ChoiceField(label=label, choices=field.choices)
 
 
 class MemoryEditForm(forms.Form):
@@ -691,7 +696,8 @@ class LayoutForm(forms.Form):
             ("", "The YAML below"),
             *[(key, f"{w.name}'s stored configuration") for key, w in self.workloads.items()],
         ]
-        self.config: LayoutConfig | None = None
+        # Not ``self.config``: that name is the YAML field (``form.config`` in templates).
+        self.parsed_config: LayoutConfig | None = None
         self.config_errors: list[tuple[str, str]] = []
 
     def selected_workload(self) -> Workload | None:
@@ -724,7 +730,7 @@ class LayoutForm(forms.Form):
         if data.get("workload") or "config" not in data:
             return data  # a workload's stored config was validated when it was saved
         try:
-            self.config = layout_config_parse(data["config"])
+            self.parsed_config = layout_config_parse(data["config"])
         except LayoutConfigError as exc:
             self.config_errors = list(exc.errors.items())
         # PyYAML's constructors raise these, not YAMLError, for "[[[[…" nested thousands deep,

@@ -208,7 +208,7 @@ def _envelope(
     policy = effective.policy
     by_id = {str(row.id): (row, score) for row, score in ranked}
     entries = [_entry(*by_id[pk]) for pk in plan.included_ids]
-    truncated = [
+    truncated: list[dict[str, Any]] = [
         {
             "id": pk,
             "segmentKind": by_id[pk][0].segment_kind,

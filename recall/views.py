@@ -8,7 +8,8 @@ Each page URL serves the whole page and, for htmx requests, only the fragment th
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, cast
 from urllib.parse import urlencode
 
 from django import forms
@@ -16,7 +17,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db.models import Count
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, QueryDict
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -26,6 +27,7 @@ from policies.algebra import AXES, PolicyError
 from policies.models import Workload, Workspace
 from policies.selectors import EffectivePolicy, effective_policy_for, workspace_policy_current
 from portal.errors import DomainError, ValidationFailed
+from portal.http import HtmxHttpRequest
 from portal.models import Role
 from portal.pages import PageAccess, workspace_page
 from recall import layout_services, services
@@ -114,7 +116,7 @@ def actor_options(request: HttpRequest, slug: str) -> HttpResponse:
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def sandbox(request: HttpRequest, slug: str) -> HttpResponse:
+def sandbox(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     posting = request.method == "POST"
     access = workspace_page(request, slug, required=Role.EDITOR if posting else Role.VIEWER)
     workspace = access.workspace
@@ -383,7 +385,7 @@ def _layout_initial(
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def layout(request: HttpRequest, slug: str) -> HttpResponse:
+def layout(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     """Plan a chat prompt's layout within its context budget (SPEC section 6, seed 000).
 
     Any member may run it: it is a pure computation and stores nothing. Invalid input is
@@ -397,14 +399,14 @@ def layout(request: HttpRequest, slug: str) -> HttpResponse:
     outcome: dict[str, Any] = {}
     status = 200
     if request.method == "POST":
-        data = request.POST
+        data: QueryDict = request.POST
         if current is not None:
             # Show the stored YAML that was used, whatever the textarea held.
-            data = data.copy()
+            data = request.POST.copy()
             data["config"] = layout_services.layout_config_yaml(current.config)
         form = LayoutForm(data, workloads=workloads)
         if form.is_valid():
-            config = current.config if current is not None else form.config
+            config = current.config if current is not None else form.parsed_config
             assert config is not None  # the form parsed the YAML when no workload was chosen
             try:
                 preview = layout_services.layout_preview(request=form.layout_request(config))
@@ -592,7 +594,8 @@ def _filter_form(filterset: MemoryFilterSet) -> forms.Form:
             field.label = FILTER_LABELS[name]
             field.widget.attrs["placeholder"] = "2025-01-31 or 2025-01-31T09:00Z"
         elif isinstance(field, forms.ChoiceField):
-            field.choices = [("", "any"), *[c for c in field.choices if c[0] != ""]]
+            choices: list[Any] = list(cast(Iterable[Any], field.choices))
+            field.choices = [("", "any"), *[c for c in choices if c[0] != ""]]
     return form
 
 
@@ -634,7 +637,7 @@ def _row_context(access: PageAccess, scope: RecallScope, next_url: str) -> dict[
 
 @login_required
 @require_GET
-def memories(request: HttpRequest, slug: str) -> HttpResponse:
+def memories(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     access = workspace_page(request, slug)
     workspace = access.workspace
     scope = RecallScope(workspace, request.GET)
@@ -710,7 +713,7 @@ def _row_response(
 
 @login_required
 @require_GET
-def memory_row(request: HttpRequest, slug: str, memory_id: int) -> HttpResponse:
+def memory_row(request: HtmxHttpRequest, slug: str, memory_id: int) -> HttpResponse:
     """One row of the list (what "Cancel" on an edit row swaps back in)."""
     access = workspace_page(request, slug)
     memory = _memory_or_404(access.workspace, memory_id)
@@ -721,7 +724,7 @@ def memory_row(request: HttpRequest, slug: str, memory_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def memory_status(request: HttpRequest, slug: str, memory_id: int) -> HttpResponse:
+def memory_status(request: HtmxHttpRequest, slug: str, memory_id: int) -> HttpResponse:
     access = workspace_page(request, slug, required=Role.EDITOR)
     memory = _memory_or_404(access.workspace, memory_id)
     targets = {"suppress": LifecycleStatus.SUPPRESSED, "restore": LifecycleStatus.ACTIVE}
@@ -749,7 +752,7 @@ def memory_status(request: HttpRequest, slug: str, memory_id: int) -> HttpRespon
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def memory_edit(request: HttpRequest, slug: str, memory_id: int) -> HttpResponse:
+def memory_edit(request: HtmxHttpRequest, slug: str, memory_id: int) -> HttpResponse:
     access = workspace_page(request, slug, required=Role.EDITOR)
     memory = _memory_or_404(access.workspace, memory_id)
     form = MemoryEditForm(request.POST if request.method == "POST" else None, memory=memory)
@@ -771,7 +774,7 @@ def memory_edit(request: HttpRequest, slug: str, memory_id: int) -> HttpResponse
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def memory_import(request: HttpRequest, slug: str) -> HttpResponse:
+def memory_import(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     """Bulk import from JSON Lines: every line validated first, then all or nothing."""
     access = workspace_page(request, slug, required=Role.EDITOR)
     workspace = access.workspace
@@ -814,6 +817,6 @@ def memory_import(request: HttpRequest, slug: str) -> HttpResponse:
         return response
     if imported:
         messages.success(request, f"Imported {imported['count']} memories for {imported['actor']}.")
-        return redirect(context["imported_url"])
+        return redirect(str(context["imported_url"]))
     context["actor_names"] = actor_suggestions(workspace=workspace, q="")
     return render(request, "recall/memory_import.html", context)

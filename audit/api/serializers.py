@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 from rest_framework import serializers
 
 from audit.models import AuditEvent
@@ -7,7 +9,9 @@ from audit.models import AuditEvent
 
 class AuditEventSerializer(serializers.ModelSerializer):
     occurredAt = serializers.DateTimeField(source="occurred_at")
-    workspace = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    workspace: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True
+    )
     workloadId = serializers.UUIDField(source="workload_id", allow_null=True)
     environment = serializers.SerializerMethodField()
     actorId = serializers.SerializerMethodField()

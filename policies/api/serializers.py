@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 from rest_framework import serializers
 
 from policies.models import Workload, WorkloadPolicyVersion, Workspace, WorkspacePolicyVersion
@@ -41,7 +43,9 @@ class WorkspacePolicySerializer(serializers.ModelSerializer):
 
 
 class WorkloadSerializer(serializers.ModelSerializer):
-    workspace = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    workspace: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True
+    )
     createdAt = serializers.DateTimeField(source="created_at", read_only=True)
 
     class Meta:

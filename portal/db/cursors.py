@@ -22,7 +22,9 @@ from contextlib import contextmanager
 from typing import Any
 
 from django.db import connection
-from django.db.backends.postgresql.base import ServerBindingCursor
+from django.db.backends.postgresql.base import (  # type: ignore[attr-defined]
+    ServerBindingCursor,  # not in django-stubs 5.2
+)
 from django.db.backends.utils import CursorWrapper
 
 

@@ -74,7 +74,7 @@ class StrictListSerializer(serializers.ListSerializer):
         except ValidationError as exc:
             # DRF reports {index: errors}; as a list they flatten to ``history[2].role``.
             if isinstance(exc.detail, dict):
-                detail = exc.detail
+                detail: dict[Any, Any] = exc.detail
                 raise ValidationError([detail.get(i, {}) for i in range(len(data))]) from exc
             raise
 
@@ -250,7 +250,10 @@ class CompactionDecisionSerializer(serializers.Serializer):
 
 
 class LayoutConfigSourceSerializer(serializers.Serializer):
-    source = serializers.ChoiceField(choices=["request", "workload", "default"])
+    # A declared field (the metaclass takes it out of the class), not Field.source.
+    source = serializers.ChoiceField(  # type: ignore[assignment]
+        choices=["request", "workload", "default"]
+    )
     workloadId = serializers.UUIDField(allow_null=True)
     version = serializers.IntegerField(allow_null=True)
 

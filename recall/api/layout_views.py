@@ -294,6 +294,6 @@ class WorkloadLayoutConfigVersionListView(ApiView):
         page = paginator.paginate_queryset(versions, request, view=self)
         return paginator.get_paginated_response(
             LayoutConfigVersionSerializer(
-                [_version_body(workload, row) for row in page], many=True
+                [_version_body(workload, row) for row in page or []], many=True
             ).data
         )
