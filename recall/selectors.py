@@ -4,13 +4,18 @@ The fail-closed rules and every recall axis are evaluated in PostgreSQL, before 
 Ranking takes one of two access paths, chosen by the size of the eligible set:
 
 * **exact** (eligible set up to ``EXACT_SEARCH_MAX`` rows): the eligible rows are
-  materialised first and ordered by true cosine distance. The covering partial index
+  materialised first and ordered by true cosine distance. The covering index
   ``memory_recall_cover_idx`` answers the filter without touching the heap, so the cost is
   one distance per eligible row. Always complete.
 * **hnsw**: the HNSW index with pgvector's iterative scan, which keeps walking the graph
   until enough rows pass the filter. If it still returns fewer rows than asked while more
   are eligible (the scan hit ``hnsw.max_scan_tuples``), the exact path runs instead, so
   recall never silently returns fewer than ``topK`` rows.
+
+The funnel (every memory's decision code, for the diagnostics counts) is one index-only scan
+of the actor's rows; for actors with at least ``FUNNEL_CACHE_MIN`` memories its result is kept
+in ``FunnelCache`` and reused while it is provably current (see there). The hot-path
+statement runs prepared, on its generic plan (``portal.db.cursors``).
 """
 
 from __future__ import annotations
