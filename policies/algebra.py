@@ -650,6 +650,10 @@ def apply_override(
         raise _not_permitted(
             past, f"The override goes past the operator floor on: {', '.join(past)}."
         )
+    if "perSegmentReservation" in normalized:
+        # The request's own reservations are judged as written: an overcommitting map is
+        # refused, not quietly given back as an older workload policy's would be.
+        validate_budget(narrow(floor, merged, fit_reservations=False))
     result = narrow(floor, merged)
     validate_budget(result)
     return result

@@ -615,6 +615,24 @@ class ApplyOverrideTests:
         error = raised(apply_override, a_floor(), workload, override, ["perSegmentReservation"])
         assert error.details == {"axes": ["perSegmentReservation"]}
 
+    def test_an_override_whose_reservations_overcommit_is_refused_not_fitted(self) -> None:
+        # Each kind within its ceiling (system_policy has none), 3400 in all past the 3200.
+        reservations = {"memory": 1200, "retrieval": 1200, "system_policy": 1000}
+        error = raised(
+            apply_override, a_floor(), {}, {"perSegmentReservation": reservations},
+            ["perSegmentReservation"],
+        )  # fmt: skip
+        assert error.code == "BUDGET_NOT_HONOURABLE"
+        assert "3400" in fields_of(error)["perSegmentReservation"]
+
+    def test_a_lower_total_still_fits_the_workloads_older_reservations(self) -> None:
+        """What the override did not write is fitted, as on any read (see narrow)."""
+        floor = a_floor()
+        workload = {"perSegmentReservation": {**floor["perSegmentReservation"], "memory": 1000}}
+        # 2200: what the floor's counted reservations take (tool_result is forbidden).
+        result = apply_override(floor, workload, {"totalTokenBudget": 2200}, ["totalTokenBudget"])
+        assert result["perSegmentReservation"] == floor["perSegmentReservation"]
+
 
 class EffectivePolicyTests:
     def test_without_workload_or_override_it_is_the_floor(self) -> None:

@@ -419,6 +419,26 @@ class OverrideTests:
         assert error["details"]["axes"] == ["confidenceMin"]
         assert state(editor.workspace) == before
 
+    def test_an_override_whose_reservations_overcommit_the_budget_is_refused(
+        self, editor, workload_a
+    ):
+        set_floor(editor.workspace, relaxable=["perSegmentReservation"])
+        before = state(editor.workspace)
+        too_much = {"memory": 1200, "retrieval": 1200, "system_policy": 500, "tool_result": 1400}
+
+        response = post_recall(
+            editor, workload_a, policyOverride={"perSegmentReservation": too_much}
+        )
+
+        error = error_of(response, 400, "BUDGET_NOT_HONOURABLE")
+        assert "4300" in error["details"]["fields"]["perSegmentReservation"]
+        assert state(editor.workspace) == before
+        # Taken as written when it fits: 3200 tokens reserved of 3200.
+        fits = {**too_much, "tool_result": 300}
+        envelope = recall(editor, workload_a, policyOverride={"perSegmentReservation": fits})
+        reserved = {kind: v["reserved"] for kind, v in envelope["budget"]["perKind"].items()}
+        assert {kind: reserved.get(kind) for kind in fits} == fits
+
     @pytest.mark.parametrize(
         "override",
         [{"memoryTypeAllowed": ["opinion"]}, {"confidenceMin": 2}, {"colour": "red"}],
