@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import F, QuerySet
 
 from policies.models import Workspace
 from portal.errors import ForbiddenError, NotFoundError, ValidationFailed
@@ -57,6 +57,20 @@ def role_in(caller: Caller, workspace: Workspace) -> str | None:
     return membership.role if membership else None
 
 
+def workspace_and_role(caller: Caller, slug: str) -> tuple[Workspace, str] | None:
+    """The caller's workspace named ``slug`` and the caller's role in it, in one query."""
+    if caller.token is not None or caller.is_superuser:
+        workspace = workspaces_for(caller).filter(slug=slug).first()
+        role = role_in(caller, workspace) if workspace is not None else None
+        return (workspace, role) if workspace is not None and role is not None else None
+    found = (
+        Workspace.objects.filter(slug=slug, memberships__user=caller.user)
+        .annotate(member_role=F("memberships__role"))
+        .first()
+    )
+    return (found, found.member_role) if found is not None else None
+
+
 def workspace_for(caller: Caller, slug: str | None, *, required: str = Role.VIEWER) -> Workspace:
     """The workspace a call acts on, checked for ``required`` role.
 
@@ -70,17 +84,21 @@ def workspace_for(caller: Caller, slug: str | None, *, required: str = Role.VIEW
                 "Name the workspace with ?workspace=SLUG.",
             )
         workspace = caller.token.workspace
-    else:
-        found = workspaces_for(caller).filter(slug=slug).first()
-        if found is None:
-            raise NotFoundError(f"No workspace {slug!r}.")
-        workspace = found
-    require_role(caller, workspace, required)
+        _check_role(workspace, role_in(caller, workspace), required)
+        return workspace
+    found = workspace_and_role(caller, slug)
+    if found is None:
+        raise NotFoundError(f"No workspace {slug!r}.")
+    workspace, role = found
+    _check_role(workspace, role, required)
     return workspace
 
 
 def require_role(caller: Caller, workspace: Workspace, required: str) -> str:
-    role = role_in(caller, workspace)
+    return _check_role(workspace, role_in(caller, workspace), required)
+
+
+def _check_role(workspace: Workspace, role: str | None, required: str) -> str:
     if role is None:
         raise NotFoundError("No such resource.")
     if not role_at_least(role, required):

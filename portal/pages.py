@@ -13,7 +13,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest
 
 from policies.models import Workspace
-from portal.access import Caller, caller_of, role_in, workspaces_for
+from portal.access import Caller, caller_of, workspace_and_role
 from portal.models import Role, role_at_least
 
 
@@ -42,12 +42,10 @@ class PageAccess:
 
 def workspace_page(request: HttpRequest, slug: str, *, required: str = Role.VIEWER) -> PageAccess:
     caller = caller_of(request)
-    workspace = workspaces_for(caller).filter(slug=slug).first()
-    if workspace is None:
+    found = workspace_and_role(caller, slug)
+    if found is None:
         raise Http404("No such workspace.")
-    role = role_in(caller, workspace)
-    if role is None:
-        raise Http404("No such workspace.")
+    workspace, role = found
     if not role_at_least(role, required):
         raise PermissionDenied(f"This page needs the {required} role.")
     return PageAccess(caller=caller, workspace=workspace, role=role)

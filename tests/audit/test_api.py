@@ -210,8 +210,8 @@ class AuditEventListTests:
     ):
         client = viewer.session()
 
-        # session, user, workspace, membership role, count, page
-        with django_assert_num_queries(6):
+        # session, user, workspace with the caller's role, count, page
+        with django_assert_num_queries(5):
             client.get(EVENTS_URL, {"workspace": "team-a"})
 
 

@@ -68,8 +68,8 @@ class WorkloadListTests:
             workload_create(workspace=viewer.workspace, name=f"bot-{n}", author="system:test")
         client = viewer.session()
 
-        # session, user, workspace, membership role, count, page
-        with django_assert_num_queries(6):
+        # session, user, workspace with the caller's role, count, page
+        with django_assert_num_queries(5):
             client.get(LIST_URL)
 
 

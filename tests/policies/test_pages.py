@@ -322,14 +322,14 @@ class FloorPageTests:
     ):
         client = client_for(operator)
         client.get(floor_url())
-        with django_assert_num_queries(9):
+        with django_assert_num_queries(8):
             client.get(floor_url())
         for i in range(5):
             workload = workload_create(workspace=workspace_a, name=f"bot-{i}", author="t")
             workload_policy_save(
                 workload=workload, environment="prod", document={"confidenceMin": 0.5}, author="t"
             )
-        with django_assert_num_queries(9):
+        with django_assert_num_queries(8):
             assert client.get(floor_url()).status_code == 200
 
 
@@ -695,16 +695,16 @@ class HistoryPageTests:
             workload_policy_save(
                 workload=workload_a, environment="", document={"confidenceMin": 0.2}, author="t"
             )
-        with django_assert_num_queries(6):
+        with django_assert_num_queries(5):
             client.get(self.history_url())
-        with django_assert_num_queries(8):
+        with django_assert_num_queries(7):
             client.get(url)
         for _ in range(5):
             narrowed_floor(workspace_a, confidenceMin=0.1)
             workload_policy_save(
                 workload=workload_a, environment="", document={"confidenceMin": 0.2}, author="t"
             )
-        with django_assert_num_queries(6):
+        with django_assert_num_queries(5):
             assert client.get(self.history_url()).status_code == 200
-        with django_assert_num_queries(8):
+        with django_assert_num_queries(7):
             assert client.get(url).status_code == 200

@@ -427,10 +427,10 @@ class MemoryBrowserTests:
         client = client_for(editor)
         url = "/w/team-a/memories/?actor=user:ada"
         client.get(url)  # warm the session and caches
-        with django_assert_num_queries(12):
+        with django_assert_num_queries(11):
             assert client.get(url).status_code == 200
         seed(workspace_a, *({"content": f"note {i}", "memory_type": "episode"} for i in range(20)))
-        with django_assert_num_queries(12):
+        with django_assert_num_queries(11):
             assert client.get(url).status_code == 200
 
     def test_an_editor_suppresses_and_restores_a_row_in_place(self, editor, browse):
