@@ -215,16 +215,21 @@ filling AS MATERIALIZED (
     SELECT 1 WHERE (NOT EXISTS (SELECT 1 FROM usable) OR EXISTS (SELECT 1 FROM coded))
       AND (SELECT coalesce(sum(n), 0) FROM counts) >= %(cache_min)s
 ),
--- an actor keeps its most recently computed funnels only (one per filter: overrides vary)
+-- an actor keeps its most recently computed funnels only (one per filter: overrides vary);
+-- rows another recall is writing are skipped, never waited for (no lock cycles)
 pruned AS (
     DELETE FROM recall_funnelcache p
-    WHERE EXISTS (SELECT 1 FROM filling)
-      AND p.actor_id = (SELECT id FROM actor) AND p.filter_key <> %(filter_key)s
-      AND p.id NOT IN (
+    WHERE p.id IN (
         SELECT q.id FROM recall_funnelcache q
-        WHERE q.actor_id = (SELECT id FROM actor) AND q.filter_key <> %(filter_key)s
-        ORDER BY q.computed_at DESC LIMIT {FUNNEL_CACHE_PER_ACTOR - 1}
-      )
+        WHERE EXISTS (SELECT 1 FROM filling)
+          AND q.actor_id = (SELECT id FROM actor) AND q.filter_key <> %(filter_key)s
+          AND q.id NOT IN (
+            SELECT k.id FROM recall_funnelcache k
+            WHERE k.actor_id = (SELECT id FROM actor) AND k.filter_key <> %(filter_key)s
+            ORDER BY k.computed_at DESC LIMIT {FUNNEL_CACHE_PER_ACTOR - 1}
+          )
+        FOR UPDATE SKIP LOCKED
+    )
 ),
 fill AS (
     INSERT INTO recall_funnelcache AS f (
