@@ -193,7 +193,8 @@ def bench_rows_removed() -> None:
 
 
 def memories_changed(actor_pk: int) -> None:
-    """What any write to the actor's memories does to its funnel cache (see migration 0007)."""
+    """What an edit, suppression or delete of one of the actor's memories does to its cached
+    funnel (the triggers of migrations 0007 and 0008): the next recall scans again."""
     from django.db import connection
 
     with connection.cursor() as cursor:
