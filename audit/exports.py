@@ -18,19 +18,7 @@ from audit.api.serializers import AuditEventSerializer
 from audit.models import AuditEvent
 
 CHUNK = 500
-CSV_COLUMNS = (
-    "id",
-    "type",
-    "occurredAt",
-    "workspace",
-    "author",
-    "workloadId",
-    "environment",
-    "actorId",
-    "payload",
-    "prevHash",
-    "hash",
-)
+CSV_COLUMNS = tuple(AuditEventSerializer.Meta.fields)
 
 
 def _rows(events: QuerySet[AuditEvent]) -> Iterator[dict[str, Any]]:

@@ -83,7 +83,6 @@ class AuditCheckpoint(models.Model):
     event_hash = models.CharField(max_length=64)
     length = models.PositiveBigIntegerField()  # events up to and including event_id
     full_at = models.DateTimeField(null=True)
-    checked_at = models.DateTimeField()
 
     def __str__(self) -> str:
         return f"audit checkpoint of workspace {self.workspace_id} at event {self.event_id}"

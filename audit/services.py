@@ -210,41 +210,25 @@ def _append(
     )
 
 
+# The event columns an event's hash covers (with the workspace's slug): _hashed_fields' names.
+_HASHED_COLUMNS = (
+    "type", "occurred_at", "author", "workload_id", "environment", "actor_id", "payload",
+)  # fmt: skip
+
+
 def _links(workspace: Workspace, *, after_id: int | None = None) -> Iterator[ChainLink]:
     # Tuples, not model instances: verification reads every event of the chain.
     chain = AuditEvent.objects.filter(workspace=workspace)
     if after_id is not None:
         chain = chain.filter(id__gt=after_id)
-    events = (
-        chain.order_by("id").values_list(
-            "id",
-            "prev_hash",
-            "hash",
-            "type",
-            "occurred_at",
-            "author",
-            "workload_id",
-            "environment",
-            "actor_id",
-            "payload",
-        )  # fmt: skip
-    )
-    for pk, prev, digest, type, occurred, author, workload, env, actor, payload in events.iterator(
-        chunk_size=5000
-    ):
+    events = chain.order_by("id").values_list("id", "prev_hash", "hash", *_HASHED_COLUMNS)
+    for pk, prev, digest, *hashed in events.iterator(chunk_size=5000):
         yield ChainLink(
             id=pk,
             prev_hash=prev,
             hash=digest,
             fields=_hashed_fields(
-                workspace_slug=workspace.slug,
-                type=type,
-                occurred_at=occurred,
-                author=author,
-                workload_id=workload,
-                environment=env,
-                actor_id=actor,
-                payload=payload,
+                workspace_slug=workspace.slug, **dict(zip(_HASHED_COLUMNS, hashed, strict=True))
             ),
         )
 
@@ -276,19 +260,14 @@ def audit_chain_check(*, workspace: Workspace, full: bool) -> ChainCheck:
         checkpoint = AuditCheckpoint.objects.filter(workspace=workspace).first()
         if checkpoint is not None and length is not None and checkpoint.length > length:
             checkpoint = None  # the head went backwards: only a full walk can say where
-    after: dict[str, Any] = (
-        {
-            "after_hash": checkpoint.event_hash,
-            "after_count": checkpoint.length,
-            "after_id": checkpoint.event_id,
-        }
-        if checkpoint
-        else {}
-    )
-    links = _links(workspace, after_id=checkpoint.event_id if checkpoint else None)
+    start_hash, start_count, start_id = GENESIS_HASH, 0, None
+    if checkpoint is not None:
+        start_hash, start_count = checkpoint.event_hash, checkpoint.length
+        start_id = checkpoint.event_id
+    links = _links(workspace, after_id=start_id)
     if length is not None:
-        links = islice(links, length - (checkpoint.length if checkpoint else 0))
-    verdict = verify_links(links, **after)
+        links = islice(links, length - start_count)
+    verdict = verify_links(links, after_hash=start_hash, after_count=start_count, after_id=start_id)
     if verdict.ok and length is not None:
         # A deleted tail leaves a valid-looking chain; the head remembers where it ends.
         if verdict.checked != length:
@@ -297,10 +276,9 @@ def audit_chain_check(*, workspace: Workspace, full: bool) -> ChainCheck:
             verdict = ChainVerdict(
                 False, verdict.checked, verdict.last_id, "the last event is not the chain's tip"
             )
-    full_at = checkpoint.full_at if checkpoint else None
-    if verdict.ok and verdict.last_id is not None:
-        now = timezone.now()
-        full_at = now if checkpoint is None else full_at
+    walked = verdict.checked - start_count
+    full_at = checkpoint.full_at if checkpoint else timezone.now()
+    if verdict.ok and verdict.last_id is not None and (checkpoint is None or walked):
         AuditCheckpoint.objects.update_or_create(
             workspace=workspace,
             defaults={
@@ -308,8 +286,6 @@ def audit_chain_check(*, workspace: Workspace, full: bool) -> ChainCheck:
                 "event_hash": verdict.last_hash,
                 "length": verdict.checked,
                 "full_at": full_at,
-                "checked_at": now,
             },
         )
-    walked = verdict.checked - (checkpoint.length if checkpoint else 0)
     return ChainCheck(verdict, checkpoint is None, walked, full_at)

@@ -20,7 +20,6 @@ class Migration(migrations.Migration):
                 ('event_hash', models.CharField(max_length=64)),
                 ('length', models.PositiveBigIntegerField()),
                 ('full_at', models.DateTimeField(null=True)),
-                ('checked_at', models.DateTimeField()),
                 ('workspace', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='audit_checkpoint', to='policies.workspace')),
             ],
         ),
