@@ -24,7 +24,9 @@ from recall.selectors import Funnel, RankedRow, RecallCandidates, recall_candida
 
 def actor_parse(actor_id: str) -> tuple[str, str]:
     kind, sep, name = actor_id.partition(":")
-    if not sep or not name or kind not in ACTOR_KINDS or len(name) > 200:
+    # Control characters (NUL above all, which PostgreSQL text cannot hold) are no name.
+    unprintable = any(ord(c) < 32 or ord(c) == 127 for c in name)
+    if not sep or not name or kind not in ACTOR_KINDS or len(name) > 200 or unprintable:
         raise ValidationFailed(
             {
                 "actorId": f"Use kind:name with a kind among {', '.join(ACTOR_KINDS)} "

@@ -110,7 +110,8 @@ def actor_options(request: HttpRequest, slug: str) -> HttpResponse:
     """``<option>``s for the actor ``<datalist>`` (``?q=``; the input's own name works too)."""
     access = workspace_page(request, slug)
     q = request.GET.get("q", request.GET.get("actor", ""))
-    actors = actor_suggestions(workspace=access.workspace, q=q[:250])
+    # A NUL cannot be in any actor id (PostgreSQL text refuses it): it matches nothing.
+    actors = [] if "\x00" in q else actor_suggestions(workspace=access.workspace, q=q[:250])
     return render(request, "recall/_actor_options.html", {"actors": actors})
 
 

@@ -220,7 +220,8 @@ class MemoryCreateTests:
         assert not MemoryRecord.objects.exists()
 
     @pytest.mark.parametrize(
-        "actor_id", ["robot:x", "ada", "user:", ":ada", "user:" + "a" * 201, "User:ada"]
+        "actor_id",
+        ["robot:x", "ada", "user:", ":ada", "user:" + "a" * 201, "User:ada", "user:a%00b"],
     )
     def test_it_refuses_a_malformed_actor_id(self, editor, actor_id):
         before = state(editor.workspace)
@@ -231,6 +232,8 @@ class MemoryCreateTests:
 
         assert "actorId" in fields_of(response)
         assert state(editor.workspace) == before
+        listing = editor.api().get(f"/v1/memory/actors/{actor_id}/memories")
+        assert "actorId" in fields_of(listing)
 
     def test_an_import_carries_its_history(self, editor):
         body = new_memory(

@@ -321,6 +321,10 @@ class SandboxPageTests:
         assert response.content.decode().strip() == '<option value="user:ada"></option>'
         html = client_for(editor).get("/w/team-a/sandbox/actors?actor=agent").content.decode()
         assert "agent:planner" in html
+        nul = client_for(editor).get("/w/team-a/sandbox/actors?q=a%00d", **HTMX)
+        assert nul.status_code == 200 and nul.content.decode().strip() == ""
+        page = client_for(editor).get("/w/team-a/memories/?actor=user:a%00d")
+        assert page.status_code == 200 and "Use kind:name" in page.content.decode()
 
 
 @pytest.fixture

@@ -497,8 +497,9 @@ class RecallRequestTests:
         assert default["diagnostics"]["counts"]["afterRanking"] == 10
         assert widest["diagnostics"]["counts"]["afterRanking"] == 12
 
-    def test_a_malformed_actor_id_is_a_400(self, editor, workload_a):
-        response = post_recall(editor, workload_a, actor="robot:x")
+    @pytest.mark.parametrize("actor", ["robot:x", "user:a%00b", "user:a%1Fb"])
+    def test_a_malformed_actor_id_is_a_400(self, editor, workload_a, actor):
+        response = post_recall(editor, workload_a, actor=actor)
 
         assert "actorId" in error_of(response, 400)["details"]["fields"]
 
