@@ -99,7 +99,10 @@ def _effective_cached(
 ) -> tuple[dict[str, Any], str, str, list[str]]:
     """The pure computation, memoised: policy versions are immutable, so their ids and the
     override's canonical form fully determine the result."""
-    key = (floor_id, workload_id, algebra.canonical_json(override or {}))
+    # Keyed on the normalised override: equal overrides share an entry, and the key stays as
+    # small as the policy whatever the request repeated (a malformed one is refused here).
+    normal = algebra.normalize_document(override, partial=True) if override else {}
+    key = (floor_id, workload_id, algebra.canonical_json(normal))
     cached = _effective_cache.get(key)
     if cached is None:
         policy = algebra.effective_policy(floor_doc, workload_doc, override, relaxable)

@@ -19,7 +19,6 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods, require_POST
 
 from policies import algebra, services
@@ -47,7 +46,7 @@ from policies.selectors import (
 from portal.errors import DomainError
 from portal.http import HtmxHttpRequest
 from portal.models import Role
-from portal.pages import PageAccess, workspace_page
+from portal.pages import PageAccess, safe_next, workspace_page
 
 UNPROCESSABLE = 422  # a submitted form with errors, re-rendered
 
@@ -93,13 +92,6 @@ def _wants_fragment(request: HtmxHttpRequest) -> bool:
     """An htmx GET swaps a fragment in; a history restore (Back, cache miss) needs the page."""
     htmx = request.htmx
     return bool(htmx) and request.method == "GET" and not htmx.history_restore_request
-
-
-def _safe_next(request: HttpRequest, fallback: str) -> str:
-    target = request.POST.get("next", "")
-    if url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
-        return target
-    return fallback
 
 
 # --- the operator floor ------------------------------------------------------------------------
@@ -272,11 +264,11 @@ def workload_narrow(request: HttpRequest, slug: str, workload_id: uuid.UUID) -> 
     try:
         environment, _ = _environment(access.workspace, request.POST.get("environment"))
     except BadInput as exc:
-        return _bad_input(request, access, str(exc), back=_safe_next(request, fallback))
+        return _bad_input(request, access, str(exc), back=safe_next(request, fallback))
     current = workload_policy_current(workload=workload, environment=environment)
     if current is None:
         messages.error(request, "There is no workload policy to narrow here.")
-        return redirect(_safe_next(request, fallback))
+        return redirect(safe_next(request, fallback))
     floor_doc = workspace_policy_current(workspace=access.workspace).document
     narrowed = algebra.narrow(floor_doc, current.document)
     document = {name: narrowed[name] for name in current.document if name in narrowed}
@@ -296,7 +288,7 @@ def workload_narrow(request: HttpRequest, slug: str, workload_id: uuid.UUID) -> 
             f"Narrowed {workload.name} ({environment or 'all environments'}) to the floor"
             f" as version {version.version}.",
         )
-    return redirect(_safe_next(request, fallback))
+    return redirect(safe_next(request, fallback))
 
 
 # --- version history ---------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from typing import Any
 
 from django.db.models import F, QuerySet
 
-from policies.models import Workspace
+from policies.models import Workload, Workspace
 from portal.errors import ForbiddenError, NotFoundError, ValidationFailed
 from portal.models import ApiToken, Membership, Role, role_at_least
 
@@ -92,6 +92,19 @@ def workspace_for(caller: Caller, slug: str | None, *, required: str = Role.VIEW
     workspace, role = found
     _check_role(workspace, role, required)
     return workspace
+
+
+def workload_for(caller: Caller, workload_id: Any, *, required: str = Role.VIEWER) -> Workload:
+    """A workload of a workspace the caller may see, checked for ``required`` role."""
+    workload = (
+        Workload.objects.select_related("workspace")
+        .filter(pk=workload_id, workspace__in=workspaces_for(caller))
+        .first()
+    )
+    if workload is None:
+        raise NotFoundError(f"No workload {workload_id}.")
+    require_role(caller, workload.workspace, required)
+    return workload
 
 
 def require_role(caller: Caller, workspace: Workspace, required: str) -> str:

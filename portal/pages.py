@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest
+from django.utils.http import url_has_allowed_host_and_scheme
 
 from policies.models import Workspace
 from portal.access import Caller, caller_of, workspace_and_role
@@ -49,3 +50,14 @@ def workspace_page(request: HttpRequest, slug: str, *, required: str = Role.VIEW
     if not role_at_least(role, required):
         raise PermissionDenied(f"This page needs the {required} role.")
     return PageAccess(caller=caller, workspace=workspace, role=role)
+
+
+def safe_next(request: HttpRequest, fallback: str) -> str:
+    """The ``next`` URL of a form or link if it stays on this site (and on https when the
+    request came over https), else ``fallback``."""
+    target = request.POST.get("next") or request.GET.get("next") or ""
+    if target and url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        return target
+    return fallback

@@ -700,9 +700,6 @@ class LayoutForm(forms.Form):
         self.parsed_config: LayoutConfig | None = None
         self.config_errors: list[tuple[str, str]] = []
 
-    def selected_workload(self) -> Workload | None:
-        return self.workloads.get(self.cleaned_data.get("workload") or "")
-
     def _lines(self, name: str, parse: Any) -> Any:
         text = self.cleaned_data.get(name) or ""
         lines = sum(1 for line in text.splitlines() if line.strip())

@@ -155,10 +155,6 @@ class CurrentLayoutConfig:
     config: LayoutConfig
     version: WorkloadLayoutConfigVersion | None
 
-    @property
-    def document(self) -> dict[str, Any]:
-        return layout_config_to_dict(self.config)
-
 
 def layout_config_current(*, workload: Workload) -> CurrentLayoutConfig:
     """The workload's latest saved config, or the planner's defaults when none is saved."""

@@ -20,7 +20,6 @@ from django.db.models import Count
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, QueryDict
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from policies.algebra import AXES, PolicyError
@@ -29,7 +28,7 @@ from policies.selectors import EffectivePolicy, effective_policy_for, workspace_
 from portal.errors import DomainError, ValidationFailed
 from portal.http import HtmxHttpRequest
 from portal.models import Role
-from portal.pages import PageAccess, workspace_page
+from portal.pages import PageAccess, safe_next, workspace_page
 from recall import layout_services, services
 from recall.filtersets import MemoryFilterSet
 from recall.forms import (
@@ -557,15 +556,6 @@ def _layout_outcome(
 # --- memory browser ----------------------------------------------------------------------------
 
 
-def _safe_next(request: HttpRequest, fallback: str) -> str:
-    target = request.POST.get("next") or request.GET.get("next") or ""
-    if target and url_has_allowed_host_and_scheme(
-        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
-    ):
-        return target
-    return fallback
-
-
 def _memories_url(slug: str, **params: str) -> str:
     query = urlencode({k: v for k, v in params.items() if v})
     base = reverse("recall:memories", args=[slug])
@@ -707,7 +697,7 @@ def _row_response(
     row = memory_rows(actor=memory.actor, filters={}, policy=scope.policy).get(pk=memory.pk)
     row.actor = memory.actor
     row.recall_words = recall_reason(row)  # type: ignore[attr-defined]
-    next_url = _safe_next(request, _memories_url(access.workspace.slug, actor=str(memory.actor)))
+    next_url = safe_next(request, _memories_url(access.workspace.slug, actor=str(memory.actor)))
     context = {**_row_context(access, scope, next_url), "m": row, "row_error": error}
     return render(request, "recall/_memory_row.html", context, status=status)
 
@@ -719,7 +709,7 @@ def memory_row(request: HtmxHttpRequest, slug: str, memory_id: int) -> HttpRespo
     access = workspace_page(request, slug)
     memory = _memory_or_404(access.workspace, memory_id)
     if not request.htmx:
-        return redirect(_safe_next(request, _memories_url(slug, actor=str(memory.actor))))
+        return redirect(safe_next(request, _memories_url(slug, actor=str(memory.actor))))
     return _row_response(request, access, memory, request.GET)
 
 
@@ -733,7 +723,7 @@ def memory_status(request: HtmxHttpRequest, slug: str, memory_id: int) -> HttpRe
     if status is None:
         return HttpResponseBadRequest("Unknown action: use suppress or restore.")
     action = "suppress" if status == LifecycleStatus.SUPPRESSED else "restore"
-    next_url = _safe_next(request, _memories_url(slug, actor=str(memory.actor)))
+    next_url = safe_next(request, _memories_url(slug, actor=str(memory.actor)))
     try:
         services.memory_set_status(memory=memory, status=status, author=access.caller.label)
     except DomainError as exc:
@@ -758,7 +748,7 @@ def memory_edit(request: HtmxHttpRequest, slug: str, memory_id: int) -> HttpResp
     memory = _memory_or_404(access.workspace, memory_id)
     form = MemoryEditForm(request.POST if request.method == "POST" else None, memory=memory)
     params = request.POST if request.method == "POST" else request.GET
-    next_url = _safe_next(request, _memories_url(slug, actor=str(memory.actor)))
+    next_url = safe_next(request, _memories_url(slug, actor=str(memory.actor)))
     if form.is_bound and form.is_valid():
         changes = form.changes()
         if changes:

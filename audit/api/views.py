@@ -9,12 +9,8 @@ from audit.filtersets import AuditEventFilterSet
 from audit.selectors import audit_events
 from audit.services import audit_chain_verify
 from portal.access import workspace_for
-from portal.api.views import ApiView
+from portal.api.views import WORKSPACE_PARAM, ApiView
 from portal.errors import NotFoundError
-
-WORKSPACE_PARAM = OpenApiParameter(
-    "workspace", str, description="Workspace slug (session callers; tokens imply their workspace)."
-)
 
 FILTER_PARAMS = [
     OpenApiParameter(name, str, description=f"Filter by {name}.")

@@ -27,7 +27,7 @@ from policies.selectors import (
     workload_policy_current,
     workspace_policy_current,
 )
-from portal.access import Caller, require_role, workspace_for, workspaces_for
+from portal.access import workload_for, workspace_for, workspaces_for
 from portal.api.views import ApiView, json_object, reject_unknown
 from portal.errors import ForbiddenError, NotFoundError, ValidationFailed
 from portal.models import Role
@@ -65,18 +65,6 @@ def _split_policy_body(data: dict[str, Any], *, floor: bool) -> tuple[dict[str, 
             document["relaxableAxes"] = data["relaxableAxes"]
         return document, comment
     return data, comment
-
-
-def _workload(caller: Caller, workload_id: Any, *, required: str = Role.VIEWER) -> Workload:
-    workload = (
-        Workload.objects.select_related("workspace")
-        .filter(pk=workload_id, workspace__in=workspaces_for(caller))
-        .first()
-    )
-    if workload is None:
-        raise NotFoundError(f"No workload {workload_id}.")
-    require_role(caller, workload.workspace, required)
-    return workload
 
 
 def _check_envelope_target(
@@ -213,12 +201,12 @@ class WorkloadListView(ApiView):
 class WorkloadDetailView(ApiView):
     @extend_schema(responses=WorkloadSerializer)
     def get(self, request: Request, workload_id: str) -> Response:
-        return Response(WorkloadSerializer(_workload(self.caller(request), workload_id)).data)
+        return Response(WorkloadSerializer(workload_for(self.caller(request), workload_id)).data)
 
     @extend_schema(request=WorkloadWriteSerializer(partial=True), responses=WorkloadSerializer)
     def patch(self, request: Request, workload_id: str) -> Response:
         caller = self.caller(request)
-        workload = _workload(caller, workload_id, required=Role.EDITOR)
+        workload = workload_for(caller, workload_id, required=Role.EDITOR)
         data = json_object(request)
         reject_unknown(data, {"name", "description"})
         serializer = WorkloadWriteSerializer(data=data, partial=True)
@@ -231,7 +219,7 @@ class WorkloadDetailView(ApiView):
     @extend_schema(responses={204: None})
     def delete(self, request: Request, workload_id: str) -> Response:
         caller = self.caller(request)
-        workload = _workload(caller, workload_id, required=Role.OPERATOR)
+        workload = workload_for(caller, workload_id, required=Role.OPERATOR)
         services.workload_delete(workload=workload, author=caller.label)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -239,7 +227,7 @@ class WorkloadDetailView(ApiView):
 class WorkloadPolicyView(ApiView):
     @extend_schema(parameters=[ENVIRONMENT_PARAM], responses=WorkloadPolicySerializer)
     def get(self, request: Request, workload_id: str) -> Response:
-        workload = _workload(self.caller(request), workload_id)
+        workload = workload_for(self.caller(request), workload_id)
         environment = environment_check(
             workspace=workload.workspace, environment=request.query_params.get("environment")
         )
@@ -262,7 +250,7 @@ class WorkloadPolicyView(ApiView):
     )
     def put(self, request: Request, workload_id: str) -> Response:
         caller = self.caller(request)
-        workload = _workload(caller, workload_id, required=Role.EDITOR)
+        workload = workload_for(caller, workload_id, required=Role.EDITOR)
         data = json_object(request)
         environment = request.query_params.get("environment")
         _check_envelope_target(data, workload=workload, environment=environment)
@@ -280,7 +268,7 @@ class WorkloadPolicyView(ApiView):
 class WorkloadPolicyVersionListView(ApiView):
     @extend_schema(parameters=[ENVIRONMENT_PARAM], responses=WorkloadPolicySerializer(many=True))
     def get(self, request: Request, workload_id: str) -> Response:
-        workload = _workload(self.caller(request), workload_id)
+        workload = workload_for(self.caller(request), workload_id)
         environment = environment_check(
             workspace=workload.workspace, environment=request.query_params.get("environment")
         )
@@ -295,7 +283,7 @@ class WorkloadPolicyVersionListView(ApiView):
 class EffectivePolicyView(ApiView):
     @extend_schema(parameters=[ENVIRONMENT_PARAM], responses=EffectivePolicySerializer)
     def get(self, request: Request, workload_id: str) -> Response:
-        workload = _workload(self.caller(request), workload_id)
+        workload = workload_for(self.caller(request), workload_id)
         # effective_policy_for checks the environment in its one query.
         environment = request.query_params.get("environment") or ""
         effective = effective_policy_for(workload=workload, environment=environment)

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import OpenApiParameter
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from portal.access import Caller, caller_of
 from portal.api.pagination import Pagination
 from portal.errors import ValidationFailed
+
+# The ?workspace= parameter of endpoints whose path names no workspace (SPEC section 10).
+WORKSPACE_PARAM = OpenApiParameter(
+    "workspace", str, description="Workspace slug (session callers; tokens imply their workspace)."
+)
 
 
 class ApiView(APIView):

@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from policies.models import Workload, Workspace
-from portal.access import Caller, require_role, workspace_for, workspaces_for
-from portal.api.views import ApiView, json_object, reject_unknown
+from portal.access import workload_for, workspace_for
+from portal.api.views import WORKSPACE_PARAM, ApiView, json_object, reject_unknown
 from portal.errors import NotFoundError, ValidationFailed
 from portal.models import Role
 from recall import layout_services
@@ -31,9 +31,6 @@ from recall.layout import (
 )
 from recall.models import WorkloadLayoutConfigVersion
 
-WORKSPACE_PARAM = OpenApiParameter(
-    "workspace", str, description="Workspace slug (session callers; tokens imply their workspace)."
-)
 LAYOUT_DESCRIPTION = """\
 Budget a chat prompt and prune it with seed 000's nine-stage cascade. Nothing is stored.
 
@@ -66,18 +63,6 @@ PLANNER_NAMES = {
     "budget_ratio": "budgetRatio",
     "prior_session_history": "priorSessionHistory",
 }
-
-
-def _workload(caller: Caller, workload_id: Any, *, required: str = Role.VIEWER) -> Workload:
-    workload = (
-        Workload.objects.select_related("workspace")
-        .filter(pk=workload_id, workspace__in=workspaces_for(caller))
-        .first()
-    )
-    if workload is None:
-        raise NotFoundError(f"No workload {workload_id}.")
-    require_role(caller, workload.workspace, required)
-    return workload
 
 
 # --- POST /v1/context/layout ------------------------------------------------------------------
@@ -253,7 +238,7 @@ class WorkloadLayoutConfigView(ApiView):
         summary="The workload's current layout configuration (the defaults if none is saved)",
     )
     def get(self, request: Request, workload_id: str) -> Response:
-        workload = _workload(self.caller(request), workload_id)
+        workload = workload_for(self.caller(request), workload_id)
         current = layout_services.layout_config_current(workload=workload)
         return Response(
             LayoutConfigVersionSerializer(_version_body(workload, current.version)).data
@@ -267,7 +252,7 @@ class WorkloadLayoutConfigView(ApiView):
     )
     def put(self, request: Request, workload_id: str) -> Response:
         caller = self.caller(request)
-        workload = _workload(caller, workload_id, required=Role.EDITOR)
+        workload = workload_for(caller, workload_id, required=Role.EDITOR)
         document, comment, wrapped = _split_config_body(json_object(request))
         try:
             version = layout_services.layout_config_save(
@@ -288,7 +273,7 @@ class WorkloadLayoutConfigView(ApiView):
 class WorkloadLayoutConfigVersionListView(ApiView):
     @extend_schema(responses=LayoutConfigVersionSerializer(many=True))
     def get(self, request: Request, workload_id: str) -> Response:
-        workload = _workload(self.caller(request), workload_id)
+        workload = workload_for(self.caller(request), workload_id)
         versions = layout_services.layout_config_versions(workload=workload)
         paginator = self.pagination_class()
         page = paginator.paginate_queryset(versions, request, view=self)

@@ -10,7 +10,7 @@ from rest_framework.response import Response
 
 from policies.models import Workload
 from portal.access import Caller, require_role, workspace_for, workspaces_for
-from portal.api.views import ApiView, json_object
+from portal.api.views import WORKSPACE_PARAM, ApiView, json_object
 from portal.errors import NotFoundError, ValidationFailed
 from portal.models import Role
 from recall import services
@@ -24,9 +24,6 @@ from recall.api.serializers import (
 from recall.models import LifecycleStatus, MemoryRecord
 from recall.selectors import actor_lookup, memory_list
 
-WORKSPACE_PARAM = OpenApiParameter(
-    "workspace", str, description="Workspace slug (session callers; tokens imply their workspace)."
-)
 MEMORY_FILTER_PARAMS = [
     OpenApiParameter(name, str, description=text)
     for name, text in [

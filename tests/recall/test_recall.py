@@ -17,6 +17,7 @@ from django.utils import timezone
 from django.utils.crypto import get_random_string
 
 from audit.models import AuditEvent, EventType
+from policies import selectors as policy_selectors
 from policies.algebra import VOCABULARIES, default_floor
 from policies.models import Workload
 from policies.services import workload_policy_save, workspace_policy_save
@@ -438,6 +439,22 @@ class OverrideTests:
         envelope = recall(editor, workload_a, policyOverride={"perSegmentReservation": fits})
         reserved = {kind: v["reserved"] for kind, v in envelope["budget"]["perKind"].items()}
         assert {kind: reserved.get(kind) for kind in fits} == fits
+
+    def test_equal_overrides_share_one_cached_effective_policy(self, editor, workload_a, setup):
+        """The memo is keyed on the normalised override: order and repeats make no new entry,
+        and a request repeating a label 100,000 times costs no more memory than one."""
+        policy_selectors._effective_cache.clear()
+        a = recall(editor, workload_a, policyOverride={"memoryTypeAllowed": ["fact", "preference"]})
+        b = recall(
+            editor,
+            workload_a,
+            policyOverride={"memoryTypeAllowed": ["preference"] * 100_000 + ["fact"]},
+        )
+
+        assert a["effectivePolicyHash"] == b["effectivePolicyHash"]
+        assert len(policy_selectors._effective_cache) == 1
+        (key,) = policy_selectors._effective_cache
+        assert len(key[2]) < 200
 
     @pytest.mark.parametrize(
         "override",
