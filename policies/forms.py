@@ -26,9 +26,8 @@ from policies.algebra import (
     Axis,
     PolicyError,
 )
-from portal.errors import DomainError
-
-COMMENT_MAX = 500
+from policies.services import change_comment
+from portal.errors import DomainError, ValidationFailed
 
 # Which widget each axis kind gets.
 WIDGETS = {
@@ -342,8 +341,10 @@ class PolicyForm:
                 self.errors[name] = str(exc)
         if not self.partial:
             document[RELAXABLE_KEY] = [a for a in self.data.getlist("relaxable") if a in AXES]
-        if len(self.comment) > COMMENT_MAX:
-            self.errors["comment"] = f"Keep the comment under {COMMENT_MAX} characters."
+        try:
+            change_comment(self.comment)  # the service's rule, reported with the other fields
+        except ValidationFailed as exc:
+            self.errors["comment"] = exc.details["fields"]["comment"]
         self.document = document
         return not self.errors
 
