@@ -150,6 +150,16 @@ class FloorPageTests:
         assert saved.comment == "Tighten for audit"
         assert saved.author == "user:olga"
 
+    def test_an_overlong_comment_is_shown_on_the_form_and_saves_nothing(
+        self, operator, workspace_a
+    ):
+        floor = workspace_policy_current(workspace=workspace_a).document
+        data = floor_post({**floor, "sensitivityCeiling": "internal"}, comment="c" * 501)
+        response = client_for(operator).post(floor_url(), data)
+        assert response.status_code in (400, 422)
+        assert "Keep the comment under 500 characters." in response.content.decode()
+        assert versions_of(workspace_a) == 1
+
     def test_an_editor_cannot_change_the_floor(self, editor, workspace_a):
         floor = workspace_policy_current(workspace=workspace_a).document
         data = floor_post({**floor, "sensitivityCeiling": "public"})
