@@ -141,9 +141,10 @@ def load(total: int, large: int, label: str, marker: Path) -> None:
         cursor.execute("SET maintenance_work_mem = '4GB'")
         cursor.execute("SET max_parallel_maintenance_workers = 1")
         cursor.execute(
-            f"CREATE INDEX memory_recall_cover_idx ON {table} (actor_id) INCLUDE"
-            " (id, lifecycle_status, is_current, expires_at, consent_policy, memory_type,"
-            " source_kind, confirmation_status, confidence, sensitivity, created_at, segment_kind)"
+            f"CREATE INDEX memory_recall_cover_idx ON {table} (actor_id, id) INCLUDE"
+            " (lifecycle_status, is_current, expires_at, consent_policy, memory_type,"
+            " source_kind, confirmation_status, confidence, sensitivity, created_at, segment_kind,"
+            " embedding_model)"
         )
         cursor.execute(
             f"CREATE INDEX memory_embedding_hnsw ON {table} USING hnsw"

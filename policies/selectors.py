@@ -19,7 +19,13 @@ from policies.models import (
 )
 from portal.db.cursors import prepared_cursor
 from portal.errors import NotFoundError, ValidationFailed
-from recall.selectors import FAIL_CLOSED_SQL, POLICY_SQL, policy_params
+from recall.selectors import (
+    EMBEDDED_SQL,
+    FAIL_CLOSED_SQL,
+    POLICY_SQL,
+    embedder_model,
+    policy_params,
+)
 from recall.selectors import TABLE as MEMORY_TABLE
 
 
@@ -270,6 +276,7 @@ def memory_policy_impact(
     index: dict[str, int] = {}
     clauses: list[str] = []
     params: dict[str, Any] = {"workspace": workspace.pk, "now": now}
+    params["model"] = embedder_model()
 
     def position(policy: dict[str, Any]) -> int:
         """The policy's 1-based position in the ``ok`` array (SQL arrays start at 1)."""
@@ -287,7 +294,7 @@ def memory_policy_impact(
 WITH patterns AS (
     SELECT ARRAY[{", ".join(clauses)}] AS ok, count(*) AS n
     FROM {MEMORY_TABLE} m
-    WHERE m.workspace_id = %(workspace)s AND {FAIL_CLOSED_SQL}
+    WHERE m.workspace_id = %(workspace)s AND {FAIL_CLOSED_SQL} AND {EMBEDDED_SQL}
     GROUP BY 1
 )
 SELECT

@@ -1,4 +1,9 @@
-"""The Celery app. Without CELERY_BROKER_URL, tasks run eagerly in-process."""
+"""The Celery app. Without CELERY_BROKER_URL, tasks run eagerly in-process.
+
+With a broker: ``celery -A portal worker`` runs the tasks, ``celery -A portal beat`` sends
+the scheduled ones (``CELERY_BEAT_SCHEDULE`` in the settings); ``make worker`` and
+``make beat`` start them.
+"""
 
 from __future__ import annotations
 

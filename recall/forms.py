@@ -338,7 +338,11 @@ class MemoryImportForm(forms.Form):
     """A JSON Lines file: one memory per line in the API's camelCase shape."""
 
     actor = forms.CharField(
-        label="Actor", max_length=250, help_text="Every line becomes a memory of this actor."
+        label="Actor",
+        max_length=250,
+        required=False,
+        help_text="Every line becomes a memory of this actor. Leave it empty when every line "
+        "names its own actorId, as a retention archive does.",
     )
     file = forms.FileField(
         label="JSON Lines file",

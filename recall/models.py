@@ -59,6 +59,14 @@ class LifecycleStatus(models.TextChoices):
     EXPIRED = "expired"
 
 
+class Tier(models.TextChoices):
+    """Where a memory sits in its lifecycle (seed 000): new memories start short-term; the
+    promotion sweep moves the ones that earned it to long-term, which decay leaves alone."""
+
+    SHORT_TERM = "short_term", "short-term"
+    LONG_TERM = "long_term", "long-term"
+
+
 class MemoryRecord(models.Model):
     workspace = models.ForeignKey(
         "policies.Workspace", on_delete=models.CASCADE, related_name="memories"
@@ -88,16 +96,25 @@ class MemoryRecord(models.Model):
     lifecycle_status = models.CharField(
         max_length=20, choices=LifecycleStatus.choices, default=LifecycleStatus.ACTIVE
     )
+    tier = models.CharField(
+        max_length=20, choices=Tier.choices, default=Tier.SHORT_TERM, db_default=Tier.SHORT_TERM
+    )
     is_current = models.BooleanField(default=True)
     superseded_by = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="supersedes"
     )
     expires_at = models.DateTimeField(null=True, blank=True)
+    # When the decay sweep (or an edit) made the memory stale; the retention sweep counts from
+    # here. Cleared whenever the memory leaves the stale status.
+    stale_since = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField(auto_now=True)
     last_accessed_at = models.DateTimeField(null=True, blank=True)
     hit_count = models.PositiveIntegerField(default=0)
     token_count = models.PositiveIntegerField(default=0)
+    # Written by the embedding job (recall.services.memory_embed), never by the write itself:
+    # a memory enters recall only once ``embedding_model`` names the configured embedder
+    # (blank = not embedded yet; another name = embedded by a previous embedder).
     embedding = VectorField(dimensions=settings.RECALL_EMBEDDING_DIM, null=True, blank=True)
     embedding_model = models.CharField(max_length=100, blank=True, default="")
 
@@ -122,6 +139,7 @@ class MemoryRecord(models.Model):
                     "sensitivity",
                     "created_at",
                     "segment_kind",
+                    "embedding_model",
                 ],
                 name="memory_recall_cover_idx",
             ),
@@ -190,8 +208,9 @@ class FunnelCache(models.Model):
     ``maxAgeSeconds``, the only ways time alone changes the funnel. Memories added since are
     evaluated and merged in, provided they are exactly the rows above ``max_id`` (their number
     equals the growth of the actor's ``memory_inserts``; a row committed late with a smaller
-    id fails that check and the funnel is scanned again). Nothing here is authoritative;
-    deleting rows only costs a rescan.
+    id fails that check and the funnel is scanned again), and so are the rows that were
+    waiting for their embedding (``pending``). Nothing here is authoritative; deleting rows
+    only costs a rescan.
     """
 
     actor = models.ForeignKey(Actor, on_delete=models.CASCADE, related_name="+")
@@ -203,6 +222,9 @@ class FunnelCache(models.Model):
     counts = models.JSONField()
     eligible = ArrayField(models.BigIntegerField(), null=True)
     rejected = models.JSONField()
+    # The rows coded ``embedding_pending`` (waiting for the embedding job): that job leaves
+    # ``memory_version`` alone, so each use codes these rows again (recall.selectors).
+    pending = ArrayField(models.BigIntegerField(), default=list)
     computed_at = models.DateTimeField()
 
     class Meta:

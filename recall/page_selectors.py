@@ -23,6 +23,7 @@ from audit.models import AuditEvent, EventType
 from policies.models import Workload, Workspace
 from recall.models import Actor, MemoryRecord
 from recall.selectors import (
+    EMBEDDED_SQL,
     FAIL_CLOSED_SQL,
     POLICY_CHECKS,
     RankedRow,
@@ -50,6 +51,8 @@ DECISION_WORDS: dict[str, str] = {
     "consent_not_allowed": "Filtered: consent basis not allowed",
     "older_than_max_age": "Filtered: older than the maximum age",
     "lifecycle_excluded": "Fail closed: not active, not current, expired or consent withdrawn",
+    "embedding_pending": "Not recalled yet: waiting for the embedding job (not embedded by the"
+    " configured embedder)",
     # The memory browser names the fail-closed rule a row breaks.
     "status_not_active": "Fail closed: lifecycle status is not active",
     "not_current": "Fail closed: superseded (not the current version)",
@@ -109,7 +112,8 @@ def recall_code_sql() -> str:
         f"WHEN NOT COALESCE({check}, false) THEN '{code}'" for code, check in POLICY_CHECKS
     )
     return (
-        f"CASE WHEN NOT ({FAIL_CLOSED_SQL}) THEN {_FAIL_CLOSED_WHY} {whens}"
+        f"CASE WHEN NOT ({FAIL_CLOSED_SQL}) THEN {_FAIL_CLOSED_WHY}"
+        f" WHEN NOT COALESCE({EMBEDDED_SQL}, false) THEN 'embedding_pending' {whens}"
         " ELSE 'passes_policy' END"
     )
 

@@ -38,6 +38,7 @@ from portal.db.cursors import prepared_cursor
 from portal.errors import ValidationFailed
 from recall.filtersets import MemoryFilterSet
 from recall.models import Actor, MemoryRecord
+from recall.runtime import embedder
 
 EXACT_SEARCH_MAX = 20_000
 HNSW_EF_SEARCH = 100
@@ -52,6 +53,12 @@ FAIL_CLOSED_SQL = (
     " AND m.consent_policy <> 'withdrawn'"
     " AND m.segment_kind IN (" + ", ".join(f"'{kind}'" for kind in SEGMENT_KINDS) + ")"
 )
+
+# A memory is ranked only once the configured embedder has embedded it: one not embedded yet
+# (its embedding job has not run) or embedded by another embedder (RECALL_EMBEDDER changed;
+# the re-embed sweep catches up) has no vector comparable with the query. Such rows are
+# counted as ``embedding_pending``, never listed, like lifecycle-excluded rows.
+EMBEDDED_SQL = "m.embedding_model = %(model)s"
 
 # Policy axes in the order their decision codes are reported: a row failing several axes is
 # reported under the first. NULLs never pass (``= ANY`` and ``>=`` yield NULL → not true).
@@ -84,7 +91,13 @@ def policy_params(policy: dict[str, Any], now: datetime) -> dict[str, Any]:
         "consents": list(policy["consentPolicyAllowed"]),
         "min_created": now - timedelta(seconds=max_age) if max_age is not None else None,
         "max_age_seconds": max_age,
+        "model": embedder_model(),
     }
+
+
+def embedder_model() -> str:
+    """The name the configured embedder stores on the memories it embeds (``EMBEDDED_SQL``)."""
+    return embedder().model_name
 
 
 @dataclass(frozen=True)
@@ -93,6 +106,7 @@ class Funnel:
     lifecycle_excluded: int
     after_policy: int
     reasons: dict[str, int]
+    embedding_pending: int = 0
 
 
 def _code_case() -> str:
@@ -100,7 +114,8 @@ def _code_case() -> str:
         f"WHEN NOT COALESCE({check}, false) THEN '{code}'" for code, check in POLICY_CHECKS
     )
     return (
-        f"CASE WHEN NOT ({FAIL_CLOSED_SQL}) THEN 'lifecycle_excluded' {whens}"
+        f"CASE WHEN NOT ({FAIL_CLOSED_SQL}) THEN 'lifecycle_excluded'"
+        f" WHEN NOT COALESCE({EMBEDDED_SQL}, false) THEN 'embedding_pending' {whens}"
         " ELSE 'passes_policy' END"
     )
 
@@ -108,8 +123,9 @@ def _code_case() -> str:
 def _funnel(counts: dict[str, int]) -> Funnel:
     candidates = sum(counts.values())
     lifecycle = counts.pop("lifecycle_excluded", 0)
+    pending = counts.pop("embedding_pending", 0)
     after_policy = counts.pop("passes_policy", 0)
-    return Funnel(candidates, lifecycle, after_policy, counts)
+    return Funnel(candidates, lifecycle, after_policy, counts, pending)
 
 
 RANKED_COLUMNS = (
@@ -123,7 +139,7 @@ RANKED_COLUMNS = (
 EXACT_SQL = f"""
 WITH ids AS MATERIALIZED (
     SELECT m.id FROM {TABLE} m
-    WHERE m.actor_id = %(actor)s AND {FAIL_CLOSED_SQL} AND {POLICY_SQL}
+    WHERE m.actor_id = %(actor)s AND {FAIL_CLOSED_SQL} AND {EMBEDDED_SQL} AND {POLICY_SQL}
 ),
 eligible AS MATERIALIZED (
     SELECT m.id, m.embedding <=> %(query)s::vector AS distance
@@ -144,6 +160,8 @@ FUNNEL_CACHE_MIN = 2_000
 FUNNEL_CACHE_PER_ACTOR = 8
 # Rejected ids kept per funnel (the most verbosity ``full`` ever lists).
 REJECTED_KEEP = 200
+# A funnel with more rows waiting for their embedding than this is not cached.
+FUNNEL_PENDING_MAX = 2_000
 
 # The hot path in one round trip: the actor, the funnel (every row's decision code from one
 # index-only scan, or the actor's cached funnel plus the rows added since), the first rejected
@@ -157,7 +175,7 @@ WITH actor AS (
     WHERE a.workspace_id = %(workspace)s AND a.kind = %(kind)s AND a.name = %(name)s
 ),
 cached AS MATERIALIZED (
-    SELECT f.counts, f.eligible, f.rejected, f.max_id, f.memory_inserts, f.valid_until
+    SELECT f.counts, f.eligible, f.rejected, f.max_id, f.memory_inserts, f.valid_until, f.pending
     FROM recall_funnelcache f JOIN actor a ON f.actor_id = a.id
     WHERE f.filter_key = %(filter_key)s AND f.memory_version = a.memory_version
       AND (f.valid_until IS NULL OR f.valid_until > %(now)s)
@@ -170,6 +188,13 @@ added AS MATERIALIZED (
     FROM {TABLE} m
     WHERE m.actor_id = (SELECT id FROM actor) AND m.id > (SELECT max_id FROM cached)
 ),
+-- the memories that waited for their embedding when the funnel was cached: the embedding job
+-- leaves the actor's version alone (migration 0011), so they are coded again instead
+rechecked AS MATERIALIZED (
+    SELECT m.id, {_CODE} AS code, m.created_at, m.expires_at
+    FROM cached c CROSS JOIN unnest(c.pending) p(id) JOIN {TABLE} m ON m.id = p.id
+    WHERE m.actor_id = (SELECT id FROM actor)
+),
 -- the cached funnel, if the added rows are all the rows inserted since it was computed
 usable AS MATERIALIZED (
     SELECT c.* FROM cached c, actor a
@@ -177,6 +202,8 @@ usable AS MATERIALIZED (
 ),
 coded AS MATERIALIZED (
     SELECT * FROM added WHERE EXISTS (SELECT 1 FROM usable)
+    UNION ALL
+    SELECT * FROM rechecked WHERE EXISTS (SELECT 1 FROM usable)
     UNION ALL
     SELECT m.id, {_CODE} AS code, m.created_at, m.expires_at
     FROM {TABLE} m
@@ -187,13 +214,16 @@ counts AS MATERIALIZED (
         SELECT code, count(*) AS n FROM coded GROUP BY code
         UNION ALL
         SELECT kv.key, kv.value::bigint FROM usable, jsonb_each_text(usable.counts) kv
+        -- exactly the rechecked rows, counted again in coded
+        WHERE kv.key <> 'embedding_pending'
     ) parts GROUP BY code
 ),
 passing AS MATERIALIZED (
     SELECT coalesce(sum(n), 0) AS n FROM counts WHERE code = 'passes_policy'
 ),
 rejected AS MATERIALIZED (
-    (SELECT id, code FROM coded WHERE code NOT IN ('passes_policy', 'lifecycle_excluded')
+    (SELECT id, code FROM coded
+     WHERE code NOT IN ('passes_policy', 'lifecycle_excluded', 'embedding_pending')
      ORDER BY id LIMIT {REJECTED_KEEP})
     UNION ALL
     SELECT (r ->> 0)::bigint, r ->> 1 FROM usable, jsonb_array_elements(usable.rejected) r
@@ -214,6 +244,9 @@ nearest AS (
 filling AS MATERIALIZED (
     SELECT 1 WHERE (NOT EXISTS (SELECT 1 FROM usable) OR EXISTS (SELECT 1 FROM coded))
       AND (SELECT coalesce(sum(n), 0) FROM counts) >= %(cache_min)s
+      -- every pending row is rechecked on each use: not worth it for a mass (re-)embedding
+      AND (SELECT coalesce(sum(n), 0) FROM counts WHERE code = 'embedding_pending')
+          <= {FUNNEL_PENDING_MAX}
 ),
 -- an actor keeps its most recently computed funnels only (one per filter: overrides vary);
 -- rows another recall is writing are skipped, never waited for (no lock cycles)
@@ -234,7 +267,7 @@ pruned AS (
 fill AS (
     INSERT INTO recall_funnelcache AS f (
         actor_id, filter_key, memory_version, memory_inserts, max_id, valid_until, counts,
-        eligible, rejected, computed_at
+        eligible, rejected, pending, computed_at
     )
     SELECT
         a.id, %(filter_key)s, a.memory_version, a.memory_inserts,
@@ -254,13 +287,15 @@ fill AS (
         END,
         (SELECT coalesce(jsonb_agg(jsonb_build_array(r.id, r.code) ORDER BY r.id), '[]')
          FROM (SELECT id, code FROM rejected ORDER BY id LIMIT {REJECTED_KEEP}) r),
+        (SELECT coalesce(array_agg(id ORDER BY id), '{{}}') FROM coded
+         WHERE code = 'embedding_pending'),
         %(now)s
     FROM actor a
     WHERE EXISTS (SELECT 1 FROM filling)
     ON CONFLICT (actor_id, filter_key) DO UPDATE SET
         memory_version = excluded.memory_version, memory_inserts = excluded.memory_inserts,
         max_id = excluded.max_id, valid_until = excluded.valid_until, counts = excluded.counts,
-        eligible = excluded.eligible, rejected = excluded.rejected,
+        eligible = excluded.eligible, rejected = excluded.rejected, pending = excluded.pending,
         computed_at = excluded.computed_at
     WHERE (f.memory_version, f.memory_inserts)
         <= (excluded.memory_version, excluded.memory_inserts)
@@ -375,7 +410,7 @@ def _json(value: Any) -> Any:
 HNSW_SQL = f"""
 SELECT {RANKED_COLUMNS}, 1 - (m.embedding <=> %(query)s::vector) AS similarity
 FROM {TABLE} m
-WHERE m.actor_id = %(actor)s AND {FAIL_CLOSED_SQL} AND {POLICY_SQL}
+WHERE m.actor_id = %(actor)s AND {FAIL_CLOSED_SQL} AND {EMBEDDED_SQL} AND {POLICY_SQL}
 ORDER BY m.embedding <=> %(query)s::vector
 LIMIT %(limit)s
 """

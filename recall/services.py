@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from audit.models import EventType
@@ -14,12 +14,19 @@ from audit.services import ChainTip, audit_event_append, audit_event_record
 from policies.models import Workload, Workspace
 from policies.selectors import EffectivePolicy, effective_policy_for
 from portal.errors import ConflictError, ValidationFailed
+from portal.tasks import eager, enqueue
 from recall.envelope import content_hash, context_digest, prefix_fingerprint
 from recall.models import ACTOR_KINDS, Actor, MemoryRecord
 from recall.planner import BudgetPlan, BudgetPolicy, Candidate, plan_budget
 from recall.runtime import embedder, token_estimator
 from recall.scoring import inclusion_score
-from recall.selectors import Funnel, RankedRow, RecallCandidates, recall_candidates
+from recall.selectors import (
+    Funnel,
+    RankedRow,
+    RecallCandidates,
+    recall_candidates,
+    vector_literal,
+)
 
 
 def actor_parse(actor_id: str) -> tuple[str, str]:
@@ -45,22 +52,23 @@ def actor_get_or_create(*, workspace: Workspace, actor_id: str) -> Actor:
 def memory_records_build(
     *, workspace: Workspace, actor: Actor, items: Sequence[dict[str, Any]]
 ) -> list[MemoryRecord]:
-    """Unsaved rows with embeddings and token counts filled in (one embedder call per batch)."""
-    vectors = embedder().embed([item["content"] for item in items])
+    """Unsaved rows with token counts filled in; the embedding job embeds them once written."""
     count = token_estimator()
     now = timezone.now()
-    model = embedder().model_name
     return [
         MemoryRecord(
             workspace=workspace,
             actor=actor,
-            embedding=vector,
-            embedding_model=model,
+            embedding=None,
+            embedding_model="",
             token_count=count(item["content"]),
             created_at=item.get("created_at") or now,
-            **{k: v for k, v in item.items() if k != "created_at"},
+            # An imported stale memory starts its retention period now unless it says when.
+            stale_since=item.get("stale_since")
+            or (now if item.get("lifecycle_status") == "stale" else None),
+            **{k: v for k, v in item.items() if k not in ("created_at", "stale_since")},
         )
-        for item, vector in zip(items, vectors, strict=True)
+        for item in items
     ]
 
 
@@ -69,7 +77,65 @@ def memory_create_many(
     *, workspace: Workspace, actor: Actor, items: Sequence[dict[str, Any]]
 ) -> list[MemoryRecord]:
     rows = memory_records_build(workspace=workspace, actor=actor, items=items)
-    return MemoryRecord.objects.bulk_create(rows, batch_size=500)
+    rows = MemoryRecord.objects.bulk_create(rows, batch_size=500)
+    memories_embed_later(rows)
+    return rows
+
+
+# --- embedding ----------------------------------------------------------------------------------
+
+EMBED_BATCH = 100
+
+_EMBED_SQL = (
+    f"UPDATE {MemoryRecord._meta.db_table} SET embedding = %s::vector, embedding_model = %s"
+    # Written only if the content is still the one embedded: an edit made meanwhile has
+    # queued its own job, whose vector must not be overwritten by this older one.
+    " WHERE id = %s AND content = %s AND embedding_model IS DISTINCT FROM %s"
+)
+
+
+def memories_embed_later(rows: Sequence[MemoryRecord]) -> None:
+    """Queue the embedding job for freshly written rows (see ``portal.tasks.enqueue``).
+
+    In eager mode the job has run when this returns, so the rows are refreshed with the
+    model that embedded them.
+    """
+    from recall.tasks import embed_memories
+
+    ids = [row.pk for row in rows]
+    if not ids:
+        return
+    enqueue(embed_memories, ids)
+    if eager():
+        models = dict(MemoryRecord.objects.filter(pk__in=ids).values_list("pk", "embedding_model"))
+        for row in rows:
+            row.embedding_model = models.get(row.pk, row.embedding_model)
+
+
+def memory_embed(*, ids: Sequence[int]) -> int:
+    """Embed, with the configured embedder, those of ``ids`` it has not embedded; idempotent.
+
+    Rows are read, embedded outside any transaction (a semantic model takes its time), then
+    written one statement each, guarded so that only the content that was embedded gets its
+    vector. Returns how many rows were written.
+    """
+    model = embedder().model_name
+    written = 0
+    for start in range(0, len(ids), EMBED_BATCH):
+        chunk = list(ids[start : start + EMBED_BATCH])
+        rows = list(
+            MemoryRecord.objects.filter(pk__in=chunk)
+            .exclude(embedding_model=model)
+            .values_list("pk", "content")
+        )
+        if not rows:
+            continue
+        vectors = embedder().embed([content for _, content in rows])
+        with transaction.atomic(), connection.cursor() as cursor:
+            for (pk, content), vector in zip(rows, vectors, strict=True):
+                cursor.execute(_EMBED_SQL, [vector_literal(vector), model, pk, content, model])
+                written += cursor.rowcount
+    return written
 
 
 # --- recall -------------------------------------------------------------------------------------
@@ -236,6 +302,7 @@ def _envelope(
                 if funnel.lifecycle_excluded
                 else {}
             ),
+            **({"embedding_pending": funnel.embedding_pending} if funnel.embedding_pending else {}),
             **funnel.reasons,
             **({"passes_policy": funnel.after_policy} if funnel.after_policy else {}),
             **(
@@ -327,21 +394,84 @@ def _entry(row: RankedRow, score: float) -> dict[str, Any]:
 # --- memory writes ------------------------------------------------------------------------------
 
 
+ACTOR_KEY = "actor_external_id"  # an item's own actorId (import lines may name theirs)
+
+
 @transaction.atomic
 def memory_import(
-    *, workspace: Workspace, actor_id: str, items: Sequence[dict[str, Any]], author: str
+    *,
+    workspace: Workspace,
+    actor_id: str | None,
+    items: Sequence[dict[str, Any]],
+    author: str,
 ) -> list[MemoryRecord]:
-    """Create a batch of already-validated memories, all or nothing, with one audit event."""
-    actor = actor_get_or_create(workspace=workspace, actor_id=actor_id)
-    rows = memory_create_many(workspace=workspace, actor=actor, items=items)
-    audit_event_record(
-        workspace=workspace,
-        type=EventType.MEMORY_CHANGED,
-        author=author,
-        actor_id=actor.external_id,
-        payload={"action": "created", "count": len(rows), "ids": [str(r.pk) for r in rows][:1000]},
-    )
-    return rows
+    """Create a batch of already-validated memories, all or nothing, one audit event per actor.
+
+    An item may name its actor (``actorId``, as archive lines do): it must then be
+    ``actor_id``, or, with ``actor_id`` None, it picks the actor. An item with an ``id`` is
+    restored under that id (an archive written by the retention sweep), which must be free
+    and one the database issued before; a new memory never chooses its id.
+    """
+    groups: dict[str, list[dict[str, Any]]] = {}
+    errors: dict[str, str] = {}
+    for index, item in enumerate(items):
+        named = item.get(ACTOR_KEY)
+        if named is not None and actor_id is not None and named != actor_id:
+            errors[f"memories[{index}].actorId"] = (
+                f"This memory belongs to {named}, not to {actor_id}."
+            )
+        owner = actor_id if actor_id is not None else named
+        if owner is None:
+            errors[f"memories[{index}].actorId"] = "Name the actor (kind:name) of this memory."
+            continue
+        groups.setdefault(owner, []).append({k: v for k, v in item.items() if k != ACTOR_KEY})
+    if errors:
+        raise ValidationFailed(errors, "Some memories name the wrong actor; nothing was saved.")
+    _check_restorable_ids([item["id"] for item in items if item.get("id") is not None])
+    created: list[MemoryRecord] = []
+    for owner, group in groups.items():
+        actor = actor_get_or_create(workspace=workspace, actor_id=owner)
+        rows = memory_create_many(workspace=workspace, actor=actor, items=group)
+        audit_event_record(
+            workspace=workspace,
+            type=EventType.MEMORY_CHANGED,
+            author=author,
+            actor_id=actor.external_id,
+            payload={
+                "action": "created",
+                "count": len(rows),
+                "ids": [str(r.pk) for r in rows][:1000],
+            },
+        )
+        created += rows
+    return created
+
+
+def _check_restorable_ids(ids: Sequence[int]) -> None:
+    """Ids an import may restore: free, distinct, and issued by the database before (an id
+    beyond the sequence would collide with a memory created later)."""
+    if not ids:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT last_value, is_called FROM {MemoryRecord._meta.db_table}_id_seq")
+        last_value, is_called = cursor.fetchone()
+    issued = last_value if is_called else last_value - 1
+    taken = set(MemoryRecord.objects.filter(pk__in=ids).values_list("pk", flat=True))
+    seen: set[int] = set()
+    refused = []
+    for pk in ids:
+        if pk in taken or pk > issued or pk in seen:
+            refused.append(pk)
+        seen.add(pk)
+    if refused:
+        listed = ", ".join(str(pk) for pk in sorted(set(refused))[:20])
+        raise ValidationFailed(
+            {
+                "id": f"Cannot restore under id {listed}: an id in use, repeated, or never "
+                "issued. Leave id out to import these as new memories."
+            },
+            "Some memories cannot be restored under their id; nothing was saved.",
+        )
 
 
 def _check_status_change(memory: MemoryRecord, status: str) -> None:
@@ -369,13 +499,19 @@ def memory_update(*, memory: MemoryRecord, changes: dict[str, Any], author: str)
     for field, value in changed.items():
         setattr(memory, field, value)
     columns = [*changed, "updated_at"]
+    if "lifecycle_status" in changed:
+        memory.stale_since = timezone.now() if memory.lifecycle_status == "stale" else None
+        columns.append("stale_since")
     if "content" in changed:
-        memory.embedding = embedder().embed([memory.content])[0]
-        memory.embedding_model = embedder().model_name
+        # The old vector describes the old content: the memory waits for its embedding job.
+        memory.embedding = None
+        memory.embedding_model = ""
         memory.token_count = token_estimator()(memory.content)
         columns += ["embedding", "embedding_model", "token_count"]
     memory.save(update_fields=columns)
     _memory_event(memory, "updated", author, sorted(changed))
+    if "content" in changed:
+        memories_embed_later([memory])
     return memory
 
 
@@ -385,7 +521,8 @@ def memory_set_status(*, memory: MemoryRecord, status: str, author: str) -> Memo
     _check_status_change(memory, status)
     if memory.lifecycle_status != status:
         memory.lifecycle_status = status
-        memory.save(update_fields=["lifecycle_status", "updated_at"])
+        memory.stale_since = None  # neither suppressed nor active is stale
+        memory.save(update_fields=["lifecycle_status", "stale_since", "updated_at"])
         _memory_event(memory, "suppressed" if status == "suppressed" else "restored", author, [])
     return memory
 

@@ -778,9 +778,10 @@ def memory_import(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     report = []
     imported: dict[str, Any] | None = None
     if posting and form.is_valid():
-        actor_id = form.cleaned_data["actor"].strip()
+        actor_id = form.cleaned_data["actor"].strip() or None
         try:
-            services.actor_parse(actor_id)
+            if actor_id is not None:
+                services.actor_parse(actor_id)
             items, errors = parse_jsonl(form.cleaned_data["file"].read())
             for error in errors:
                 if error.line == 0:
@@ -790,7 +791,12 @@ def memory_import(request: HtmxHttpRequest, slug: str) -> HttpResponse:
                 rows = services.memory_import(
                     workspace=workspace, actor_id=actor_id, items=items, author=access.caller.label
                 )
-                imported = {"count": len(rows), "actor": actor_id}
+                actors = sorted({str(row.actor) for row in rows})
+                imported = {
+                    "count": len(rows),
+                    "actor": actors[0] if len(actors) == 1 else "",
+                    "actors": ", ".join(actors),
+                }
         except DomainError as exc:
             add_domain_error(form, exc)
     context = {
@@ -807,7 +813,9 @@ def memory_import(request: HtmxHttpRequest, slug: str) -> HttpResponse:
             response["HX-Trigger"] = "memoriesChanged"
         return response
     if imported:
-        messages.success(request, f"Imported {imported['count']} memories for {imported['actor']}.")
+        messages.success(
+            request, f"Imported {imported['count']} memories for {imported['actors']}."
+        )
         return redirect(str(context["imported_url"]))
     context["actor_names"] = actor_suggestions(workspace=workspace, q="")
     return render(request, "recall/memory_import.html", context)

@@ -12,8 +12,9 @@ from portal.api.fields import (
     StrictRegexField,
     StrictUUIDField,
 )
-from recall.models import LifecycleStatus, MemoryRecord
-from recall.services import TOP_K_MAX
+from recall.models import LifecycleStatus, MemoryRecord, Tier
+from recall.selectors import embedder_model
+from recall.services import ACTOR_KEY, TOP_K_MAX
 
 MEMORY_BATCH_MAX = 1000
 
@@ -33,6 +34,9 @@ MEMORY_FIELDS = {
     "createdAt": "created_at",
     "lastAccessedAt": "last_accessed_at",
     "hitCount": "hit_count",
+    "tier": "tier",
+    "staleSince": "stale_since",
+    "id": "id",
 }
 
 
@@ -51,7 +55,28 @@ class StrictSerializer(serializers.Serializer):
         return super().to_internal_value(data)
 
 
+class MemoryIdField(serializers.Field):
+    """A memory id as the API writes it (a string of ASCII digits) or as a JSON integer."""
+
+    default_error_messages = {"invalid": 'A memory id is a positive integer, such as "123".'}
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool):
+            self.fail("invalid")
+        if isinstance(data, str) and data.isascii() and data.isdigit() and len(data) < 19:
+            data = int(data)
+        if not isinstance(data, int) or not 0 < data < 2**63:
+            self.fail("invalid")
+        return int(data)
+
+    def to_representation(self, value: Any) -> str:
+        return str(value)
+
+
 class MemoryInputSerializer(StrictSerializer):
+    """One memory to write. ``id`` and ``actorId`` let an archive written by the retention
+    sweep be imported back as it was (``recall.services.memory_import`` checks both)."""
+
     content = serializers.CharField(max_length=20_000, trim_whitespace=True)
     memoryType = _choice("memoryType")
     sourceKind = _choice("sourceKind")
@@ -68,17 +93,25 @@ class MemoryInputSerializer(StrictSerializer):
     createdAt = serializers.DateTimeField(required=False)
     lastAccessedAt = serializers.DateTimeField(required=False, allow_null=True)
     hitCount = serializers.IntegerField(min_value=0, max_value=2_000_000_000, default=0)
+    tier = serializers.ChoiceField(choices=Tier.values, default=Tier.SHORT_TERM)
+    staleSince = serializers.DateTimeField(required=False, allow_null=True)
+    id = MemoryIdField(required=False)
+    actorId = serializers.CharField(required=False, max_length=250)
 
     def to_model_fields(self) -> dict[str, Any]:
-        return {MEMORY_FIELDS[key]: value for key, value in self.validated_data.items()}
+        """Model field names; an ``actorId`` stays as ``ACTOR_KEY`` for the import to check."""
+        return {
+            (ACTOR_KEY if key == "actorId" else MEMORY_FIELDS[key]): value
+            for key, value in self.validated_data.items()
+        }
 
 
 class MemoryPatchSerializer(MemoryInputSerializer):
-    """PATCH: any subset; import-only fields (createdAt, hitCount) cannot be edited."""
+    """PATCH: any subset; import-only fields (createdAt, hitCount, ids) cannot be edited."""
 
     def get_fields(self) -> dict[str, serializers.Field]:
         fields = super().get_fields()
-        for name in ("createdAt", "lastAccessedAt", "hitCount"):
+        for name in ("createdAt", "lastAccessedAt", "hitCount", "staleSince", "id", "actorId"):
             fields.pop(name)
         return fields
 
@@ -100,15 +133,24 @@ class MemorySerializer(serializers.ModelSerializer):
     hitCount = serializers.IntegerField(source="hit_count")
     tokenCount = serializers.IntegerField(source="token_count")
     embeddingModel = serializers.CharField(source="embedding_model")
+    embeddingPending = serializers.SerializerMethodField(
+        help_text="True until the configured embedder has embedded the memory: until then it "
+        "is not recalled (counted as embedding_pending)."
+    )
+    staleSince = serializers.DateTimeField(source="stale_since", allow_null=True)
     id = serializers.CharField()
+
+    def get_embeddingPending(self, memory: MemoryRecord) -> bool:
+        return memory.embedding_model != embedder_model()
 
     class Meta:
         model = MemoryRecord
         fields = [
             "id", "actorId", "content", "memoryType", "sourceKind", "confirmationStatus",
             "confidence", "sensitivity", "consentPolicy", "segmentKind", "lifecycleStatus",
-            "isCurrent", "supersededBy", "expiresAt", "createdAt", "updatedAt", "lastAccessedAt",
-            "hitCount", "tokenCount", "embeddingModel",
+            "tier", "isCurrent", "supersededBy", "expiresAt", "staleSince", "createdAt",
+            "updatedAt", "lastAccessedAt", "hitCount", "tokenCount", "embeddingModel",
+            "embeddingPending",
         ]  # fmt: skip
 
 

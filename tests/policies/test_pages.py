@@ -15,6 +15,7 @@ from policies.models import Workload, WorkloadPolicyVersion, Workspace, Workspac
 from policies.selectors import workspace_policy_current
 from policies.services import workload_create, workload_policy_save, workspace_policy_save
 from recall.models import Actor, MemoryRecord
+from recall.selectors import embedder_model
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 
@@ -217,6 +218,7 @@ class FloorPageTests:
                     sensitivity=sensitivity,
                     consent_policy="explicit",
                     created_at=now,
+                    embedding_model=embedder_model(),  # as the embedding job leaves it
                 )
         workload_policy_save(
             workload=workload_a,
@@ -292,6 +294,7 @@ class FloorPageTests:
                     confidence=confidence,
                     consent_policy="explicit",
                     created_at=now,
+                    embedding_model=embedder_model(),  # as the embedding job leaves it
                 )
                 for _ in range(n)
             )

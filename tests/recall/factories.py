@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from policies.models import Workspace
 from recall.models import Actor, MemoryRecord
+from recall.selectors import embedder_model
 from recall.services import actor_get_or_create, memory_create_many
 
 HNSW_INDEX = "memory_embedding_hnsw"
@@ -113,7 +114,7 @@ def random_table(
                 l2_normalize(
                     ARRAY(SELECT random_normal() + 0 * g FROM generate_series(1, %(dim)s))::vector
                 ),
-                'test-random', {expressions}
+                %(model)s, {expressions}
             FROM generate_series(1, %(count)s) AS g
             """,
             {
@@ -123,5 +124,6 @@ def random_table(
                 "created": created_at or timezone.now() - timedelta(hours=1),
                 "dim": settings.RECALL_EMBEDDING_DIM,
                 "count": count,
+                "model": embedder_model(),
             },
         )

@@ -23,7 +23,7 @@ MEMORY_KEYS = {
     "id", "actorId", "content", "memoryType", "sourceKind", "confirmationStatus", "confidence",
     "sensitivity", "consentPolicy", "segmentKind", "lifecycleStatus", "isCurrent",
     "supersededBy", "expiresAt", "createdAt", "updatedAt", "lastAccessedAt", "hitCount",
-    "tokenCount", "embeddingModel",
+    "tokenCount", "embeddingModel", "embeddingPending", "tier", "staleSince",
 }  # fmt: skip
 
 

@@ -486,6 +486,7 @@ class MemoryBrowserTests:
 
     def test_an_editor_edits_content_in_place_and_it_is_re_embedded(self, editor, browse):
         tea = browse[0]
+        tea.refresh_from_db()
         client = client_for(editor)
         response = client.get(f"/w/team-a/memories/{tea.pk}/edit/", **HTMX)
         assert 'class="editing"' in response.content.decode()

@@ -1,0 +1,12 @@
+"""Recall's background tasks: thin wrappers over idempotent services."""
+
+from __future__ import annotations
+
+from portal.tasks import task
+from recall import services
+
+
+@task(name="recall.embed_memories")
+def embed_memories(memory_ids: list[int]) -> int:
+    """Embed the listed memories that still need it (safe to run twice)."""
+    return services.memory_embed(ids=memory_ids)
