@@ -43,6 +43,7 @@ INSTALLED_APPS = [
     "policies",
     "recall",
     "audit",
+    "maintenance",
 ]
 
 MIDDLEWARE = [

@@ -12,6 +12,7 @@ api_patterns: list[URLPattern | URLResolver] = [
     path("", include("audit.api.urls")),
     path("", include("recall.api.urls")),
     path("", include("recall.api.layout_urls")),
+    path("", include("maintenance.api.urls")),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
 ]
@@ -34,6 +35,7 @@ urlpatterns = [
     path("w/<slug:slug>/", include("policies.urls")),
     path("w/<slug:slug>/", include("recall.urls")),
     path("w/<slug:slug>/", include("audit.urls")),
+    path("w/<slug:slug>/", include("maintenance.urls")),
 ]
 
 handler400 = "portal.views.bad_request"

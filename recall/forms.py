@@ -362,21 +362,28 @@ def parse_jsonl(raw: bytes) -> tuple[list[dict[str, Any]], list[LineError]]:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
         return [], [LineError(0, "file", "The file is not UTF-8 text.")]
-    items: list[dict[str, Any]] = []
-    errors: list[LineError] = []
-    lines = text.splitlines()
-    numbered = [(n, line) for n, line in enumerate(lines, start=1) if line.strip()]
-    if not numbered:
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
         return [], [LineError(0, "file", "The file has no memories in it.")]
-    if len(numbered) > MEMORY_BATCH_MAX:
+    if len(lines) > MEMORY_BATCH_MAX:
         return [], [
             LineError(
                 0,
                 "file",
-                f"At most {MEMORY_BATCH_MAX:,} memories per import; the file has "
-                f"{len(numbered):,}.",
+                f"At most {MEMORY_BATCH_MAX:,} memories per import; the file has {len(lines):,}.",
             )
         ]
+    return parse_jsonl_lines(text, MemoryInputSerializer)
+
+
+def parse_jsonl_lines(
+    text: str, serializer_class: type[MemoryInputSerializer]
+) -> tuple[list[dict[str, Any]], list[LineError]]:
+    """Each non-blank line checked by ``serializer_class``: model-field items, or errors
+    numbered by line (the import, and the restore of a retention archive)."""
+    items: list[dict[str, Any]] = []
+    errors: list[LineError] = []
+    numbered = [(n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
     for number, line in numbered:
         try:
             obj = json.loads(line)
@@ -388,7 +395,7 @@ def parse_jsonl(raw: bytes) -> tuple[list[dict[str, Any]], list[LineError]]:
         if not isinstance(obj, dict):
             errors.append(LineError(number, "line", "Each line must be one JSON object."))
             continue
-        serializer = MemoryInputSerializer(data=obj)
+        serializer = serializer_class(data=obj)
         if serializer.is_valid():
             items.append(serializer.to_model_fields())
         else:

@@ -1,0 +1,10 @@
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class MaintenanceConfig(AppConfig):
+    """Memory lifecycle maintenance: per-workspace settings, sweeps and their runs."""
+
+    name = "maintenance"
+    default_auto_field = "django.db.models.BigAutoField"

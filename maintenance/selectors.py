@@ -1,0 +1,111 @@
+"""Reads for maintenance: lifecycle settings, runs and their items, a memory's lifecycle."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from maintenance import lifecycle
+from maintenance.models import LifecycleSettingsVersion, MaintenanceRun
+from maintenance.sweeps import connection_counts
+from policies.models import Workspace
+from recall.models import MemoryRecord
+from recall.selectors import embedder_model
+
+DEFAULTS_AUTHOR = "system:defaults"
+
+
+def lifecycle_settings_current(*, workspace: Workspace) -> LifecycleSettingsVersion:
+    """The workspace's current lifecycle settings.
+
+    A workspace that never saved any runs on the defaults: an unsaved version 0, so that
+    reading writes nothing and the first save becomes version 1.
+    """
+    version = (
+        LifecycleSettingsVersion.objects.filter(workspace=workspace).order_by("-version").first()
+    )
+    if version is None:
+        version = LifecycleSettingsVersion(
+            workspace=workspace,
+            version=0,
+            document=lifecycle.default_settings(),
+            author=DEFAULTS_AUTHOR,
+            comment="The defaults (never saved)",
+            created_at=workspace.created_at,
+        )
+    return version
+
+
+def runs_for(*, workspace: Workspace) -> QuerySet[MaintenanceRun]:
+    return MaintenanceRun.objects.filter(workspace=workspace).order_by("-id")
+
+
+def run_for(*, workspace_ids: QuerySet[Workspace], run_id: Any) -> MaintenanceRun | None:
+    """A run of one of ``workspace_ids`` (the caller's), or None: ids of other workspaces
+    are answered exactly like ids that do not exist."""
+    try:
+        pk = int(run_id)
+    except (TypeError, ValueError):
+        return None
+    return (
+        MaintenanceRun.objects.select_related("workspace", "preview")
+        .filter(pk=pk, workspace__in=workspace_ids)
+        .first()
+    )
+
+
+@dataclass(frozen=True)
+class MemoryLifecycle:
+    """Where one memory stands in its lifecycle, under the workspace's current settings."""
+
+    tier: str
+    decay_score: float
+    decays: bool
+    stale_at: datetime | None
+    promotion: lifecycle.PromotionSignals
+    connections: int
+    promotable: bool
+    settings_version: int
+    settings: dict[str, Any]
+    embedded: bool
+
+
+def memory_lifecycle(*, memory: MemoryRecord, now: datetime | None = None) -> MemoryLifecycle:
+    """The decay score, when the memory turns stale and its promotion score, with the signals
+    (connections counted exactly, as the promotion sweep counts them)."""
+    now = now or timezone.now()
+    version = lifecycle_settings_current(workspace=memory.workspace)
+    settings = version.document
+    facts = lifecycle.MemoryFacts(
+        id=memory.pk,
+        tier=memory.tier,
+        lifecycle_status=memory.lifecycle_status,
+        is_current=memory.is_current,
+        confidence=memory.confidence,
+        created_at=memory.created_at,
+        last_accessed_at=memory.last_accessed_at,
+        hit_count=memory.hit_count,
+        expires_at=memory.expires_at,
+        stale_since=memory.stale_since,
+    )
+    model = embedder_model()
+    embedded = memory.embedding_model == model
+    connections = connection_counts([memory.pk], settings, model).get(memory.pk, 0)
+    signals = lifecycle.promotion_signals(facts, connections, settings, now)
+    return MemoryLifecycle(
+        tier=memory.tier,
+        decay_score=lifecycle.decay_score(facts, settings, now),
+        decays=lifecycle.stale_at(facts, settings) is not None,
+        stale_at=lifecycle.stale_at(facts, settings),
+        promotion=signals,
+        connections=connections,
+        promotable=lifecycle.promotion_applies(facts)
+        and lifecycle.promotion_due(signals, settings),
+        settings_version=version.version,
+        settings=settings,
+        embedded=embedded,
+    )

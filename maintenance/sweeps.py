@@ -1,0 +1,568 @@
+"""The six sweeps: what each lists, and how it applies one batch.
+
+Listing reads the workspace's memories in id order, a page at a time, narrowed in SQL by a
+prefilter that can only let more rows through than the rule (``maintenance.lifecycle``)
+admits; the rule then decides each row in Python, so the SQL and the rules cannot disagree
+about what is listed. Each listed row carries a fingerprint of its state.
+
+Applying locks the batch's rows (in id order, as recall's hit updates lock them), skips every
+row whose fingerprint moved since it was listed, and changes the others in one statement;
+the caller commits that with the items' outcomes and the run's progress, so a crash leaves
+each row either before or after, never half-changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import connection
+from django.db.models import F
+from django.utils import timezone
+
+from maintenance import lifecycle
+from maintenance.models import ArchiveChunk, MaintenanceItem, MaintenanceRun, Outcome
+from recall.models import MemoryRecord
+from recall.runtime import embedder
+from recall.selectors import vector_literal
+
+TABLE = MemoryRecord._meta.db_table
+PAGE = 2_000
+DEDUP_ACTORS_PER_PAGE = 200
+
+# A hash of everything a sweep's decision reads or writes: an execute changes a row only if
+# this is still what was listed. A recall's hit moves it (decay and promotion read hits).
+FINGERPRINT_SQL = (
+    "md5(ROW(m.lifecycle_status, m.is_current, m.tier, m.superseded_by_id, m.expires_at,"
+    " m.last_accessed_at, m.hit_count, m.confidence, m.updated_at, m.embedding_model,"
+    " m.stale_since, m.memory_type)::text)"
+)
+
+FACTS_SQL = f"""
+SELECT m.id, a.kind || ':' || a.name, m.tier, m.lifecycle_status, m.is_current, m.confidence,
+       m.created_at, m.last_accessed_at, m.hit_count, m.expires_at,
+       coalesce(m.stale_since, m.updated_at), m.embedding_model, {FINGERPRINT_SQL}
+FROM {TABLE} m JOIN recall_actor a ON a.id = m.actor_id
+WHERE m.workspace_id = %(workspace)s AND m.id > %(after)s AND ({{prefilter}})
+ORDER BY m.id
+LIMIT %(page)s
+"""
+
+
+@dataclass(frozen=True)
+class Row:
+    facts: lifecycle.MemoryFacts
+    actor: str
+    embedding_model: str
+    fingerprint: str
+
+
+@dataclass
+class Draft:
+    """An item before it is written."""
+
+    memory_id: int
+    actor_id: str
+    reason: str
+    fingerprint: str
+    score: float | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def item(self, run: MaintenanceRun) -> MaintenanceItem:
+        return MaintenanceItem(
+            run=run,
+            memory_id=self.memory_id,
+            actor_id=self.actor_id,
+            reason=self.reason,
+            fingerprint=self.fingerprint,
+            score=self.score,
+            details=self.details,
+        )
+
+
+def _rows(run: MaintenanceRun, prefilter: str, params: dict[str, Any]) -> Iterator[list[Row]]:
+    """The workspace's rows passing ``prefilter``, a page at a time, in id order."""
+    after = 0
+    sql = FACTS_SQL.format(prefilter=prefilter)
+    while True:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                sql, {**params, "workspace": run.workspace_id, "after": after, "page": PAGE}
+            )
+            page = [_row(values) for values in cursor.fetchall()]
+        if not page:
+            return
+        yield page
+        after = page[-1].facts.id
+
+
+def _row(values: Sequence[Any]) -> Row:
+    (pk, actor, tier, status, current, confidence, created, accessed, hits, expires, stale,
+     model, fingerprint) = values  # fmt: skip
+    facts = lifecycle.MemoryFacts(
+        id=pk, tier=tier, lifecycle_status=status, is_current=current, confidence=confidence,
+        created_at=created, last_accessed_at=accessed, hit_count=hits, expires_at=expires,
+        stale_since=stale if status == "stale" else None,
+    )  # fmt: skip
+    return Row(facts, actor, model, fingerprint)
+
+
+def _cutoff(now: datetime, hours: float) -> datetime:
+    # One second of slack: the prefilter may admit a row the rule refuses, never the reverse.
+    return now - timedelta(hours=hours) + timedelta(seconds=1)
+
+
+class Sweep:
+    name: str
+
+    def drafts(self, run: MaintenanceRun) -> Iterator[list[Draft]]:
+        raise NotImplementedError
+
+    def still_due(self, run: MaintenanceRun, items: Sequence[MaintenanceItem]) -> dict[int, str]:
+        """Items to skip for a reason beyond their own row (dedup: its newer insight)."""
+        return {}
+
+    def change(self, run: MaintenanceRun, items: Sequence[MaintenanceItem], now: datetime) -> None:
+        raise NotImplementedError
+
+
+class Expiry(Sweep):
+    name = "expiry"
+
+    def drafts(self, run: MaintenanceRun) -> Iterator[list[Draft]]:
+        now = run.as_of or timezone.now()
+        prefilter = "m.lifecycle_status IN ('active', 'inactive') AND m.expires_at <= %(now)s"
+        for page in _rows(run, prefilter, {"now": now}):
+            yield [
+                Draft(
+                    row.facts.id,
+                    row.actor,
+                    "past_expiry",
+                    row.fingerprint,
+                    details={"expiresAt": _iso(row.facts.expires_at)},
+                )  # fmt: skip
+                for row in page
+                if lifecycle.expiry_due(row.facts, now)
+            ]
+
+    def change(self, run: MaintenanceRun, items: Sequence[MaintenanceItem], now: datetime) -> None:
+        _update(items, "lifecycle_status = 'expired', stale_since = NULL, updated_at = %s", [now])
+
+
+class Decay(Sweep):
+    name = "decay"
+
+    def drafts(self, run: MaintenanceRun) -> Iterator[list[Draft]]:
+        now = run.as_of or timezone.now()
+        s = run.settings
+        hours_to_stale = math.log(1.0 / s["decayThreshold"]) / s["decayRatePerHour"]
+        prefilter = (
+            "m.lifecycle_status = 'active' AND m.is_current"
+            " AND (m.tier = 'short_term' OR %(long)s)"
+            " AND m.created_at <= %(old_enough)s"
+            " AND coalesce(m.last_accessed_at, m.created_at) <= %(untouched_since)s"
+        )
+        params = {
+            "long": bool(s["decayLongTerm"]),
+            "old_enough": _cutoff(now, s["minimumAgeHours"]),
+            "untouched_since": _cutoff(now, hours_to_stale),
+        }
+        for page in _rows(run, prefilter, params):
+            drafts = []
+            for row in page:
+                score = lifecycle.decay_due(row.facts, s, now)
+                if score is not None:
+                    hours = (now - row.facts.last_touched).total_seconds() / 3600
+                    drafts.append(
+                        Draft(
+                            row.facts.id,
+                            row.actor,
+                            "decayed",
+                            row.fingerprint,
+                            score,
+                            {
+                                "lastRecalledAt": _iso(row.facts.last_accessed_at),
+                                "hoursSinceRecall": round(hours, 1),
+                            },
+                        )  # fmt: skip
+                    )
+            yield drafts
+
+    def change(self, run: MaintenanceRun, items: Sequence[MaintenanceItem], now: datetime) -> None:
+        _update(items, "lifecycle_status = 'stale', stale_since = %s, updated_at = %s", [now, now])
+
+
+class Retention(Sweep):
+    name = "retention"
+
+    def drafts(self, run: MaintenanceRun) -> Iterator[list[Draft]]:
+        now = run.as_of or timezone.now()
+        s = run.settings
+        prefilter = (
+            "m.lifecycle_status = 'stale'"
+            " AND coalesce(m.stale_since, m.updated_at) <= %(stale_before)s"
+        )
+        params = {"stale_before": _cutoff(now, s["retentionDays"] * 24)}
+        for page in _rows(run, prefilter, params):
+            yield [
+                Draft(
+                    row.facts.id,
+                    row.actor,
+                    "past_retention",
+                    row.fingerprint,
+                    details={"staleSince": _iso(row.facts.stale_since)},
+                )  # fmt: skip
+                for row in page
+                if lifecycle.retention_due(row.facts, s, now)
+            ]
+
+    def change(self, run: MaintenanceRun, items: Sequence[MaintenanceItem], now: datetime) -> None:
+        ids = [item.memory_id for item in items]
+        lines = archive_lines(ids)
+        text = "".join(line + "\n" for line in lines)
+        seq = (ArchiveChunk.objects.filter(run=run).order_by("-seq").values_list("seq", flat=True)
+               .first() or 0) + 1  # fmt: skip
+        ArchiveChunk.objects.create(
+            run=run,
+            seq=seq,
+            lines=text,
+            count=len(lines),
+            sha256=hashlib.sha256(text.encode()).hexdigest(),
+        )
+        # Through the ORM: a memory another one names as superseding it is cleared there
+        # (supersededBy is SET_NULL), which a plain DELETE would refuse.
+        MemoryRecord.objects.filter(pk__in=ids).delete()
+
+
+# The import's fields, in the API's camelCase: an archive line is a memory the import
+# (page or API) accepts back, under its own id.
+_ARCHIVE_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("id", "m.id::text"),
+    ("actorId", "a.kind || ':' || a.name"),
+    ("content", "m.content"),
+    ("memoryType", "m.memory_type"),
+    ("sourceKind", "m.source_kind"),
+    ("confirmationStatus", "m.confirmation_status"),
+    ("confidence", "m.confidence"),
+    ("sensitivity", "m.sensitivity"),
+    ("consentPolicy", "m.consent_policy"),
+    ("segmentKind", "m.segment_kind"),
+    ("lifecycleStatus", "m.lifecycle_status"),
+    ("isCurrent", "m.is_current"),
+    ("tier", "m.tier"),
+    ("expiresAt", "m.expires_at"),
+    ("staleSince", "m.stale_since"),
+    ("createdAt", "m.created_at"),
+    ("lastAccessedAt", "m.last_accessed_at"),
+    ("hitCount", "m.hit_count"),
+)
+
+
+def archive_lines(ids: Sequence[int]) -> list[str]:
+    """The memories as JSON Lines in the import's shape (sorted keys, in id order)."""
+    columns = ", ".join(expression for _, expression in _ARCHIVE_COLUMNS)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {columns} FROM {TABLE} m JOIN recall_actor a ON a.id = m.actor_id"
+            " WHERE m.id = ANY(%s) ORDER BY m.id",
+            [list(ids)],
+        )
+        rows = cursor.fetchall()
+    names = [name for name, _ in _ARCHIVE_COLUMNS]
+    return [
+        json.dumps(
+            {
+                name: _iso(value) if isinstance(value, datetime) else value
+                for name, value in zip(names, row, strict=True)
+            },
+            sort_keys=True,
+            ensure_ascii=False,
+        )  # fmt: skip
+        for row in rows
+    ]
+
+
+class Promotion(Sweep):
+    name = "promotion"
+
+    def drafts(self, run: MaintenanceRun) -> Iterator[list[Draft]]:
+        now = run.as_of or timezone.now()
+        s = run.settings
+        prefilter = "m.tier = 'short_term' AND m.lifecycle_status = 'active' AND m.is_current"
+        for page in _rows(run, prefilter, {}):
+            wanted = [
+                row.facts.id
+                for row in page
+                if row.embedding_model == run.embedder
+                and lifecycle.connections_matter(row.facts, s, now)
+            ]
+            links = connection_counts(wanted, s, run.embedder) if wanted else {}
+            drafts = []
+            for row in page:
+                if not lifecycle.promotion_applies(row.facts):
+                    continue
+                n = links.get(row.facts.id, 0)
+                signals = lifecycle.promotion_signals(row.facts, n, s, now)
+                if lifecycle.promotion_due(signals, s):
+                    drafts.append(
+                        Draft(
+                            row.facts.id,
+                            row.actor,
+                            "promotable",
+                            row.fingerprint,
+                            signals.score,
+                            {"signals": _signals(signals), "connections": n},
+                        )  # fmt: skip
+                    )
+            yield drafts
+
+    def change(self, run: MaintenanceRun, items: Sequence[MaintenanceItem], now: datetime) -> None:
+        _update(items, "tier = 'long_term', updated_at = %s", [now])
+
+
+def _signals(signals: lifecycle.PromotionSignals) -> dict[str, float]:
+    return {
+        "age": round(signals.age, 4),
+        "access": round(signals.access, 4),
+        "confidence": round(signals.confidence, 4),
+        "connections": round(signals.connections, 4),
+    }
+
+
+CONNECTIONS_SQL = f"""
+SELECT c.id, (
+    SELECT count(*) FROM (
+        SELECT 1 FROM {TABLE} o
+        WHERE o.actor_id = c.actor_id AND o.id <> c.id AND o.is_current
+          AND o.lifecycle_status = 'active' AND o.embedding_model = %(model)s
+          AND (o.embedding <=> c.embedding) <= %(max_distance)s
+        LIMIT %(full)s
+    ) linked
+)
+FROM {TABLE} c
+WHERE c.id = ANY(%(ids)s) AND c.embedding_model = %(model)s
+"""
+
+
+def connection_counts(ids: Sequence[int], settings: dict[str, Any], model: str) -> dict[int, int]:
+    """Per memory, its connections (see ``lifecycle.promotion_signals``), up to the number
+    that counts fully. Exact: every other memory of the actor is compared."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            CONNECTIONS_SQL,
+            {
+                "ids": list(ids),
+                "model": model,
+                "max_distance": 1.0 - settings["connectionSimilarity"],
+                "full": settings["connectionsFull"],
+            },
+        )
+        return {int(pk): int(n) for pk, n in cursor.fetchall()}
+
+
+class Dedup(Sweep):
+    name = "dedup"
+
+    _INSIGHTS = f"""
+    SELECT m.id, a.kind || ':' || a.name, m.created_at, {FINGERPRINT_SQL}
+    FROM (
+        SELECT r.id FROM (
+            SELECT m.id, row_number() OVER (
+                PARTITION BY m.actor_id ORDER BY m.created_at DESC, m.id DESC) AS rank
+            FROM {TABLE} m
+            WHERE m.workspace_id = %(workspace)s AND m.actor_id = ANY(%(actors)s)
+              AND m.memory_type = 'insight' AND m.is_current AND m.lifecycle_status = 'active'
+              AND m.embedding_model = %(model)s
+        ) r WHERE r.rank <= %(limit)s
+    ) recent
+    JOIN {TABLE} m ON m.id = recent.id JOIN recall_actor a ON a.id = m.actor_id
+    """
+    _PAIRS = """
+    SELECT x.id, y.id, 1 - (x.embedding <=> y.embedding)
+    FROM recall_memoryrecord x JOIN recall_memoryrecord y
+      ON x.actor_id = y.actor_id AND x.id < y.id
+    WHERE x.id = ANY(%(ids)s) AND y.id = ANY(%(ids)s)
+      AND (x.embedding <=> y.embedding) <= %(max_distance)s
+    """
+
+    def drafts(self, run: MaintenanceRun) -> Iterator[list[Draft]]:
+        s = run.settings
+        after = 0
+        while True:
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    f"SELECT DISTINCT m.actor_id FROM {TABLE} m WHERE m.workspace_id = %s"
+                    " AND m.actor_id > %s AND m.memory_type = 'insight' AND m.is_current"
+                    " ORDER BY m.actor_id LIMIT %s",
+                    [run.workspace_id, after, DEDUP_ACTORS_PER_PAGE],
+                )
+                actors = [pk for (pk,) in cursor.fetchall()]
+                if not actors:
+                    return
+                after = actors[-1]
+                cursor.execute(
+                    self._INSIGHTS,
+                    {"workspace": run.workspace_id, "actors": actors, "model": run.embedder,
+                     "limit": s["dedupMaxInsights"]},
+                )  # fmt: skip
+                insights = cursor.fetchall()
+                cursor.execute(
+                    self._PAIRS,
+                    {"ids": [row[0] for row in insights],
+                     "max_distance": 1.0 - s["dedupSimilarity"]},
+                )  # fmt: skip
+                pairs = {(a, b): float(sim) for a, b, sim in cursor.fetchall()}
+            by_actor: dict[str, list[tuple[int, datetime, str]]] = {}
+            for pk, actor, created, fingerprint in insights:
+                by_actor.setdefault(actor, []).append((pk, created, fingerprint))
+            drafts = []
+            for actor, rows in by_actor.items():
+                prints = {pk: fingerprint for pk, _, fingerprint in rows}
+                plan = lifecycle.dedup_plan(
+                    [lifecycle.Insight(pk, created) for pk, created, _ in rows],
+                    pairs,
+                    s["dedupSimilarity"],
+                )
+                for step in plan:
+                    drafts.append(
+                        Draft(
+                            step.older,
+                            actor,
+                            "duplicate_insight",
+                            prints[step.older],
+                            step.similarity,
+                            {
+                                "supersededBy": str(step.newer),
+                                "newerFingerprint": prints[step.newer],
+                            },
+                        )  # fmt: skip
+                    )
+            yield drafts
+
+    def still_due(self, run: MaintenanceRun, items: Sequence[MaintenanceItem]) -> dict[int, str]:
+        """The newer insight must still be current and active (a recall hit on it is fine)."""
+        newer = {item.memory_id: int(item.details["supersededBy"]) for item in items}
+        alive = set(
+            MemoryRecord.objects.filter(
+                pk__in=set(newer.values()), lifecycle_status="active", is_current=True
+            ).values_list("pk", flat=True)
+        )
+        return {
+            pk: f"its newer insight {other} is no longer current"
+            for pk, other in newer.items()
+            if other not in alive
+        }
+
+    def change(self, run: MaintenanceRun, items: Sequence[MaintenanceItem], now: datetime) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {TABLE} m SET is_current = false, superseded_by_id = v.newer,"
+                " updated_at = %s FROM unnest(%s::bigint[], %s::bigint[]) AS v(id, newer)"
+                " WHERE m.id = v.id",
+                [
+                    now,
+                    [item.memory_id for item in items],
+                    [int(item.details["supersededBy"]) for item in items],
+                ],
+            )
+
+
+class Reembed(Sweep):
+    name = "reembed"
+
+    def drafts(self, run: MaintenanceRun) -> Iterator[list[Draft]]:
+        prefilter = "m.embedding_model IS DISTINCT FROM %(model)s"
+        for page in _rows(run, prefilter, {"model": run.embedder}):
+            yield [
+                Draft(
+                    row.facts.id,
+                    row.actor,
+                    "not_embedded" if not row.embedding_model else "other_embedder",
+                    row.fingerprint,
+                    details={"embeddingModel": row.embedding_model},
+                )  # fmt: skip
+                for row in page
+            ]
+
+    def change(self, run: MaintenanceRun, items: Sequence[MaintenanceItem], now: datetime) -> None:
+        ids = [item.memory_id for item in items]
+        rows = list(
+            MemoryRecord.objects.filter(pk__in=ids).order_by("pk").values_list("pk", "content")
+        )
+        model = embedder()
+        if model.model_name != run.embedder:
+            raise RuntimeError(
+                f"This worker embeds with {model.model_name}, the run with {run.embedder}:"
+                " give web and workers the same RECALL_EMBEDDER."
+            )
+        vectors = model.embed([content for _, content in rows])
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {TABLE} m SET embedding = v.embedding::vector, embedding_model = %s"
+                " FROM unnest(%s::bigint[], %s::text[]) AS v(id, embedding) WHERE m.id = v.id",
+                [run.embedder, [pk for pk, _ in rows], [vector_literal(v) for v in vectors]],
+            )
+
+
+SWEEP_CLASSES: dict[str, Sweep] = {
+    sweep.name: sweep for sweep in (Expiry(), Decay(), Retention(), Promotion(), Dedup(), Reembed())
+}
+assert tuple(SWEEP_CLASSES) == lifecycle.SWEEPS
+
+
+def apply_batch(run: MaintenanceRun, items: Sequence[MaintenanceItem], now: datetime) -> int:
+    """Change the batch's rows that are as they were listed; record every item's outcome.
+
+    Runs inside the caller's transaction. Returns how many rows were changed.
+    """
+    sweep = SWEEP_CLASSES[run.sweep]
+    ids = [item.memory_id for item in items]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT m.id, {FINGERPRINT_SQL} FROM {TABLE} m"
+            " WHERE m.workspace_id = %s AND m.id = ANY(%s) ORDER BY m.id FOR UPDATE",
+            [run.workspace_id, ids],
+        )
+        current = dict(cursor.fetchall())
+    skipped: dict[int, str] = {}
+    for item in items:
+        if item.memory_id not in current:
+            skipped[item.memory_id] = "deleted since it was listed"
+        elif current[item.memory_id] != item.fingerprint:
+            skipped[item.memory_id] = "changed since it was listed"
+    ready = [item for item in items if item.memory_id not in skipped]
+    skipped.update(sweep.still_due(run, ready))
+    ready = [item for item in ready if item.memory_id not in skipped]
+    if ready:
+        sweep.change(run, ready, now)
+    MaintenanceItem.objects.filter(run=run, memory_id__in=[i.memory_id for i in ready]).update(
+        outcome=Outcome.APPLIED
+    )
+    for note in set(skipped.values()):
+        MaintenanceItem.objects.filter(
+            run=run, memory_id__in=[pk for pk, why in skipped.items() if why == note]
+        ).update(outcome=Outcome.SKIPPED, note=note)
+    MaintenanceRun.objects.filter(pk=run.pk).update(
+        done=F("done") + len(items),
+        applied=F("applied") + len(ready),
+        skipped=F("skipped") + len(skipped),
+        heartbeat_at=now,
+    )
+    return len(ready)
+
+
+def _update(items: Sequence[MaintenanceItem], assignments: str, params: list[Any]) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {TABLE} SET {assignments} WHERE id = ANY(%s)",
+            [*params, [item.memory_id for item in items]],
+        )
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
