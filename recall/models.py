@@ -145,6 +145,8 @@ class MemoryRecord(models.Model):
             ),
             models.Index(fields=["actor", "-created_at"], name="memory_actor_created_idx"),
             models.Index(fields=["workspace", "-created_at"], name="memory_ws_created_idx"),
+            # Maintenance sweeps walk a workspace's memories in id order.
+            models.Index(fields=["workspace", "id"], name="memory_ws_id_idx"),
             HnswIndex(
                 name="memory_embedding_hnsw",
                 fields=["embedding"],

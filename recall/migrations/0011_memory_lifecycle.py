@@ -64,6 +64,10 @@ class Migration(migrations.Migration):
             model_name='memoryrecord',
             index=models.Index(fields=['actor', 'id'], include=('lifecycle_status', 'is_current', 'expires_at', 'consent_policy', 'memory_type', 'source_kind', 'confirmation_status', 'confidence', 'sensitivity', 'created_at', 'segment_kind', 'embedding_model'), name='memory_recall_cover_idx'),
         ),
+        migrations.AddIndex(
+            model_name='memoryrecord',
+            index=models.Index(fields=['workspace', 'id'], name='memory_ws_id_idx'),
+        ),
         migrations.AddField(
             model_name='funnelcache',
             name='pending',
