@@ -170,7 +170,9 @@ SPECTACULAR_SETTINGS = {
 }
 
 # --- Recall -----------------------------------------------------------------------------------
-RECALL_EMBEDDER = env_str("RECALL_EMBEDDER", "recall.embedding.HashingEmbedder")
+# "hashing" (the default: instant, no model) or "semantic" (the optional extra), or the
+# dotted path of a class following recall.embedding.Embedder.
+RECALL_EMBEDDER = env_str("RECALL_EMBEDDER", "hashing")
 RECALL_EMBEDDING_DIM = env_int("RECALL_EMBEDDING_DIM", 384, minimum=8)
 RECALL_TOKEN_ESTIMATOR = env_str("RECALL_TOKEN_ESTIMATOR", "recall.tokens.estimate_tokens")
 

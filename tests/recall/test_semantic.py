@@ -105,3 +105,37 @@ class SemanticEmbedderTests:
 
     def test_it_reports_being_unavailable_as_a_runtime_error(self) -> None:
         assert issubclass(EmbedderUnavailable, RuntimeError)
+
+
+@pytest.mark.django_db
+class SemanticRecallTests:
+    """RECALL_EMBEDDER=semantic end to end: the embedding job, the stored model, recall."""
+
+    @pytest.fixture
+    def semantic_embedder(self, settings):
+        from recall import runtime
+
+        settings.RECALL_EMBEDDER = "semantic"
+        runtime.embedder.cache_clear()
+        yield
+        runtime.embedder.cache_clear()
+
+    def test_a_paraphrase_recalls_the_memory_it_means(self, semantic_embedder, editor, workload_a):
+        from tests.recall import factories
+
+        rows = factories.memories(
+            editor.workspace,
+            {"content": "Ada wants release notes as a few short bullet points."},
+            {"content": "The billing export runs every night at two."},
+            {"content": "Grace is on call during the holidays."},
+        )
+        assert {row.embedding_model for row in rows} == {"all-MiniLM-L6-v2"}
+        response = editor.api().post(
+            "/v1/memory/actors/user:ada/recall",
+            {"workloadId": str(workload_a.id), "environment": "prod", "topK": 1,
+             "query": "How does she like the changelog formatted?"},
+            format="json",
+        )  # fmt: skip
+        assert response.status_code == 200, response.content
+        [entry] = response.json()["entries"]
+        assert entry["id"] == str(rows[0].pk)
