@@ -22,6 +22,8 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from maintenance.models import MaintenanceItem
+from maintenance.selectors import memory_lifecycle
 from policies.algebra import AXES, PolicyError
 from policies.models import Workload, Workspace
 from policies.selectors import EffectivePolicy, effective_policy_for, workspace_policy_current
@@ -700,6 +702,31 @@ def _row_response(
     next_url = safe_next(request, _memories_url(access.workspace.slug, actor=str(memory.actor)))
     context = {**_row_context(access, scope, next_url), "m": row, "row_error": error}
     return render(request, "recall/_memory_row.html", context, status=status)
+
+
+@login_required
+@require_GET
+def memory_detail(request: HttpRequest, slug: str, memory_id: int) -> HttpResponse:
+    """One memory: its fields, and where it stands in its lifecycle (tier, decay score,
+    when it turns stale, promotion score and its signals)."""
+    access = workspace_page(request, slug)
+    memory = _memory_or_404(access.workspace, memory_id)
+    state = memory_lifecycle(memory=memory)
+    items = (
+        MaintenanceItem.objects.filter(memory_id=memory.pk, run__workspace=access.workspace)
+        .exclude(run__mode="preview")
+        .select_related("run")
+        .order_by("-run_id")[:10]
+    )
+    context = {
+        **access.context(),
+        "m": memory,
+        "state": state,
+        "weights": state.settings["promotionWeights"],
+        "runs": items,
+        "list_url": _memories_url(slug, actor=str(memory.actor)),
+    }
+    return render(request, "recall/memory.html", context)
 
 
 @login_required

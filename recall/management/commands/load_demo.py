@@ -47,6 +47,7 @@ PHRASES = {
     "insight": "{actor} responds faster when the {topic} notes include a deadline.",
     "entity": "The {topic} dashboard is maintained in the ops workspace.",
 }
+INSIGHT_REPEATS = "{actor} reads release notes faster when they open with the deadline"
 SEGMENTS = ["memory"] * 6 + ["retrieval"] * 2 + ["tool_result", "system_policy"]
 
 
@@ -144,11 +145,22 @@ class Command(BaseCommand):
             if MemoryRecord.objects.filter(actor=actor).exists():
                 continue
             items = []
-            for _ in range(per_actor):
+            for n in range(per_actor):
                 memory_type = rng.choice(list(PHRASES))
                 content = PHRASES[memory_type].format(
                     actor=actor.name.capitalize(), topic=rng.choice(TOPICS)
                 )
+                made_at = now - timedelta(hours=rng.uniform(0, 24 * 120))
+                hits = rng.choice([0, 0, 1, 2, 3, 5, 8, 12, 20])
+                # Most recalled memories were recalled lately; a few not for weeks, so the
+                # decay preview has something to show.
+                recalled = (
+                    min(now, made_at + timedelta(hours=rng.uniform(0, 48)))
+                    if rng.random() < 0.15
+                    else max(made_at, now - timedelta(hours=rng.uniform(0, 96)))
+                )
+                status = rng.choices(["active", "stale", "suppressed"], weights=[18, 1, 1])[0]
+                expires = now - timedelta(days=rng.uniform(1, 20)) if n % 29 == 0 else None
                 items.append(
                     {
                         "content": content,
@@ -165,12 +177,23 @@ class Command(BaseCommand):
                             algebra.VOCABULARIES["consentPolicy"], weights=[4, 2, 2, 2, 1, 1]
                         )[0],
                         "segment_kind": rng.choice(SEGMENTS),
-                        "lifecycle_status": rng.choices(
-                            ["active", "stale", "suppressed"], weights=[18, 1, 1]
-                        )[0],
-                        "created_at": now - timedelta(hours=rng.uniform(0, 24 * 120)),
-                        "hit_count": rng.randint(0, 20),
+                        "lifecycle_status": status,
+                        "created_at": made_at,
+                        "hit_count": hits,
+                        "last_accessed_at": recalled if hits else None,
+                        "expires_at": expires,
+                        "stale_since": now - timedelta(days=rng.uniform(1, 60))
+                        if status == "stale"
+                        else None,
                     }
                 )
+            # Two insights that say the same thing, for the dedup sweep.
+            repeated = INSIGHT_REPEATS.format(actor=actor.name.capitalize())
+            for days, text in ((20, repeated), (3, repeated + " again")):
+                items.append(
+                    {**items[0], "content": text, "memory_type": "insight",
+                     "lifecycle_status": "active", "expires_at": None, "stale_since": None,
+                     "created_at": now - timedelta(days=days)}
+                )  # fmt: skip
             created += len(memory_create_many(workspace=workspace, actor=actor, items=items))
         return created

@@ -1,0 +1,109 @@
+"""Runs and their items in an operator's words (the pages and the command)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.utils.dateparse import parse_datetime
+
+from maintenance.lifecycle import SETTINGS_BY_NAME
+from maintenance.models import MaintenanceItem, MaintenanceRun
+
+SWEEP_TITLES = {
+    "expiry": "Expiry",
+    "decay": "Decay",
+    "retention": "Retention",
+    "promotion": "Promotion",
+    "dedup": "Insight dedup",
+    "reembed": "Re-embedding",
+}
+
+# What executing a sweep does to n memories, as a button says it.
+ACTIONS = {
+    "expiry": "Expire {n} memor{ies}",
+    "decay": "Mark {n} memor{ies} stale",
+    "retention": "Archive and delete {n} memor{ies}",
+    "promotion": "Promote {n} memor{ies} to long-term",
+    "dedup": "Supersede {n} duplicate insight{s}",
+    "reembed": "Re-embed {n} memor{ies}",
+}
+
+# The settings each sweep reads, shown on its card.
+SWEEP_SETTINGS = {
+    "expiry": [],
+    "decay": ["decayRatePerHour", "decayThreshold", "minimumAgeHours", "decayLongTerm"],
+    "retention": ["retentionDays", "retentionMaxShare", "archiveRetentionDays"],
+    "promotion": ["promotionThreshold", "promotionWeights", "promotionAgeFullDays",
+                  "promotionAccessFullHits", "connectionSimilarity", "connectionsFull"],
+    "dedup": ["dedupSimilarity", "dedupMaxInsights"],
+    "reembed": [],
+}  # fmt: skip
+
+STATUS_BADGES = {
+    "succeeded": "ok",
+    "failed": "bad",
+    "refused": "warn",
+    "cancelled": "warn",
+    "queued": "",
+    "running": "",
+}
+
+
+def action(sweep: str, n: int) -> str:
+    return ACTIONS[sweep].format(n=n, ies="y" if n == 1 else "ies", s="" if n == 1 else "s")
+
+
+def setting_value(name: str, value: Any) -> str:
+    """A setting's value with its unit: "0.2", "24 hours", "on", "age 0.2, access 0.4, …"."""
+    setting = SETTINGS_BY_NAME[name]
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k}: {v}"
+                         for k, v in value.items())  # fmt: skip
+    if name == "retentionMaxShare":
+        return f"{value:.0%}"
+    text = f"{value:g}" if isinstance(value, float) else str(value)
+    return f"{text} {setting.unit}".strip()
+
+
+def duration(hours: float) -> str:
+    """Hours as people say them: "5 h", "3 days"."""
+    if hours < 48:
+        return f"{hours:.0f} h"
+    return f"{hours / 24:.0f} days"
+
+
+def _when(raw: Any) -> str:
+    value = parse_datetime(raw) if isinstance(raw, str) else raw
+    return value.strftime("%Y-%m-%d %H:%M UTC") if isinstance(value, datetime) else "never"
+
+
+def item_words(run: MaintenanceRun, item: MaintenanceItem) -> str:
+    """Why the item is listed, with the numbers the rule compared."""
+    d, s = item.details, run.settings
+    if item.reason == "past_expiry":
+        return f"Expired at {_when(d.get('expiresAt'))}"
+    if item.reason == "decayed":
+        hours = float(d.get("hoursSinceRecall") or 0)
+        since = "last recalled" if d.get("lastRecalledAt") else "never recalled, created"
+        return (
+            f"Decay score {item.score:.3f} < {s['decayThreshold']:g}: {since} {duration(hours)} ago"
+        )
+    if item.reason == "past_retention":
+        return f"Stale since {_when(d.get('staleSince'))}, more than {s['retentionDays']:g} days"
+    if item.reason == "promotable":
+        signals = d.get("signals", {})
+        parts = ", ".join(f"{k} {v:.2f}" for k, v in signals.items())
+        return (
+            f"Promotion score {item.score:.3f} ≥ {s['promotionThreshold']:g} ({parts};"
+            f" {d.get('connections', 0)} connection{'s' if d.get('connections') != 1 else ''})"
+        )
+    if item.reason == "duplicate_insight":
+        return f"Repeats the newer insight #{d.get('supersededBy')} (similarity {item.score:.3f})"
+    if item.reason == "not_embedded":
+        return "Not embedded yet"
+    if item.reason == "other_embedder":
+        return f"Embedded by {d.get('embeddingModel')}, not {run.embedder}"
+    return item.reason.replace("_", " ")
