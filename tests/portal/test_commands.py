@@ -55,7 +55,7 @@ class LoadDemoTests:
         assert ada.external_id == "user:ada"
         # and two insights that repeat each other, for the dedup sweep
         assert MemoryRecord.objects.filter(workspace=demo, actor=ada).count() == 60 + 2
-        assert MemoryRecord.objects.filter(workspace=demo).count() == 300
+        assert MemoryRecord.objects.filter(workspace=demo).count() == (60 + 2) * 5
 
     def test_it_creates_an_operator_who_can_log_in(self, demo):
         operator = get_user_model().objects.get(username="operator")
