@@ -18,6 +18,7 @@ from policies.models import Workload, Workspace
 from policies.services import workload_create, workspace_create
 from portal.models import Membership, Role
 from portal.services import api_token_create
+from tests.worker_support import celery_broker, celery_workers, redis_server  # noqa: F401
 
 
 @pytest.fixture(scope="session")
