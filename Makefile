@@ -5,7 +5,8 @@ PY := $(VENV)/bin/python
 PORT ?= 8000
 STAMP := $(VENV)/.installed
 
-.PHONY: run test install test-install lint bench clean-db browser-deps test-external-db
+.PHONY: run test install test-install lint bench clean-db browser-deps redis-deps test-external-db \
+	worker beat install-semantic test-semantic
 
 $(PY):
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "Python 3.11 is required ($(PYTHON) not found)"; exit 1; }
@@ -38,10 +39,37 @@ browser-deps:
 		else echo "Install Debian's chromium package to run the browser tests"; exit 1; fi; \
 	fi
 
-test: install browser-deps
+# Debian's redis-server for the worker tests (root installs it; others must have it).
+redis-deps:
+	@if ! command -v redis-server >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = "0" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; \
+		else echo "Install Debian's redis-server package to run the worker tests"; exit 1; fi; \
+	fi
+
+test: install browser-deps redis-deps
 	$(PY) -m ruff check .
 	$(PY) -m mypy
 	$(PY) -m pytest -q
+
+# Background tasks with a broker: CELERY_BROKER_URL=redis://127.0.0.1:6379/0 make worker
+# (and make beat for the schedule). Without CELERY_BROKER_URL tasks run in the web process.
+worker: install
+	@test -n "$$CELERY_BROKER_URL" || { echo "Set CELERY_BROKER_URL=redis://host:6379/0"; exit 1; }
+	$(PY) -m celery -A portal worker --loglevel INFO
+
+beat: install
+	@test -n "$$CELERY_BROKER_URL" || { echo "Set CELERY_BROKER_URL=redis://host:6379/0"; exit 1; }
+	$(PY) -m celery -A portal beat --loglevel INFO --schedule .celerybeat-schedule
+
+# The semantic embedder (RECALL_EMBEDDER=semantic): PyTorch's CPU build first (a plain
+# `torch` would pull a CUDA build of several GB), then the extra.
+install-semantic: install
+	$(PY) -m pip install --quiet "torch==2.13.0"
+	$(PY) -m pip install --quiet -e ".[test,semantic]"
+
+test-semantic: install-semantic
+	$(PY) -m pytest -q tests/recall/test_semantic.py
+	$(PY) bench/embedder_quality.py
 
 test-external-db: install
 	$(PY) tests/run_against_second_server.py

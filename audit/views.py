@@ -202,6 +202,7 @@ def event(request: HttpRequest, slug: str, event_id: int) -> HttpResponse:
         "payload": payload,
         "is_policy": is_policy,
         "is_assembled": item.type == EventType.ASSEMBLED,
+        "is_maintenance": item.type.startswith("maintenance.") and "runId" in payload,
         "diff": _policy_diff(item) if is_policy else [],
         "counts": _funnel(payload.get("counts")),
         "token_counts": tokens,
