@@ -54,7 +54,7 @@ from policies import algebra
 from policies.models import Workspace
 from policies.services import change_comment
 from portal.errors import DomainError, NotFoundError, ValidationFailed
-from portal.tasks import TRANSIENT_ERRORS, eager, enqueue
+from portal.tasks import TRANSIENT_ERRORS, enqueue
 from recall.models import MemoryRecord
 from recall.selectors import embedder_model
 
@@ -416,10 +416,9 @@ def maintenance_run_process(*, run_id: int) -> str:
                 raise  # the task is sent again and continues from the last batch
             # The message only: a database error's details may quote row values.
             message = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            # The class only: a traceback's messages may quote memory content.
             logger.error("maintenance run %s failed: %s", run.pk, type(exc).__name__)
             _finish(run, Status.FAILED, code="RUN_FAILED", error=message)
-            if eager():
-                raise
         run.refresh_from_db()
         return run.status
 

@@ -123,6 +123,11 @@ class Sweep:
     def drafts(self, run: MaintenanceRun) -> Iterator[list[Draft]]:
         raise NotImplementedError
 
+    def partners(self, items: Sequence[MaintenanceItem]) -> list[int]:
+        """Other rows an item's change depends on, locked with the batch (dedup: the newer
+        insight)."""
+        return []
+
     def still_due(self, run: MaintenanceRun, items: Sequence[MaintenanceItem]) -> dict[int, str]:
         """Items to skip for a reason beyond their own row (dedup: its newer insight)."""
         return {}
@@ -444,6 +449,9 @@ class Dedup(Sweep):
                     )
             yield drafts
 
+    def partners(self, items: Sequence[MaintenanceItem]) -> list[int]:
+        return [int(item.details["supersededBy"]) for item in items]
+
     def still_due(self, run: MaintenanceRun, items: Sequence[MaintenanceItem]) -> dict[int, str]:
         """The newer insight must still be current and active (a recall hit on it is fine)."""
         newer = {item.memory_id: int(item.details["supersededBy"]) for item in items}
@@ -523,10 +531,11 @@ def apply_batch(run: MaintenanceRun, items: Sequence[MaintenanceItem], now: date
     sweep = SWEEP_CLASSES[run.sweep]
     ids = [item.memory_id for item in items]
     with connection.cursor() as cursor:
+        # In id order, as recall's hit updates take them: no lock cycle between the two.
         cursor.execute(
             f"SELECT m.id, {FINGERPRINT_SQL} FROM {TABLE} m"
             " WHERE m.workspace_id = %s AND m.id = ANY(%s) ORDER BY m.id FOR UPDATE",
-            [run.workspace_id, ids],
+            [run.workspace_id, sorted({*ids, *sweep.partners(items)})],
         )
         current = dict(cursor.fetchall())
     skipped: dict[int, str] = {}

@@ -64,8 +64,9 @@ def memory_records_build(
             token_count=count(item["content"]),
             created_at=item.get("created_at") or now,
             # An imported stale memory starts its retention period now unless it says when.
-            stale_since=item.get("stale_since")
-            or (now if item.get("lifecycle_status") == "stale" else None),
+            stale_since=(item.get("stale_since") or now)
+            if item.get("lifecycle_status") == "stale"
+            else None,
             **{k: v for k, v in item.items() if k not in ("created_at", "stale_since")},
         )
         for item in items

@@ -367,6 +367,21 @@ class RunRulesTests:
         assert {status_of(pk) for pk in ids} == {"expired"}
         assert AuditEvent.objects.filter(type=EventType.MAINTENANCE_EXECUTED).count() == 1
 
+    def test_a_run_that_breaks_is_recorded_as_failed_with_its_event(self, workspace_a):
+        memory(workspace_a, "offer", expires_at=ago(hours=1))
+        # Settings a run cannot work with (written around the service): the decay sweep
+        # finds no threshold.
+        run = MaintenanceRun.objects.create(
+            workspace=workspace_a, sweep="decay", mode="execute", settings_version=0,
+            settings={"schedule": {}}, embedder="x", author=AUTHOR,
+        )  # fmt: skip
+        assert services.maintenance_run_process(run_id=run.pk) == "failed"
+        run.refresh_from_db()
+        assert (run.error_code, run.error) == ("RUN_FAILED", "KeyError: 'decayThreshold'")
+        event = AuditEvent.objects.get(pk=run.event_id)
+        assert event.payload["status"] == "failed"
+        assert event.payload["error"]["code"] == "RUN_FAILED"
+
     def test_cancelling_a_queued_run_records_it(self, workspace_a):
         run = MaintenanceRun.objects.create(
             workspace=workspace_a, sweep="decay", mode="execute", settings_version=0,
