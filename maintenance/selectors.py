@@ -10,8 +10,8 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from maintenance import lifecycle
+from maintenance.connections import memory_connections
 from maintenance.models import LifecycleSettingsVersion, MaintenanceRun
-from maintenance.sweeps import connection_counts
 from policies.models import Workspace
 from recall.models import MemoryRecord
 from recall.selectors import embedder_model
@@ -94,7 +94,9 @@ def memory_lifecycle(*, memory: MemoryRecord, now: datetime | None = None) -> Me
     )
     model = embedder_model()
     embedded = memory.embedding_model == model
-    connections = connection_counts([memory.pk], settings, model).get(memory.pk, 0)
+    connections = memory_connections(
+        memory.pk, model, settings["connectionSimilarity"], settings["connectionsFull"]
+    )
     signals = lifecycle.promotion_signals(facts, connections, settings, now)
     return MemoryLifecycle(
         tier=memory.tier,

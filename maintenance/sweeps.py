@@ -1,6 +1,7 @@
 """The six sweeps: what each lists, and how it applies one batch.
 
-Listing reads the workspace's memories in id order, a page at a time, narrowed in SQL by a
+Listing reads the workspace's memories in id order (promotion: actor by actor, so that each
+actor's vectors are read once for its connections), a page at a time, narrowed in SQL by a
 prefilter that can only let more rows through than the rule (``maintenance.lifecycle``)
 admits; the rule then decides each row in Python, so the SQL and the rules cannot disagree
 about what is listed. Each listed row carries a fingerprint of its state.
@@ -26,6 +27,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from maintenance import lifecycle
+from maintenance.connections import ConnectionCounter
 from maintenance.models import ArchiveChunk, MaintenanceItem, MaintenanceRun, Outcome
 from recall.models import MemoryRecord
 from recall.runtime import embedder
@@ -46,12 +48,17 @@ FINGERPRINT_SQL = (
 FACTS_SQL = f"""
 SELECT m.id, a.kind || ':' || a.name, m.tier, m.lifecycle_status, m.is_current, m.confidence,
        m.created_at, m.last_accessed_at, m.hit_count, m.expires_at,
-       coalesce(m.stale_since, m.updated_at), m.embedding_model, {FINGERPRINT_SQL}
+       coalesce(m.stale_since, m.updated_at), m.embedding_model, {FINGERPRINT_SQL}, m.actor_id
 FROM {TABLE} m JOIN recall_actor a ON a.id = m.actor_id
-WHERE m.workspace_id = %(workspace)s AND m.id > %(after)s AND ({{prefilter}})
-ORDER BY m.id
+WHERE m.workspace_id = %(workspace)s AND {{after}} AND ({{prefilter}})
+ORDER BY {{order}}
 LIMIT %(page)s
 """
+# Keyset pagination: by id, or actor by actor (by id within each; memory_recall_cover_idx).
+ORDERS = {
+    "id": ("m.id > %(after)s", "m.id"),
+    "actor": ("(m.actor_id, m.id) > (%(after_actor)s, %(after)s)", "m.actor_id, m.id"),
+}
 
 
 @dataclass(frozen=True)
@@ -60,6 +67,7 @@ class Row:
     actor: str
     embedding_model: str
     fingerprint: str
+    actor_pk: int
 
 
 @dataclass
@@ -85,31 +93,37 @@ class Draft:
         )
 
 
-def _rows(run: MaintenanceRun, prefilter: str, params: dict[str, Any]) -> Iterator[list[Row]]:
-    """The workspace's rows passing ``prefilter``, a page at a time, in id order."""
-    after = 0
-    sql = FACTS_SQL.format(prefilter=prefilter)
+def _rows(
+    run: MaintenanceRun, prefilter: str, params: dict[str, Any], order: str = "id"
+) -> Iterator[list[Row]]:
+    """The workspace's rows passing ``prefilter``, a page at a time, in id order (or actor by
+    actor, ``order="actor"``)."""
+    after, after_actor = 0, 0
+    keyset, ordering = ORDERS[order]
+    sql = FACTS_SQL.format(prefilter=prefilter, after=keyset, order=ordering)
     while True:
         with connection.cursor() as cursor:
             cursor.execute(
-                sql, {**params, "workspace": run.workspace_id, "after": after, "page": PAGE}
-            )
+                sql,
+                {**params, "workspace": run.workspace_id, "after": after,
+                 "after_actor": after_actor, "page": PAGE},
+            )  # fmt: skip
             page = [_row(values) for values in cursor.fetchall()]
         if not page:
             return
         yield page
-        after = page[-1].facts.id
+        after, after_actor = page[-1].facts.id, page[-1].actor_pk
 
 
 def _row(values: Sequence[Any]) -> Row:
     (pk, actor, tier, status, current, confidence, created, accessed, hits, expires, stale,
-     model, fingerprint) = values  # fmt: skip
+     model, fingerprint, actor_pk) = values  # fmt: skip
     facts = lifecycle.MemoryFacts(
         id=pk, tier=tier, lifecycle_status=status, is_current=current, confidence=confidence,
         created_at=created, last_accessed_at=accessed, hit_count=hits, expires_at=expires,
         stale_since=stale if status == "stale" else None,
     )  # fmt: skip
-    return Row(facts, actor, model, fingerprint)
+    return Row(facts, actor, model, fingerprint, actor_pk)
 
 
 def _cutoff(now: datetime, hours: float) -> datetime:
@@ -298,15 +312,18 @@ class Promotion(Sweep):
     def drafts(self, run: MaintenanceRun) -> Iterator[list[Draft]]:
         now = run.as_of or timezone.now()
         s = run.settings
+        counter = ConnectionCounter(run.embedder, s["connectionSimilarity"], s["connectionsFull"])
         prefilter = "m.tier = 'short_term' AND m.lifecycle_status = 'active' AND m.is_current"
-        for page in _rows(run, prefilter, {}):
-            wanted = [
-                row.facts.id
-                for row in page
-                if row.embedding_model == run.embedder
-                and lifecycle.connections_matter(row.facts, s, now)
-            ]
-            links = connection_counts(wanted, s, run.embedder) if wanted else {}
+        for page in _rows(run, prefilter, {}, order="actor"):
+            wanted: dict[int, list[int]] = {}
+            for row in page:
+                if row.embedding_model == run.embedder and lifecycle.connections_matter(
+                    row.facts, s, now
+                ):
+                    wanted.setdefault(row.actor_pk, []).append(row.facts.id)
+            links: dict[int, int] = {}
+            for actor_pk, ids in wanted.items():  # in actor order, as the page is
+                links.update(counter.counts(actor_pk, ids))
             drafts = []
             for row in page:
                 if not lifecycle.promotion_applies(row.facts):
@@ -337,37 +354,6 @@ def _signals(signals: lifecycle.PromotionSignals) -> dict[str, float]:
         "confidence": round(signals.confidence, 4),
         "connections": round(signals.connections, 4),
     }
-
-
-CONNECTIONS_SQL = f"""
-SELECT c.id, (
-    SELECT count(*) FROM (
-        SELECT 1 FROM {TABLE} o
-        WHERE o.actor_id = c.actor_id AND o.id <> c.id AND o.is_current
-          AND o.lifecycle_status = 'active' AND o.embedding_model = %(model)s
-          AND (o.embedding <=> c.embedding) <= %(max_distance)s
-        LIMIT %(full)s
-    ) linked
-)
-FROM {TABLE} c
-WHERE c.id = ANY(%(ids)s) AND c.embedding_model = %(model)s
-"""
-
-
-def connection_counts(ids: Sequence[int], settings: dict[str, Any], model: str) -> dict[int, int]:
-    """Per memory, its connections (see ``lifecycle.promotion_signals``), up to the number
-    that counts fully. Exact: every other memory of the actor is compared."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            CONNECTIONS_SQL,
-            {
-                "ids": list(ids),
-                "model": model,
-                "max_distance": 1.0 - settings["connectionSimilarity"],
-                "full": settings["connectionsFull"],
-            },
-        )
-        return {int(pk): int(n) for pk, n in cursor.fetchall()}
 
 
 class Dedup(Sweep):
