@@ -1,8 +1,11 @@
 from __future__ import annotations
 
-import django_filters
+from typing import Any
 
-from audit.models import AuditEvent, EventType
+import django_filters
+from django.db.models import QuerySet
+
+from audit.models import AuditEvent, EventType, Injection
 
 
 class AuditEventFilterSet(django_filters.FilterSet):
@@ -15,7 +18,14 @@ class AuditEventFilterSet(django_filters.FilterSet):
     author = django_filters.CharFilter(field_name="author")
     since = django_filters.IsoDateTimeFilter(field_name="occurred_at", lookup_expr="gte")
     until = django_filters.IsoDateTimeFilter(field_name="occurred_at", lookup_expr="lte")
+    memory = django_filters.NumberFilter(method="filter_memory", min_value=1)
+
+    def filter_memory(self, queryset: QuerySet[AuditEvent], name: str, value: Any) -> Any:
+        """The contexts that carried this memory (as an entry or a truncated ref)."""
+        return queryset.filter(
+            id__in=Injection.objects.filter(memory_id=int(value)).values("event_id")
+        )
 
     class Meta:
         model = AuditEvent
-        fields = ["type", "workload", "actor", "environment", "author", "since", "until"]
+        fields = ["type", "workload", "actor", "environment", "author", "since", "until", "memory"]

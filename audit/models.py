@@ -89,3 +89,24 @@ class AuditCheckpoint(models.Model):
 
     def __str__(self) -> str:
         return f"audit checkpoint of workspace {self.workspace_id} at event {self.event_id}"
+
+
+class Injection(models.Model):
+    """One memory carried by one ``context.assembled`` event: the trail read from the memory's
+    side ("which envelopes carried this memory?").
+
+    Written by the same statement that appends the event, so an event and its rows exist
+    together or not at all. Ids only, never content: an erased memory's rows stay, and the
+    pages show its id as erased. ``truncated`` marks a memory sent as a truncated reference
+    rather than an entry. The primary key (memory, event) is the only index: the lookup is
+    always "this memory's envelopes, newest first".
+    """
+
+    pk = models.CompositePrimaryKey("memory_id", "event_id")
+    memory_id = models.BigIntegerField()
+    event = models.ForeignKey(AuditEvent, on_delete=models.PROTECT, db_index=False)
+    workspace = models.ForeignKey("policies.Workspace", on_delete=models.PROTECT, db_index=False)
+    truncated = models.BooleanField(default=False)
+
+    def __str__(self) -> str:
+        return f"memory {self.memory_id} in event {self.event_id}"

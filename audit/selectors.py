@@ -3,11 +3,12 @@ from __future__ import annotations
 from datetime import UTC, date, datetime
 from typing import Any
 
+from django.db import connection
 from django.db.models import Count, QuerySet
 from django.db.models.functions import TruncDate
 
 from audit.filtersets import AuditEventFilterSet
-from audit.models import AuditEvent, EventType
+from audit.models import AuditEvent, EventType, Injection
 from policies.models import Workspace
 from portal.errors import ValidationFailed
 
@@ -37,3 +38,43 @@ def assembled_per_day(*, workspace: Workspace, since: datetime) -> dict[date, in
         .order_by("day")
     )
     return {row["day"]: row["n"] for row in rows}
+
+
+def memory_injections(*, workspace: Workspace, memory_id: int) -> QuerySet[Injection]:
+    """The envelopes that carried a memory, newest first (the primary key's order), each with
+    its event: when, workload, environment, caller."""
+    return (
+        Injection.objects.filter(workspace=workspace, memory_id=memory_id)
+        .select_related("event")
+        .only(
+            "memory_id",
+            "truncated",
+            "event__id",
+            "event__occurred_at",
+            "event__author",
+            "event__workload_id",
+            "event__environment",
+            "event__payload",
+        )  # fmt: skip
+        .order_by("-event_id")
+    )
+
+
+_SUMMARY_SQL = f"""
+SELECT a.n, e.occurred_at
+FROM (
+    SELECT count(*) AS n, max(event_id) AS last FROM {Injection._meta.db_table}
+    WHERE memory_id = %s AND workspace_id = %s
+) a
+LEFT JOIN {AuditEvent._meta.db_table} e ON e.id = a.last
+"""
+
+
+def memory_injection_summary(
+    *, workspace: Workspace, memory_id: int
+) -> tuple[int, datetime | None]:
+    """How many envelopes carried a memory, and when the last did: one query on the key."""
+    with connection.cursor() as cursor:
+        cursor.execute(_SUMMARY_SQL, [memory_id, workspace.pk])
+        count, last = cursor.fetchone()
+    return count, last

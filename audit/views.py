@@ -7,6 +7,7 @@ The list, its htmx fragment and both exports read through ``audit.selectors.audi
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
@@ -26,9 +27,10 @@ from policies.forms import diff_rows, floor_document
 from portal.errors import ValidationFailed
 from portal.http import HtmxHttpRequest
 from portal.pages import workspace_page
+from recall.page_selectors import memories_present
 
 PAGE_SIZE = 50
-FILTER_FIELDS = ("type", "workload", "actor", "environment", "author", "since", "until")
+FILTER_FIELDS = ("type", "workload", "actor", "environment", "author", "since", "until", "memory")
 # The recall funnel, in the order rows pass through it.
 COUNT_ORDER = ("candidates", "afterPolicy", "afterRanking", "afterBudgetAllocation")
 
@@ -194,6 +196,7 @@ def event(request: HttpRequest, slug: str, event_id: int) -> HttpResponse:
         payload["tokenCounts"] if isinstance(payload.get("tokenCounts"), dict) else {}
     )
     is_policy = item.type in (EventType.WORKSPACE_POLICY_SET, EventType.WORKLOAD_POLICY_SET)
+    is_assembled = item.type == EventType.ASSEMBLED
     neighbours = workspace.audit_events.only("id")
     context = {
         **access.context(),
@@ -201,7 +204,11 @@ def event(request: HttpRequest, slug: str, event_id: int) -> HttpResponse:
         "workload": workload,
         "payload": payload,
         "is_policy": is_policy,
-        "is_assembled": item.type == EventType.ASSEMBLED,
+        "is_assembled": is_assembled,
+        "carried": _carried(workspace, payload) if is_assembled else [],
+        "versions": versions
+        if isinstance(versions := payload.get("policyVersions"), dict)
+        else None,
         "is_maintenance": item.type.startswith("maintenance.") and "runId" in payload,
         "diff": _policy_diff(item) if is_policy else [],
         "counts": _funnel(payload.get("counts")),
@@ -212,6 +219,27 @@ def event(request: HttpRequest, slug: str, event_id: int) -> HttpResponse:
         "following": neighbours.filter(pk__gt=item.pk).order_by("pk").first(),
     }
     return render(request, "audit/event.html", context)
+
+
+@dataclass(frozen=True)
+class Carried:
+    """A memory an envelope carried, as the event page lists it."""
+
+    id: int
+    truncated: bool
+    present: bool  # False once the memory was deleted or erased
+
+
+def _carried(workspace: Any, payload: dict[str, Any]) -> list[Carried]:
+    """The event's memory ids (entries, then truncated refs), each marked present or gone."""
+    listed = [
+        (int(pk), truncated)
+        for key, truncated in (("memoryIds", False), ("truncatedIds", True))
+        for pk in (payload.get(key) or [])
+        if str(pk).isdigit()
+    ]
+    present = memories_present(workspace=workspace, ids=[pk for pk, _ in listed])
+    return [Carried(pk, truncated, pk in present) for pk, truncated in listed]
 
 
 def _pretty(payload: Any) -> str:

@@ -69,6 +69,9 @@ class EffectivePolicy:
     floor_version: int
     workload_version: int | None
     relaxable_axes: list[str]
+    # The workload policy's environment: "" for its all-environments default, None without one.
+    workload_environment: str | None = None
+    override: bool = False
 
 
 _POLICY_CONTEXT_SQL = """
@@ -78,13 +81,13 @@ SELECT
     ),
     EXISTS (SELECT 1 FROM policies_workload x WHERE x.id = %(wl)s AND x.workspace_id = %(ws)s),
     f.id, f.version, f.document, f.relaxable_axes,
-    w.id, w.version, w.document
+    w.id, w.version, w.document, w.environment
 FROM (
     SELECT id, version, document, relaxable_axes FROM policies_workspacepolicyversion
     WHERE workspace_id = %(ws)s ORDER BY version DESC LIMIT 1
 ) f
 LEFT JOIN LATERAL (
-    SELECT id, version, document FROM policies_workloadpolicyversion
+    SELECT id, version, document, environment FROM policies_workloadpolicyversion
     WHERE workload_id = %(wl)s AND environment IN (%(env)s, '')
     -- the environment's own policy wins over the all-environments default
     ORDER BY environment = '', version DESC LIMIT 1
@@ -151,6 +154,7 @@ def effective_policy_for(
         wl_id,
         wl_version,
         wl_doc,
+        wl_environment,
     ) = row
     if not workload_ok:
         raise NotFoundError(
@@ -175,6 +179,8 @@ def effective_policy_for(
         floor_version=floor_version,
         workload_version=wl_version,
         relaxable_axes=list(relaxable),
+        workload_environment=wl_environment,
+        override=bool(override),
     )
 
 

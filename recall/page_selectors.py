@@ -218,3 +218,13 @@ def recall_preview(
         rows={str(row.id): row for row, _ in ranked},
         budget=assembly.envelope["budget"],
     )
+
+
+def memories_present(*, workspace: Workspace, ids: list[int]) -> set[int]:
+    """Which of these memory ids still exist in the workspace (the others were deleted or
+    erased)."""
+    if not ids:
+        return set()
+    return set(
+        MemoryRecord.objects.filter(workspace=workspace, pk__in=ids).values_list("pk", flat=True)
+    )

@@ -9,7 +9,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
-from audit.models import EventType
+from audit.models import EventType, Injection
 from audit.services import ChainTip, audit_event_append, audit_event_record
 from policies.models import Workload, Workspace
 from policies.selectors import EffectivePolicy, effective_policy_for
@@ -165,6 +165,13 @@ HITS_SQL = (
     " WHERE id = ANY(%s) AND EXISTS (SELECT 1 FROM appended)"
 )
 
+# The event's memories, written with it (``inserted`` is the event's row in the append).
+INJECTIONS_SQL = (
+    f"INSERT INTO {Injection._meta.db_table} (memory_id, event_id, workspace_id, truncated)"
+    " SELECT m.id, inserted.id, %s, m.truncated"
+    " FROM inserted, unnest(%s::bigint[], %s::boolean[]) AS m(id, truncated)"
+)
+
 
 @dataclass(frozen=True)
 class Assembly:
@@ -224,12 +231,22 @@ def recall_assemble(*, request: RecallRequest) -> dict[str, Any]:
     """Run the recall pipeline (SPEC §5), record it, and return the envelope.
 
     After ``recall_plan``'s reads, one statement writes everything (the ``context.assembled``
-    event, the chain tip and the hit counts, all or nothing): an envelope is never returned
+    event, the chain tip, the hit counts and the event's injections, all or nothing): an
+    envelope is never returned
     without its audit record.
     """
     assembly = recall_plan(request=request)
     envelope = assembly.envelope
     included = [int(pk) for pk in assembly.plan.included_ids]
+    truncated = [int(pk) for pk in assembly.plan.truncated_ids]
+    effective = assembly.effective
+    guarded: list[tuple[str, list[Any]]] = []
+    if included:
+        guarded.append((HITS_SQL, [assembly.now, included]))
+    if included or truncated:
+        carried = included + truncated
+        flags = [False] * len(included) + [True] * len(truncated)
+        guarded.append((INJECTIONS_SQL, [request.workspace.pk, carried, flags]))
     audit_event_append(
         workspace=request.workspace,
         tip=ChainTip(assembly.found.chain_tip) if assembly.found.chain_tip else None,
@@ -249,8 +266,18 @@ def recall_assemble(*, request: RecallRequest) -> dict[str, Any]:
             "counts": envelope["diagnostics"]["counts"],
             "topK": request.top_k,
             "accessPath": assembly.found.path,
+            # Provenance: which memories, under which policy versions (ids only, no content).
+            "memoryIds": [str(pk) for pk in included],
+            "truncatedIds": [str(pk) for pk in truncated],
+            "policyVersions": {
+                "floor": effective.floor_version,
+                "workload": effective.workload_version,
+                # "" is the workload's all-environments policy; None: it has no policy yet.
+                "workloadEnvironment": effective.workload_environment,
+                "override": effective.override,
+            },
         },
-        guarded=[(HITS_SQL, [assembly.now, included])] if included else [],
+        guarded=guarded,
     )
     return envelope
 

@@ -22,6 +22,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from audit.selectors import memory_injection_summary
 from maintenance.models import MaintenanceItem
 from maintenance.selectors import memory_lifecycle
 from policies.algebra import AXES, PolicyError
@@ -725,6 +726,7 @@ def memory_detail(request: HttpRequest, slug: str, memory_id: int) -> HttpRespon
         "weights": state.settings["promotionWeights"],
         "runs": items,
         "list_url": _memories_url(slug, actor=str(memory.actor)),
+        "injections": memory_injection_summary(workspace=access.workspace, memory_id=memory.pk),
     }
     return render(request, "recall/memory.html", context)
 

@@ -13,6 +13,11 @@ urlpatterns = [
     path("memory/actors/<str:actor_id>/recall", views.RecallView.as_view(), name="api-recall"),
     path("memory/memories/<str:memory_id>", views.MemoryDetailView.as_view(), name="api-memory"),
     path(
+        "memory/memories/<str:memory_id>/injections",
+        views.MemoryInjectionsView.as_view(),
+        name="api-memory-injections",
+    ),
+    path(
         "memory/memories/<str:memory_id>/suppress",
         views.MemorySuppressView.as_view(),
         name="api-memory-suppress",

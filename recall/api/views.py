@@ -8,6 +8,7 @@ from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from audit.selectors import memory_injections
 from policies.models import Workload
 from portal.access import Caller, require_role, workspace_for, workspaces_for
 from portal.api.views import WORKSPACE_PARAM, ApiView, json_object
@@ -16,6 +17,7 @@ from portal.models import Role
 from recall import services
 from recall.api.serializers import (
     MEMORY_BATCH_MAX,
+    InjectionSerializer,
     MemoryInputSerializer,
     MemoryPatchSerializer,
     MemorySerializer,
@@ -155,6 +157,19 @@ class MemoryDetailView(ApiView):
         memory = _memory(caller, memory_id, required=Role.EDITOR)
         services.memory_delete(memory=memory, author=caller.label)
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class MemoryInjectionsView(ApiView):
+    @extend_schema(
+        responses=InjectionSerializer(many=True),
+        summary="The envelopes that carried this memory, newest first (from the audit trail)",
+    )
+    def get(self, request: Request, memory_id: str) -> Response:
+        memory = _memory(self.caller(request), memory_id)
+        paginator = self.pagination_class()
+        rows = memory_injections(workspace=memory.workspace, memory_id=memory.pk)
+        page = paginator.paginate_queryset(rows, request, view=self)
+        return paginator.get_paginated_response(InjectionSerializer(page, many=True).data)
 
 
 class MemorySuppressView(ApiView):
