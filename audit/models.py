@@ -12,6 +12,7 @@ class EventType(models.TextChoices):
     WORKLOAD_UPDATED = "workload.updated"
     WORKLOAD_DELETED = "workload.deleted"
     MEMORY_CHANGED = "memory.changed"
+    MEMORY_ERASED = "memory.erased"
     MAINTENANCE_EXECUTED = "maintenance.executed"
     MAINTENANCE_PREVIEWED = "maintenance.previewed"
     LIFECYCLE_SETTINGS_SET = "maintenance.settings_set"

@@ -27,15 +27,40 @@ class NotFoundError(DomainError):
 class ForbiddenError(DomainError):
     status = 403
 
-    def __init__(self, message: str, details: dict[str, Any] | None = None):
-        super().__init__("PERMISSION_DENIED", message, details)
+    def __init__(
+        self,
+        message: str,
+        details: dict[str, Any] | None = None,
+        *,
+        code: str = "PERMISSION_DENIED",
+    ):
+        super().__init__(code, message, details)
 
 
 class ConflictError(DomainError):
     status = 409
 
-    def __init__(self, message: str, details: dict[str, Any] | None = None):
-        super().__init__("CONFLICT", message, details)
+    def __init__(
+        self, message: str, details: dict[str, Any] | None = None, *, code: str = "CONFLICT"
+    ):
+        super().__init__(code, message, details)
+
+
+class VersionConflict(DomainError):
+    """A save based on a version that is no longer the current one (someone saved since)."""
+
+    status = 409
+
+    def __init__(self, *, what: str, current: int, base: int):
+        super().__init__(
+            "VERSION_CONFLICT",
+            f"{what} is at version {current}, but this save was based on version {base}: "
+            f"someone saved since. Nothing was saved; reload version {current}, reapply the "
+            "change and save again.",
+            {"currentVersion": current, "baseVersion": base},
+        )
+        self.current = current
+        self.base = base
 
 
 class ValidationFailed(DomainError):

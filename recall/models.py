@@ -32,6 +32,10 @@ class Actor(models.Model):
     # key the cached recall funnel (FunnelCache), so a stale funnel can never be used.
     memory_version = models.BigIntegerField(default=0, editable=False)
     memory_inserts = models.BigIntegerField(default=0, editable=False)
+    # A tombstone: the actor's memories were erased (a data-subject request, recall.erasure).
+    # The row stays so that the erasure is remembered and no memory is added back for it.
+    erased_at = models.DateTimeField(null=True, blank=True)
+    erased_by = models.CharField(max_length=200, blank=True, default="")
 
     class Meta:
         ordering = ["kind", "name"]

@@ -49,6 +49,17 @@ def actor_get_or_create(*, workspace: Workspace, actor_id: str) -> Actor:
     return actor
 
 
+def actor_check_not_erased(actor: Actor) -> None:
+    """Refuse to add memories to an erased actor (a tombstone stays empty)."""
+    if actor.erased_at is not None:
+        raise ConflictError(
+            f"{actor.external_id} was erased on {actor.erased_at:%Y-%m-%d %H:%M} UTC; "
+            "no memory can be added for it.",
+            {"actorId": actor.external_id, "erasedAt": actor.erased_at.isoformat()},
+            code="ACTOR_ERASED",
+        )
+
+
 def memory_records_build(
     *, workspace: Workspace, actor: Actor, items: Sequence[dict[str, Any]]
 ) -> list[MemoryRecord]:
@@ -459,6 +470,9 @@ def memory_import(
     created: list[MemoryRecord] = []
     for owner, group in groups.items():
         actor = actor_get_or_create(workspace=workspace, actor_id=owner)
+        # Locked, then checked: an erasure committing meanwhile is seen, not raced.
+        actor = Actor.objects.select_for_update(no_key=True).get(pk=actor.pk)
+        actor_check_not_erased(actor)
         rows = memory_create_many(workspace=workspace, actor=actor, items=group)
         audit_event_record(
             workspace=workspace,

@@ -11,6 +11,7 @@ urlpatterns = [
     path("sandbox/layout/", views.layout, name="layout"),
     path("memories/", views.memories, name="memories"),
     path("memories/import/", views.memory_import, name="memory-import"),
+    path("memories/erase/", views.actor_erase, name="actor-erase"),
     path("memories/<int:memory_id>/", views.memory_detail, name="memory"),
     path("memories/<int:memory_id>/row/", views.memory_row, name="memory-row"),
     path("memories/<int:memory_id>/edit/", views.memory_edit, name="memory-edit"),

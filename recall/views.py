@@ -32,7 +32,7 @@ from portal.errors import DomainError, ValidationFailed
 from portal.http import HtmxHttpRequest
 from portal.models import Role
 from portal.pages import PageAccess, safe_next, workspace_page
-from recall import layout_services, services
+from recall import erasure, layout_services, services
 from recall.filtersets import MemoryFilterSet
 from recall.forms import (
     LAYOUT_EXAMPLES,
@@ -848,3 +848,52 @@ def memory_import(request: HtmxHttpRequest, slug: str) -> HttpResponse:
         return redirect(str(context["imported_url"]))
     context["actor_names"] = actor_suggestions(workspace=workspace, q="")
     return render(request, "recall/memory_import.html", context)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def actor_erase(request: HttpRequest, slug: str) -> HttpResponse:
+    """Erase an actor (a data-subject request): confirm with the count (GET), erase (POST).
+    Operators only."""
+    access = workspace_page(request, slug, required=Role.OPERATOR)
+    actor_id = (request.POST if request.method == "POST" else request.GET).get("actor", "")
+    try:
+        actor, count = erasure.actor_erase_preview(workspace=access.workspace, actor_id=actor_id)
+    except DomainError as exc:
+        raise Http404(exc.message) from None
+    error = ""
+    if request.method == "POST" and actor.erased_at is None:
+        typed = request.POST.get("confirm", "").strip()
+        if typed != str(count):
+            error = f"Type {count}, the number of memories to erase, to confirm."
+        else:
+            try:
+                done = erasure.actor_erase(
+                    workspace=access.workspace,
+                    actor_id=actor.external_id,
+                    author=access.caller.label,
+                    expected_count=count,
+                )
+            except DomainError as exc:
+                error = exc.message
+            else:
+                messages.success(
+                    request,
+                    f"Erased {actor.external_id}: {done.count} memor"
+                    f"{'y' if done.count == 1 else 'ies'} deleted"
+                    + (
+                        f", {done.archive_lines} archived lines removed"
+                        if done.archive_lines
+                        else ""
+                    )
+                    + f" (audit event #{done.event_id}).",
+                )
+                return redirect(_memories_url(slug, actor=actor.external_id))
+    context = {
+        **access.context(),
+        "actor": actor,
+        "count": count,
+        "error": error,
+        "list_url": _memories_url(slug, actor=actor.external_id),
+    }
+    return render(request, "recall/actor_erase.html", context, status=422 if error else 200)

@@ -178,3 +178,25 @@ class InjectionSerializer(serializers.Serializer):
     def get_envelopeId(self, row: Any) -> str | None:
         payload = row.event.payload
         return payload.get("envelopeId") if isinstance(payload, dict) else None
+
+
+class ActorEraseSerializer(StrictSerializer):
+    expectedCount = StrictIntegerField(
+        required=False,
+        min_value=0,
+        help_text="The number of memories you expect to erase; if the actor has another "
+        "number now, nothing is erased (409 COUNT_CHANGED).",
+    )
+
+
+class ErasureSerializer(serializers.Serializer):
+    actorId = serializers.CharField(source="actor_id")
+    erasedAt = serializers.DateTimeField(source="erased_at")
+    erasedBy = serializers.CharField(source="erased_by")
+    count = serializers.IntegerField(help_text="Memories erased by this call (0 if erased before).")
+    archiveLinesRemoved = serializers.IntegerField(source="archive_lines")
+    eventId = serializers.IntegerField(source="event_id", allow_null=True)
+    alreadyErased = serializers.SerializerMethodField()
+
+    def get_alreadyErased(self, done: Any) -> bool:
+        return done.event_id is None

@@ -11,6 +11,7 @@ urlpatterns = [
         name="api-actor-memories",
     ),
     path("memory/actors/<str:actor_id>/recall", views.RecallView.as_view(), name="api-recall"),
+    path("memory/actors/<str:actor_id>/erase", views.ActorEraseView.as_view(), name="api-erase"),
     path("memory/memories/<str:memory_id>", views.MemoryDetailView.as_view(), name="api-memory"),
     path(
         "memory/memories/<str:memory_id>/injections",

@@ -14,9 +14,11 @@ from portal.access import Caller, require_role, workspace_for, workspaces_for
 from portal.api.views import WORKSPACE_PARAM, ApiView, json_object
 from portal.errors import NotFoundError, ValidationFailed
 from portal.models import Role
-from recall import services
+from recall import erasure, services
 from recall.api.serializers import (
     MEMORY_BATCH_MAX,
+    ActorEraseSerializer,
+    ErasureSerializer,
     InjectionSerializer,
     MemoryInputSerializer,
     MemoryPatchSerializer,
@@ -221,3 +223,27 @@ class RecallView(ApiView):
             )
         )
         return Response(envelope)
+
+
+class ActorEraseView(ApiView):
+    @extend_schema(
+        parameters=[WORKSPACE_PARAM],
+        request=ActorEraseSerializer,
+        responses={200: ErasureSerializer},
+        summary="Erase an actor (a data-subject request): every memory, its caches and archive "
+        "lines; operators only",
+    )
+    def post(self, request: Request, actor_id: str) -> Response:
+        caller = self.caller(request)
+        workspace = workspace_for(
+            caller, request.query_params.get("workspace"), required=Role.OPERATOR
+        )
+        serializer = ActorEraseSerializer(data=json_object(request) if request.data else {})
+        serializer.is_valid(raise_exception=True)
+        done = erasure.actor_erase(
+            workspace=workspace,
+            actor_id=actor_id,
+            author=caller.label,
+            expected_count=serializer.validated_data.get("expectedCount"),
+        )
+        return Response(ErasureSerializer(done).data)

@@ -1,0 +1,124 @@
+"""Erasure of an actor: a data-subject request.
+
+Every memory of the actor goes, with what was derived from them (the cached recall funnels)
+and their lines in retention archives; the actor stays as a tombstone (``erased_at``) so the
+erasure is remembered and nothing is added back for it. One ``memory.erased`` event records
+the count and the ids, never content. The audit trail itself holds no content (events name
+memories by id), so it is left whole and its chain still verifies.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import transaction
+from django.utils import timezone
+
+from audit.models import EventType
+from audit.services import audit_event_record
+from maintenance.models import ArchiveChunk
+from policies.models import Workspace
+from portal.errors import ConflictError, NotFoundError
+from recall.models import Actor, FunnelCache, MemoryRecord
+from recall.services import actor_parse
+
+
+@dataclass(frozen=True)
+class Erasure:
+    actor_id: str
+    erased_at: datetime
+    erased_by: str
+    count: int  # memories erased by this call (0 when the actor was erased before)
+    archive_lines: int  # retention-archive lines removed
+    event_id: int | None  # the memory.erased event (None when the actor was erased before)
+
+
+def actor_erase_preview(*, workspace: Workspace, actor_id: str) -> tuple[Actor, int]:
+    """The actor and how many memories an erasure would delete (what the confirmation asks)."""
+    actor = _actor(workspace, actor_id)
+    return actor, MemoryRecord.objects.filter(actor=actor).count()
+
+
+@transaction.atomic
+def actor_erase(
+    *, workspace: Workspace, actor_id: str, author: str, expected_count: int | None = None
+) -> Erasure:
+    """Delete every memory of the actor, its caches and its archive lines; tombstone it.
+
+    ``expected_count``, when given, must be the number of memories the actor has now (what
+    the operator confirmed); otherwise nothing is erased (409 ``COUNT_CHANGED``). Erasing an
+    actor erased before changes nothing and records nothing.
+    """
+    actor = _actor(workspace, actor_id, lock=True)
+    if actor.erased_at is not None:
+        return Erasure(actor.external_id, actor.erased_at, actor.erased_by, 0, 0, None)
+    memories = MemoryRecord.objects.filter(actor=actor)
+    ids = sorted(memories.values_list("pk", flat=True))
+    if expected_count is not None and expected_count != len(ids):
+        raise ConflictError(
+            f"{actor.external_id} has {len(ids)} memories now, not the {expected_count} "
+            "confirmed; nothing was erased. Check the count and confirm again.",
+            {"count": len(ids), "expectedCount": expected_count},
+            code="COUNT_CHANGED",
+        )
+    # Through the ORM: a memory of another actor may name one of these as superseding it
+    # (supersededBy is SET_NULL), which a plain DELETE would refuse.
+    memories.delete()
+    FunnelCache.objects.filter(actor=actor).delete()
+    removed = _purge_archives(workspace, actor.external_id)
+    actor.erased_at = timezone.now()
+    actor.erased_by = author
+    actor.save(update_fields=["erased_at", "erased_by"])
+    event = audit_event_record(
+        workspace=workspace,
+        type=EventType.MEMORY_ERASED,
+        author=author,
+        actor_id=actor.external_id,
+        payload={
+            "count": len(ids),
+            "ids": [str(pk) for pk in ids],
+            "archiveLinesRemoved": sum(removed.values()),
+            "archivesRewritten": sorted(removed),
+        },
+    )
+    return Erasure(
+        actor.external_id, actor.erased_at, author, len(ids), sum(removed.values()), event.pk
+    )
+
+
+def _actor(workspace: Workspace, actor_id: str, *, lock: bool = False) -> Actor:
+    kind, name = actor_parse(actor_id)
+    actors = Actor.objects.filter(workspace=workspace, kind=kind, name=name)
+    actor = (actors.select_for_update() if lock else actors).first()
+    if actor is None:
+        raise NotFoundError(f"No actor {actor_id} in workspace {workspace.slug!r}.")
+    return actor
+
+
+def _purge_archives(workspace: Workspace, actor_id: str) -> dict[int, int]:
+    """Drop the actor's lines from the workspace's retention archives: {run id: lines}.
+
+    Each part is rewritten with its count and SHA-256 recomputed (a part left empty goes), so
+    the archive's manifest describes what it holds; the run's event keeps the manifest it had
+    when written, and the ``memory.erased`` event names the runs rewritten since.
+    """
+    removed: dict[int, int] = {}
+    chunks = ArchiveChunk.objects.filter(run__workspace=workspace).select_for_update()
+    for chunk in chunks.order_by("run_id", "seq").iterator():
+        lines = chunk.lines.splitlines()
+        kept = [line for line in lines if json.loads(line).get("actorId") != actor_id]
+        if len(kept) == len(lines):
+            continue
+        removed[chunk.run_id] = removed.get(chunk.run_id, 0) + len(lines) - len(kept)
+        if not kept:
+            chunk.delete()
+            continue
+        text = "".join(line + "\n" for line in kept)
+        chunk.lines = text
+        chunk.count = len(kept)
+        chunk.sha256 = hashlib.sha256(text.encode()).hexdigest()
+        chunk.save(update_fields=["lines", "count", "sha256"])
+    return removed
