@@ -20,6 +20,9 @@ class Workspace(models.Model):
     slug = models.SlugField(max_length=50, unique=True, validators=[slug_validator])
     name = models.CharField(max_length=200)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Whether context.assembled events keep the query text (it may be personal data), so a
+    # replay needs no pasted query. Off by default; operators switch it (audited).
+    store_queries = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["slug"]
@@ -50,6 +53,9 @@ class Workload(models.Model):
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
+    # Archived, not deleted: the audit trail and replays read its policy versions; recall for
+    # an archived workload is refused (409 WORKLOAD_ARCHIVED).
+    archived_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["name"]

@@ -29,7 +29,8 @@ class TokenUser:
 
 
 _TOKEN_SQL = f"""
-SELECT t.id, t.name, t.role, t.prefix, t.created_at, w.id, w.slug, w.name, w.created_at
+SELECT t.id, t.name, t.role, t.prefix, t.created_at, w.id, w.slug, w.name, w.created_at,
+    w.store_queries
 FROM {ApiToken._meta.db_table} t JOIN {Workspace._meta.db_table} w ON w.id = t.workspace_id
 WHERE t.key_hash = %s AND t.revoked_at IS NULL
 """
@@ -46,8 +47,10 @@ def token_lookup(key_hash: str) -> ApiToken | None:
         row = cursor.fetchone()
     if row is None:
         return None
-    token_id, name, role, prefix, created, ws_id, slug, ws_name, ws_created = row
-    workspace = Workspace(id=ws_id, slug=slug, name=ws_name, created_at=ws_created)
+    token_id, name, role, prefix, created, ws_id, slug, ws_name, ws_created, store = row
+    workspace = Workspace(
+        id=ws_id, slug=slug, name=ws_name, created_at=ws_created, store_queries=store
+    )
     token = ApiToken(
         id=token_id, workspace=workspace, name=name, role=role, key_hash=key_hash,
         prefix=prefix, created_at=created,

@@ -33,3 +33,10 @@ def prefix_fingerprint(
             "effectiveBudgetHash": budget_hash,
         }
     )
+
+
+def query_hash(envelope_id: str, query: str) -> str:
+    """What an assembled event keeps of its query by default: SHA-256 of the envelope id and
+    the query text. Salted by the envelope id, so equal queries of two recalls differ and no
+    table of common queries answers them all; a replay checks a pasted query against it."""
+    return hashlib.sha256(f"{envelope_id}\n{query}".encode()).hexdigest()

@@ -228,3 +228,20 @@ def memories_present(*, workspace: Workspace, ids: list[int]) -> set[int]:
     return set(
         MemoryRecord.objects.filter(workspace=workspace, pk__in=ids).values_list("pk", flat=True)
     )
+
+
+def memory_codes(
+    *, workspace: Workspace, ids: list[int], policy: dict[str, Any], now: datetime
+) -> dict[int, tuple[MemoryRecord, str]]:
+    """These memories (those that still exist) with the first recall rule each breaks under
+    ``policy`` now (``passes_policy`` if none): the memory browser's judgement, for a set."""
+    if not ids:
+        return {}
+    sql, params = _for_orm(recall_code_sql(), policy_params(policy, now))
+    rows = (
+        MemoryRecord.objects.filter(workspace=workspace, pk__in=ids)
+        .select_related("actor")
+        .defer("embedding", "content")
+        .annotate(recall_code=RawSQL(sql, params))
+    )
+    return {row.pk: (row, row.recall_code) for row in rows}  # type: ignore[attr-defined]

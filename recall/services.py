@@ -15,7 +15,7 @@ from policies.models import Workload, Workspace
 from policies.selectors import EffectivePolicy, effective_policy_for
 from portal.errors import ConflictError, ValidationFailed
 from portal.tasks import eager, enqueue
-from recall.envelope import content_hash, context_digest, prefix_fingerprint
+from recall.envelope import content_hash, context_digest, prefix_fingerprint, query_hash
 from recall.models import ACTOR_KINDS, Actor, MemoryRecord
 from recall.planner import BudgetPlan, BudgetPolicy, Candidate, plan_budget
 from recall.runtime import embedder, token_estimator
@@ -277,6 +277,8 @@ def recall_assemble(*, request: RecallRequest) -> dict[str, Any]:
             "counts": envelope["diagnostics"]["counts"],
             "topK": request.top_k,
             "accessPath": assembly.found.path,
+            "queryHash": query_hash(envelope["envelopeId"], request.query),
+            **({"query": request.query} if request.workspace.store_queries else {}),
             # Provenance: which memories, under which policy versions (ids only, no content).
             "memoryIds": [str(pk) for pk in included],
             "truncatedIds": [str(pk) for pk in truncated],

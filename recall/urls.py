@@ -12,6 +12,7 @@ urlpatterns = [
     path("memories/", views.memories, name="memories"),
     path("memories/import/", views.memory_import, name="memory-import"),
     path("memories/erase/", views.actor_erase, name="actor-erase"),
+    path("audit/<int:event_id>/replay/", views.event_replay, name="event-replay"),
     path("memories/<int:memory_id>/", views.memory_detail, name="memory"),
     path("memories/<int:memory_id>/row/", views.memory_row, name="memory-row"),
     path("memories/<int:memory_id>/edit/", views.memory_edit, name="memory-edit"),

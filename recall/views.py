@@ -22,6 +22,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from audit.models import AuditEvent
 from audit.selectors import memory_injection_summary
 from maintenance.models import MaintenanceItem
 from maintenance.selectors import memory_lifecycle
@@ -32,7 +33,7 @@ from portal.errors import DomainError, ValidationFailed
 from portal.http import HtmxHttpRequest
 from portal.models import Role
 from portal.pages import PageAccess, safe_next, workspace_page
-from recall import erasure, layout_services, services
+from recall import erasure, layout_services, replay, services
 from recall.filtersets import MemoryFilterSet
 from recall.forms import (
     LAYOUT_EXAMPLES,
@@ -897,3 +898,39 @@ def actor_erase(request: HttpRequest, slug: str) -> HttpResponse:
         "list_url": _memories_url(slug, actor=actor.external_id),
     }
     return render(request, "recall/actor_erase.html", context, status=422 if error else 200)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def event_replay(request: HttpRequest, slug: str, event_id: int) -> HttpResponse:
+    """Run a context.assembled event's recall again now (recording nothing) and show then
+    versus now. GET asks for the query when the workspace does not store it; editors up."""
+    access = workspace_page(request, slug, required=Role.EDITOR)
+    event = AuditEvent.objects.filter(workspace=access.workspace, pk=event_id).first()
+    if event is None:
+        raise Http404("No such event.")
+    payload = event.payload if isinstance(event.payload, dict) else {}
+    stored = isinstance(payload.get("query"), str)
+    result = None
+    error = ""
+    query = request.POST.get("query", "") if request.method == "POST" else ""
+    if request.method == "POST" or stored:
+        try:
+            result = replay.replay_event(
+                workspace=access.workspace, event_id=event.pk, query=query or None
+            )
+        except DomainError as exc:
+            error = exc.message
+            if exc.details.get("fields", {}).get("query"):
+                error = f"{exc.message} {exc.details['fields']['query']}"
+    context = {
+        **access.context(),
+        "event": event,
+        "payload": payload,
+        "stored": stored,
+        "query": query,
+        "result": result,
+        "error": error,
+    }
+    status = 200 if not error or request.method == "GET" else 422
+    return render(request, "recall/replay.html", context, status=status)

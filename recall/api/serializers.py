@@ -200,3 +200,60 @@ class ErasureSerializer(serializers.Serializer):
 
     def get_alreadyErased(self, done: Any) -> bool:
         return done.event_id is None
+
+
+class ReplayRequestSerializer(StrictSerializer):
+    query = StrictCharField(
+        required=False,
+        allow_blank=True,
+        max_length=20_000,
+        help_text="The recall's query, when the workspace does not store queries; checked "
+        "against the event's query hash.",
+    )
+
+
+class ReplayedMemorySerializer(serializers.Serializer):
+    id = serializers.CharField()
+    change = serializers.ChoiceField(choices=["entered", "left", "stayed"])
+    then = serializers.CharField(allow_null=True, help_text='"entry", "truncated" or null')
+    now = serializers.CharField(allow_null=True, help_text='"entry", "truncated" or null')
+    reason = serializers.CharField()
+    words = serializers.CharField()
+    present = serializers.BooleanField(help_text="False once the memory was deleted or erased.")
+
+
+class ReplaySerializer(serializers.Serializer):
+    eventId = serializers.IntegerField(source="event.pk")
+    envelopeId = serializers.SerializerMethodField()
+    query = serializers.SerializerMethodField()
+    then = serializers.SerializerMethodField()
+    now = serializers.SerializerMethodField()
+    changedVersions = serializers.ListField(
+        source="changed_versions", child=serializers.CharField()
+    )
+    counts = serializers.SerializerMethodField()
+    memories = ReplayedMemorySerializer(many=True)
+    notes = serializers.ListField(child=serializers.CharField())
+
+    def get_envelopeId(self, replay: Any) -> str | None:
+        return replay.event.payload.get("envelopeId")
+
+    def get_query(self, replay: Any) -> dict[str, Any]:
+        return {"source": replay.query_source, "checked": replay.query_checked}
+
+    def get_then(self, replay: Any) -> dict[str, Any]:
+        return {
+            "occurredAt": replay.event.occurred_at.isoformat(),
+            "policyVersions": replay.then_versions,
+            "effectivePolicyHash": replay.then_policy_hash,
+        }
+
+    def get_now(self, replay: Any) -> dict[str, Any]:
+        return {
+            "policyVersions": replay.now_versions,
+            "effectivePolicyHash": replay.now_policy_hash,
+            "counts": replay.now_counts,
+        }
+
+    def get_counts(self, replay: Any) -> dict[str, int]:
+        return dict(replay.counts())

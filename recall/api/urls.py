@@ -11,6 +11,7 @@ urlpatterns = [
         name="api-actor-memories",
     ),
     path("memory/actors/<str:actor_id>/recall", views.RecallView.as_view(), name="api-recall"),
+    path("audit/events/<int:event_id>/replay", views.EventReplayView.as_view(), name="api-replay"),
     path("memory/actors/<str:actor_id>/erase", views.ActorEraseView.as_view(), name="api-erase"),
     path("memory/memories/<str:memory_id>", views.MemoryDetailView.as_view(), name="api-memory"),
     path(

@@ -14,7 +14,7 @@ from portal.access import Caller, require_role, workspace_for, workspaces_for
 from portal.api.views import WORKSPACE_PARAM, ApiView, json_object
 from portal.errors import NotFoundError, ValidationFailed
 from portal.models import Role
-from recall import erasure, services
+from recall import erasure, replay, services
 from recall.api.serializers import (
     MEMORY_BATCH_MAX,
     ActorEraseSerializer,
@@ -24,6 +24,8 @@ from recall.api.serializers import (
     MemoryPatchSerializer,
     MemorySerializer,
     RecallRequestSerializer,
+    ReplayRequestSerializer,
+    ReplaySerializer,
 )
 from recall.models import LifecycleStatus, MemoryRecord
 from recall.selectors import actor_lookup, memory_list
@@ -247,3 +249,24 @@ class ActorEraseView(ApiView):
             expected_count=serializer.validated_data.get("expectedCount"),
         )
         return Response(ErasureSerializer(done).data)
+
+
+class EventReplayView(ApiView):
+    @extend_schema(
+        parameters=[WORKSPACE_PARAM],
+        request=ReplayRequestSerializer,
+        responses={200: ReplaySerializer},
+        summary="Run a context.assembled event's recall again now (recording nothing) and "
+        "compare: each memory entered, left or stayed, with the reason",
+    )
+    def post(self, request: Request, event_id: int) -> Response:
+        caller = self.caller(request)
+        workspace = workspace_for(
+            caller, request.query_params.get("workspace"), required=Role.EDITOR
+        )
+        serializer = ReplayRequestSerializer(data=json_object(request) if request.data else {})
+        serializer.is_valid(raise_exception=True)
+        result = replay.replay_event(
+            workspace=workspace, event_id=event_id, query=serializer.validated_data.get("query")
+        )
+        return Response(ReplaySerializer(result).data)

@@ -1,0 +1,212 @@
+"""Explain and replay: ``POST /v1/audit/events/{id}/replay`` runs a recorded recall again now,
+records nothing, and reports each memory as entered, left or stayed with the reason.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.db import transaction
+
+from audit.models import AuditEvent, EventType
+from audit.services import audit_event_record
+from recall.envelope import query_hash
+from recall.models import MemoryRecord
+from recall.services import memory_delete, memory_set_status, memory_update
+from tests.recall import factories
+from tests.recall.test_recall import QUERY, recall, set_floor
+
+pytestmark = pytest.mark.django_db
+
+
+def replay(persona: Any, event: AuditEvent | int, **body: Any) -> Any:
+    pk = event if isinstance(event, int) else event.pk
+    return persona.api().post(f"/v1/audit/events/{pk}/replay", body, format="json")
+
+
+def last_assembled(workspace: Any) -> AuditEvent:
+    return AuditEvent.objects.filter(workspace=workspace, type=EventType.ASSEMBLED).latest("id")
+
+
+def by_id(body: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {m["id"]: m for m in body["memories"]}
+
+
+@pytest.fixture
+def recorded(editor: Any, workload_a: Any) -> tuple[AuditEvent, list[MemoryRecord]]:
+    rows = factories.memories(
+        editor.workspace, *({"content": f"release summary preferences {n}"} for n in range(4))
+    )
+    recall(editor, workload_a)
+    return last_assembled(editor.workspace), rows
+
+
+class ReplayTests:
+    def test_nothing_changed_means_everything_stayed(self, editor, recorded):
+        event, rows = recorded
+
+        response = replay(editor, event, query=QUERY)
+
+        assert response.status_code == 200, response.content
+        body = response.json()
+        assert body["counts"] == {"entered": 0, "left": 0, "stayed": 4}
+        assert {m["reason"] for m in body["memories"]} == {"unchanged"}
+        assert body["changedVersions"] == [] and body["query"] == {
+            "source": "pasted",
+            "checked": True,
+        }
+        assert body["then"]["policyVersions"] == body["now"]["policyVersions"]
+
+    def test_a_suppressed_memory_left_because_it_was_suppressed(self, editor, recorded):
+        event, rows = recorded
+        memory_set_status(memory=rows[1], status="suppressed", author="system:test")
+
+        body = replay(editor, event, query=QUERY).json()
+
+        gone = by_id(body)[str(rows[1].pk)]
+        assert gone["change"] == "left" and gone["reason"] == "suppressed"
+        assert gone["then"] == "entry" and gone["now"] is None
+        assert gone["words"] == "Suppressed since"
+        assert body["counts"] == {"entered": 0, "left": 1, "stayed": 3}
+
+    def test_deleted_stale_and_edited_memories_say_so(self, editor, recorded):
+        event, rows = recorded
+        deleted = rows[0].pk
+        memory_delete(memory=rows[0], author="system:test")
+        memory_set_status(memory=rows[1], status="suppressed", author="system:test")
+        MemoryRecord.objects.filter(pk=rows[2].pk).update(lifecycle_status="stale")
+        memory_update(memory=rows[3], changes={"sensitivity": "restricted"}, author="t")
+
+        memories = by_id(replay(editor, event, query=QUERY).json())
+
+        assert memories[str(deleted)]["reason"] == "deleted"
+        assert memories[str(deleted)]["present"] is False
+        assert memories[str(rows[2].pk)]["reason"] == "stale"
+        edited = memories[str(rows[3].pk)]
+        assert edited["reason"] == "edited" and "more sensitive than the ceiling" in edited["words"]
+
+    def test_a_floor_change_is_named_with_the_memories_it_filtered(
+        self, editor, workspace_a, recorded
+    ):
+        event, rows = recorded
+        MemoryRecord.objects.filter(pk=rows[0].pk).update(confidence=0.6)
+        # the update above predates nothing: make it look old, as if it was so at the recall
+        MemoryRecord.objects.filter(pk=rows[0].pk).update(updated_at=event.occurred_at)
+        set_floor(workspace_a, confidenceMin=0.7)
+
+        body = replay(editor, event, query=QUERY).json()
+
+        assert body["changedVersions"] == ["floor"]
+        assert body["then"]["policyVersions"]["floor"] == 1
+        assert body["now"]["policyVersions"]["floor"] == 2
+        left = by_id(body)[str(rows[0].pk)]
+        assert left["reason"] == "policy_changed"
+        assert "confidence below the minimum" in left["words"]
+
+    def test_a_memory_added_since_entered_as_new(self, editor, recorded):
+        event, _ = recorded
+        [fresh] = factories.memories(
+            editor.workspace, {"content": "release summary preferences, latest"}
+        )
+
+        body = replay(editor, event, query=QUERY).json()
+
+        entered = by_id(body)[str(fresh.pk)]
+        assert entered["change"] == "entered" and entered["reason"] == "new"
+        assert entered["then"] is None and entered["now"] == "entry"
+
+    def test_an_erased_actor_left_everything_as_erased(self, operator, editor, recorded):
+        event, rows = recorded
+        operator.api().post("/v1/memory/actors/user:ada/erase", {}, format="json")
+
+        body = replay(editor, event, query=QUERY).json()
+
+        assert {m["reason"] for m in body["memories"]} == {"erased"}
+        assert body["counts"]["left"] == 4
+
+    def test_a_replay_records_nothing(self, editor, recorded):
+        event, rows = recorded
+        events = AuditEvent.objects.count()
+        hits = list(MemoryRecord.objects.order_by("pk").values_list("hit_count", flat=True))
+
+        assert replay(editor, event, query=QUERY).status_code == 200
+
+        assert AuditEvent.objects.count() == events
+        assert list(MemoryRecord.objects.order_by("pk").values_list("hit_count", flat=True)) == (
+            hits
+        )
+
+
+class ReplayQueryTests:
+    def test_the_query_is_not_stored_by_default_only_its_salted_hash(self, editor, recorded):
+        event, _ = recorded
+        assert "query" not in event.payload
+        assert QUERY not in str(event.payload)
+        assert event.payload["queryHash"] == query_hash(event.payload["envelopeId"], QUERY)
+
+    def test_a_wrong_query_is_refused(self, editor, recorded):
+        event, _ = recorded
+        response = replay(editor, event, query="something else")
+        assert response.status_code == 422
+        assert response.json()["error"]["code"] == "QUERY_MISMATCH"
+
+    def test_without_a_stored_query_one_must_be_pasted(self, editor, recorded):
+        event, _ = recorded
+        response = replay(editor, event)
+        assert response.status_code == 400
+        assert "query" in response.json()["error"]["details"]["fields"]
+
+    def test_a_workspace_storing_queries_replays_without_one(
+        self, editor, workspace_a, workload_a, recorded
+    ):
+        workspace_a.store_queries = True
+        workspace_a.save(update_fields=["store_queries"])
+        editor.workspace.refresh_from_db()
+        recall(editor, workload_a)
+        event = last_assembled(workspace_a)
+        assert event.payload["query"] == QUERY
+
+        body = replay(editor, event).json()
+
+        assert body["query"] == {"source": "stored", "checked": True}
+        assert body["counts"]["stayed"] == 4
+
+
+class ReplayRefusalTests:
+    def test_another_kind_of_event_is_not_replayable(self, editor, recorded):
+        other = AuditEvent.objects.exclude(type=EventType.ASSEMBLED).filter(
+            workspace=editor.workspace
+        )[0]
+        response = replay(editor, other, query=QUERY)
+        assert response.status_code == 409
+        assert response.json()["error"]["code"] == "NOT_REPLAYABLE"
+
+    def test_an_event_recorded_before_provenance_is_not_replayable(self, editor, workload_a):
+        with transaction.atomic():
+            old = audit_event_record(
+                workspace=editor.workspace, type=EventType.ASSEMBLED, author="t",
+                workload_id=workload_a.id, environment="prod", actor_id="user:ada",
+                payload={"envelopeId": "e", "topK": 5},
+            )  # fmt: skip
+        response = replay(editor, old, query=QUERY)
+        assert response.status_code == 409
+        assert (
+            "recorded before envelopes listed their memories" in response.json()["error"]["message"]
+        )
+
+    def test_a_viewer_may_not_and_an_outsider_sees_nothing(self, viewer, outsider, recorded):
+        event, _ = recorded
+        assert replay(viewer, event, query=QUERY).status_code == 403
+        assert replay(outsider, event, query=QUERY).status_code == 404
+
+    def test_an_unknown_event_is_404(self, editor):
+        response = replay(editor, 999_999, query=QUERY)
+        assert response.status_code == 404
+        assert response.json()["error"]["code"] == "NOT_FOUND"
+
+    @pytest.mark.parametrize("body", [{"query": 5}, {"surprise": "x"}, ["x"]])
+    def test_bad_bodies_are_400(self, editor, recorded, body):
+        event, _ = recorded
+        response = editor.api().post(f"/v1/audit/events/{event.pk}/replay", body, format="json")
+        assert response.status_code == 400, response.content
