@@ -8,9 +8,11 @@ class EventType(models.TextChoices):
     WORKLOAD_POLICY_SET = "context.workload_policy_set"
     ASSEMBLED = "context.assembled"
     WORKSPACE_RENAMED = "workspace.renamed"
+    WORKSPACE_SETTINGS_SET = "workspace.settings_set"
     WORKLOAD_CREATED = "workload.created"
     WORKLOAD_UPDATED = "workload.updated"
-    WORKLOAD_DELETED = "workload.deleted"
+    WORKLOAD_DELETED = "workload.deleted"  # before workloads were archived instead
+    WORKLOAD_ARCHIVED = "workload.archived"
     MEMORY_CHANGED = "memory.changed"
     MEMORY_ERASED = "memory.erased"
     MAINTENANCE_EXECUTED = "maintenance.executed"

@@ -10,12 +10,13 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import push_url
 
 from audit.exports import csv_lines, jsonl_lines
@@ -24,8 +25,10 @@ from audit.selectors import audit_events
 from audit.services import audit_chain_check
 from policies import algebra
 from policies.forms import diff_rows, floor_document
+from policies.services import workspace_store_queries_set
 from portal.errors import ValidationFailed
 from portal.http import HtmxHttpRequest
+from portal.models import Role
 from portal.pages import workspace_page
 from recall.page_selectors import memories_present
 
@@ -61,6 +64,12 @@ def summary(event: AuditEvent) -> str:
             f"{counts.get('afterBudgetAllocation', '?')} of {counts.get('candidates', '?')}"
             f" memories · {tokens.get('used', '?')}/{tokens.get('budget', '?')} tokens{reused}"
         )
+    if event.type == EventType.MEMORY_ERASED:
+        count = payload.get("count", "?")
+        return f"erased {count} memor{'y' if count == 1 else 'ies'} of {event.actor_id}"
+    if event.type == EventType.WORKSPACE_SETTINGS_SET and "storeQueries" in payload:
+        after = (payload["storeQueries"] or {}).get("after")
+        return "recall queries stored" if after else "recall queries not stored"
     if "name" in payload:
         return str(payload["name"])
     return ""
@@ -244,3 +253,24 @@ def _carried(workspace: Any, payload: dict[str, Any]) -> list[Carried]:
 
 def _pretty(payload: Any) -> str:
     return json.dumps(payload, indent=2, sort_keys=True, ensure_ascii=False)
+
+
+@login_required
+@require_POST
+def query_storage(request: HttpRequest, slug: str) -> HttpResponse:
+    """Switch whether assembled events keep the query text: operators only, audited."""
+    access = workspace_page(request, slug, required=Role.OPERATOR)
+    choice = request.POST.get("store")
+    if choice not in ("on", "off"):
+        messages.error(request, "Choose to store queries or not.")
+    else:
+        workspace_store_queries_set(
+            workspace=access.workspace, enabled=choice == "on", author=access.caller.label
+        )
+        messages.success(
+            request,
+            "Recall queries are stored from now on."
+            if choice == "on"
+            else "Recall queries are no longer stored (those already stored stay).",
+        )
+    return redirect("audit:events", slug=slug)

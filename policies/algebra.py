@@ -3,7 +3,9 @@
 A policy is a flat JSON object of *axes*. The workspace policy is the operator floor: every
 axis set. A workload policy may only narrow it, and a request override may only touch the axes
 the floor marks relaxable, never past the floor. Everything here works on plain dicts so the
-API, the UI and the recall engine all share one definition of "narrower".
+API, the UI and the recall engine all share one definition of "narrower". Where a later floor
+and an older workload policy disagree beyond single axes, the floor wins (``narrow_settled``;
+the rule is in ``policies.conflicts``), so an effective policy is always honourable.
 
 Normalized form (what every function below expects and returns):
 - set axes are sorted lists of unique labels,
@@ -21,44 +23,14 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
-# --- vocabularies ------------------------------------------------------------------------------
+from policies import conflicts
+from policies.conflicts import Conflict
 
-SENSITIVITY_ORDER: tuple[str, ...] = ("public", "internal", "confidential", "restricted")
-VERBOSITY_ORDER: tuple[str, ...] = ("none", "summary", "full")
-SEGMENT_KINDS: tuple[str, ...] = ("system_policy", "memory", "retrieval", "tool_result")
-
-VOCABULARIES: dict[str, tuple[str, ...]] = {
-    "memoryType": (
-        "fact",
-        "preference",
-        "decision",
-        "instruction",
-        "episode",
-        "summary",
-        "insight",
-        "entity",
-    ),
-    "sourceKind": ("user", "assistant", "tool", "retrieval", "operator", "system", "import"),
-    "confirmationStatus": (
-        "user_confirmed",
-        "operator_confirmed",
-        "observed",
-        "inferred",
-        "imported",
-        "unknown",
-    ),
-    "sensitivity": SENSITIVITY_ORDER,
-    "consentPolicy": (
-        "explicit",
-        "contractual",
-        "legitimate_interest",
-        "implied",
-        "unknown",
-        "withdrawn",
-    ),
-    "segmentKind": SEGMENT_KINDS,
-    "diagnosticsVerbosity": VERBOSITY_ORDER,
-}
+# Re-exported: callers read the vocabularies as ``algebra.SEGMENT_KINDS`` and so on.
+from policies.vocabulary import SEGMENT_KINDS as SEGMENT_KINDS
+from policies.vocabulary import SENSITIVITY_ORDER as SENSITIVITY_ORDER
+from policies.vocabulary import VERBOSITY_ORDER as VERBOSITY_ORDER
+from policies.vocabulary import VOCABULARIES as VOCABULARIES
 
 # --- error codes -------------------------------------------------------------------------------
 
@@ -388,6 +360,11 @@ def normalize_floor(doc: object) -> tuple[dict[str, Any], list[str]]:
     return normalized, relaxable
 
 
+def floor_document(document: Mapping[str, Any], relaxable: Iterable[str]) -> dict[str, Any]:
+    """A floor and its ``relaxableAxes`` as one document (versioned, diffed and saved together)."""
+    return {**document, RELAXABLE_KEY: list(relaxable)}
+
+
 # --- budget validation -------------------------------------------------------------------------
 
 
@@ -510,9 +487,9 @@ def validate_workload(floor: Mapping[str, Any], doc: object) -> dict[str, Any]:
             f"The workload policy relaxes the operator floor on: {', '.join(relaxed)}.",
             {"axes": relaxed, "floor": {name: copy.deepcopy(floor[name]) for name in relaxed}},
         )
-    # Judge the document as written: the reservation fitting that keeps old, already-stored
-    # policies honourable after a floor change must not let a new save overcommit.
-    validate_budget(narrow(floor, workload, fit_reservations=False))
+    # Judge the document as written: the settling that keeps old, already-stored policies
+    # honourable after a floor change must not let a new save overcommit.
+    validate_budget(narrow(floor, workload, as_written=True))
     return workload
 
 
@@ -568,17 +545,8 @@ def _narrow_reservations(
     return result
 
 
-def narrow(
-    floor: Mapping[str, Any], workload: Mapping[str, Any], *, fit_reservations: bool = True
-) -> dict[str, Any]:
-    """The floor with every workload axis applied, clamped so it never passes the floor.
-
-    ``fit_reservations`` gives back reservation raises that overcommit the total (see
-    ``_fit_reservations``); saves validate with it off.
-
-    Clamping (rather than rejecting) matters when the floor is narrowed after a workload
-    policy was saved: the old workload must not reopen what the operator closed.
-    """
+def _narrow_axes(floor: Mapping[str, Any], workload: Mapping[str, Any]) -> dict[str, Any]:
+    """Axis by axis: every workload axis applied, clamped so that it never passes the floor."""
     result: dict[str, Any] = {}
     for name, axis in AXES.items():
         if axis.kind == "reservation_map":
@@ -587,39 +555,59 @@ def narrow(
             result[name] = _NARROW[axis.kind](axis, floor[name], workload[name])
         else:
             result[name] = copy.deepcopy(floor[name])
-    reservations = _narrow_reservations(floor, workload, result["perSegmentCeiling"])
-    result["perSegmentReservation"] = (
-        _fit_reservations(floor, result, reservations) if fit_reservations else reservations
+    result["perSegmentReservation"] = _narrow_reservations(
+        floor, workload, result["perSegmentCeiling"]
     )
     return {name: result[name] for name in AXES}
 
 
-def _fit_reservations(
-    floor: Mapping[str, Any], result: Mapping[str, Any], reservations: dict[str, int]
-) -> dict[str, int]:
-    """Give back workload reservation raises that no longer fit the total budget.
+def narrow_settled(
+    floor: Mapping[str, Any], workload: Mapping[str, Any]
+) -> tuple[dict[str, Any], list[Conflict]]:
+    """The effective policy of a workload (no override) and its conflicts with the floor.
 
-    A workload's reservations were honourable when saved; a later, smaller floor total can
-    make them overcommit. Falling back to the floor's reservation for each kind the workload
-    raised keeps the effective policy honourable without ever relaxing the floor.
+    Two stages. Axis by axis, each workload axis is applied and clamped to the floor (a wider
+    value gives way to the floor's: ``check_workload`` reports it). Then, where the axes
+    together disagree with the floor (a later floor forbids a kind the workload pins, raises a
+    pinned reservation past the workload's ceiling or total, ...), the floor wins: see
+    ``policies.conflicts.settle`` for the exact rule and the conflict codes. The result is
+    always within the floor and honourable, whatever the floor later becomes.
     """
-    forbidden = set(result["forbiddenSegmentKinds"])
+    return conflicts.settle(floor, _narrow_axes(floor, workload))
 
-    def committed() -> int:
-        return sum(v for k, v in reservations.items() if k not in forbidden)
 
-    if committed() <= result["totalTokenBudget"]:
-        return reservations
-    floor_reservations: Mapping[str, int] = floor["perSegmentReservation"]
-    pinned = set(floor["pinned"])
-    fitted = dict(reservations)
-    for kind in sorted(fitted):
-        floor_value = floor_reservations.get(kind, 0)
-        if fitted[kind] > floor_value:
-            # A floor-pinned kind may never go below the floor's reservation.
-            cap = floor_value if kind in pinned else result["perSegmentCeiling"].get(kind)
-            fitted[kind] = floor_value if cap is None else min(floor_value, cap)
-    return fitted
+def narrow(
+    floor: Mapping[str, Any], workload: Mapping[str, Any], *, as_written: bool = False
+) -> dict[str, Any]:
+    """The floor narrowed by ``workload``: ``narrow_settled`` without its conflicts.
+
+    ``as_written=True`` stops after the axis-by-axis stage, so a save can judge the document
+    as written: what keeps old, already-stored policies honourable after a floor change must
+    not let a new save overcommit its budget or pin a forbidden kind.
+
+    Clamping (rather than rejecting) matters when the floor is narrowed after a workload
+    policy was saved: the old workload must not reopen what the operator closed.
+    """
+    if as_written:
+        return _narrow_axes(floor, workload)
+    return narrow_settled(floor, workload)[0]
+
+
+def floor_conflicts(floor: Mapping[str, Any], workload: Mapping[str, Any]) -> list[Conflict]:
+    """Where the floor overrules the workload policy beyond clamping single axes."""
+    return narrow_settled(floor, workload)[1]
+
+
+def narrow_to_floor(floor: Mapping[str, Any], workload: Mapping[str, Any]) -> dict[str, Any]:
+    """The workload document that "narrow to floor" saves: within the floor, honourable.
+
+    Every axis the workload sets, plus every axis a conflict changed, at its effective value,
+    so that the document narrows the floor to exactly the effective policy of today and
+    passes ``validate_workload``.
+    """
+    effective, found = narrow_settled(floor, workload)
+    axes = set(workload) | {conflict.axis for conflict in found}
+    return {name: effective[name] for name in AXES if name in axes}
 
 
 # --- overrides and the effective policy --------------------------------------------------------
@@ -635,7 +623,15 @@ def apply_override(
     override: object,
     relaxable: Iterable[str],
 ) -> dict[str, Any]:
-    """Effective policy with a raw request override replacing the workload's relaxable axes."""
+    """Effective policy with a raw request override replacing the workload's relaxable axes.
+
+    The stored workload policy is first narrowed to the floor (its conflicts settled, so an
+    older policy never fails a request that does not touch them); the override then replaces
+    the axes it names and is judged as written: a budget it makes un-honourable is refused
+    with ``BUDGET_NOT_HONOURABLE``, not settled. One exception, as after a floor change: an
+    override that leaves ``perSegmentReservation`` alone may lower the total below the stored
+    policy's reservation raises, which are then given back.
+    """
     normalized = normalize_document(override, partial=True)
     allowed = set(relaxable)
     locked = [name for name in normalized if name not in allowed]
@@ -643,19 +639,20 @@ def apply_override(
         raise _not_permitted(
             locked, f"These axes may not be overridden by a request: {', '.join(locked)}."
         )
-    merged = {**workload, **normalized}
+    merged = {**narrow_to_floor(floor, workload), **normalized}
     # Judge in the merged context: a reservation is checked against the effective ceiling.
     past = [name for name in check_workload(floor, merged) if name in normalized]
     if past:
         raise _not_permitted(
             past, f"The override goes past the operator floor on: {', '.join(past)}."
         )
-    if "perSegmentReservation" in normalized:
-        # The request's own reservations are judged as written: an overcommitting map is
-        # refused, not quietly given back as an older workload policy's would be.
-        validate_budget(narrow(floor, merged, fit_reservations=False))
-    result = narrow(floor, merged)
-    validate_budget(result)
+    result, found = narrow_settled(floor, merged)
+    # ``merged`` starts from a document without conflicts: any conflict now is the override's.
+    # A conflict means the budget as written cannot be honoured, so this raises, naming fields.
+    given_back = conflicts.RESERVATION_RAISE_GIVEN_BACK
+    tolerated = set() if "perSegmentReservation" in normalized else {given_back}
+    if any(conflict.code not in tolerated for conflict in found):
+        validate_budget(narrow(floor, merged, as_written=True))
     return result
 
 
@@ -665,12 +662,13 @@ def effective_policy(
     override: object | None,
     relaxable: Iterable[str],
 ) -> dict[str, Any]:
-    """Floor, narrowed by the (normalized) workload, then the raw override applied."""
+    """Floor, narrowed by the (normalized) workload, then the raw override applied.
+
+    Without an override this never raises: the floor wins every conflict (``narrow_settled``).
+    """
     if override:
         return apply_override(floor, workload or {}, override, relaxable)
-    result = narrow(floor, workload or {})
-    validate_budget(result)
-    return result
+    return narrow(floor, workload or {})
 
 
 # --- canonical form and hashes -----------------------------------------------------------------

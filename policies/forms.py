@@ -7,7 +7,8 @@ in the algebra and the services, and their errors come back through ``add_error`
 
 Input names: ``ax-<axis>`` (``ax-<axis>-<kind>`` for maps, ``ax-dropOrder-<position>`` for
 the ordered list), ``mode-<axis>`` = ``inherit`` | ``set`` on workload forms, ``relaxable``
-(one checkbox per axis) on the floor form, and ``comment``.
+(one checkbox per axis) on the floor form, ``comment``, and the hidden ``base_version``: the
+version the form was opened at, so that a save over someone else's newer one is refused.
 """
 
 from __future__ import annotations
@@ -26,8 +27,10 @@ from policies.algebra import (
     Axis,
     PolicyError,
 )
+from policies.algebra import floor_document as floor_document  # re-exported for the views
 from policies.services import change_comment
 from portal.errors import DomainError, ValidationFailed
+from portal.versioning import NO_VERSION, parse_base_version
 
 # Which widget each axis kind gets.
 WIDGETS = {
@@ -43,6 +46,7 @@ WIDGETS = {
 }
 
 POSITION_NAMES = ("1st", "2nd", "3rd", "4th", "5th", "6th")
+BASE_VERSION_FIELD = "base_version"
 
 
 # --- showing values ----------------------------------------------------------------------------
@@ -116,11 +120,6 @@ def diff_rows(
         )
         for name, change in diff.items()
     ]
-
-
-def floor_document(document: Mapping[str, Any], relaxable: list[str]) -> dict[str, Any]:
-    """A stored floor version as one document, ``relaxableAxes`` included (diffed and saved)."""
-    return {**document, RELAXABLE_KEY: list(relaxable)}
 
 
 # --- domain errors -----------------------------------------------------------------------------
@@ -274,11 +273,21 @@ def _parse_map(data: Mapping[str, Any], axis: Axis) -> dict[str, int]:
     return result
 
 
+def _base_version(text: str) -> int | None:
+    """The submitted base version; None when the page sent none (or a damaged one)."""
+    try:
+        return parse_base_version(text) if text else None
+    except ValueError:
+        return None
+
+
 class PolicyForm:
     """A floor (``partial=False``) or workload (``partial=True``) policy form.
 
-    ``initial`` is the stored document the form starts from; ``data`` a submitted QueryDict.
-    After ``is_valid()``, ``document`` is the raw document to hand to a service or the algebra.
+    ``initial`` is the stored document the form starts from, ``version`` its version (0: none
+    saved yet); ``data`` a submitted QueryDict. After ``is_valid()``, ``document`` is the raw
+    document and ``base_version`` the version it was based on (None: the page sent none), to
+    hand to a service or the algebra.
     """
 
     def __init__(
@@ -289,6 +298,7 @@ class PolicyForm:
         data: Any = None,
         relaxable: list[str] | None = None,
         floor: Mapping[str, Any] | None = None,
+        version: int = NO_VERSION,
     ) -> None:
         self.initial = dict(initial)
         self.partial = partial
@@ -300,6 +310,16 @@ class PolicyForm:
         self.non_field_errors: list[str] = []
         self.document: dict[str, Any] = {}
         self.comment = str(data.get("comment", "")) if data is not None else ""
+        self.base_version: int | None = version
+        self.base_version_text = str(version)  # the hidden field's value
+        if data is not None:
+            self.base_version_text = str(data.get(BASE_VERSION_FIELD, "")).strip()
+            self.base_version = _base_version(self.base_version_text)
+
+    def rebase(self, version: int) -> None:
+        """Base the next submission on ``version``, once the page has shown what changed."""
+        self.base_version = version
+        self.base_version_text = str(version)
 
     @property
     def is_bound(self) -> bool:
@@ -345,6 +365,11 @@ class PolicyForm:
             change_comment(self.comment)  # the service's rule, reported with the other fields
         except ValidationFailed as exc:
             self.errors["comment"] = exc.details["fields"]["comment"]
+        if self.base_version_text and self.base_version is None:
+            self.errors[BASE_VERSION_FIELD] = (
+                "This form's version field was damaged, so it cannot tell whether someone saved "
+                "since it was opened: reload the page and make the change again."
+            )
         self.document = document
         return not self.errors
 

@@ -60,7 +60,12 @@ class Workload(models.Model):
     class Meta:
         ordering = ["name"]
         constraints = [
-            models.UniqueConstraint(fields=["workspace", "name"], name="workload_unique_name")
+            # Among live workloads: an archived one's name may be used again.
+            models.UniqueConstraint(
+                fields=["workspace", "name"],
+                condition=Q(archived_at__isnull=True),
+                name="workload_unique_name",
+            )
         ]
 
     def __str__(self) -> str:

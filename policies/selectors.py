@@ -11,6 +11,7 @@ from typing import Any
 from django.db import connection
 
 from policies import algebra
+from policies.conflicts import Conflict
 from policies.models import (
     Workload,
     WorkloadPolicyVersion,
@@ -18,7 +19,7 @@ from policies.models import (
     WorkspacePolicyVersion,
 )
 from portal.db.cursors import prepared_cursor
-from portal.errors import NotFoundError, ValidationFailed
+from portal.errors import ConflictError, NotFoundError, ValidationFailed
 from recall.selectors import (
     EMBEDDED_SQL,
     FAIL_CLOSED_SQL,
@@ -72,6 +73,9 @@ class EffectivePolicy:
     # The workload policy's environment: "" for its all-environments default, None without one.
     workload_environment: str | None = None
     override: bool = False
+    # Where the floor overrules the stored workload policy (see policies.conflicts); each makes
+    # the workload non-compliant, though recall still works: the floor wins.
+    conflicts: tuple[Conflict, ...] = ()
 
 
 _POLICY_CONTEXT_SQL = """
@@ -80,6 +84,7 @@ SELECT
         SELECT 1 FROM policies_environment e WHERE e.workspace_id = %(ws)s AND e.slug = %(env)s
     ),
     EXISTS (SELECT 1 FROM policies_workload x WHERE x.id = %(wl)s AND x.workspace_id = %(ws)s),
+    (SELECT x.archived_at FROM policies_workload x WHERE x.id = %(wl)s),
     f.id, f.version, f.document, f.relaxable_axes,
     w.id, w.version, w.document, w.environment
 FROM (
@@ -95,7 +100,8 @@ LEFT JOIN LATERAL (
 """
 
 _EFFECTIVE_CACHE_SIZE = 2048
-_effective_cache: dict[tuple[int, int | None, str], tuple[dict[str, Any], str, str, list[str]]] = {}
+_Effective = tuple[dict[str, Any], str, str, list[str], tuple[Conflict, ...]]
+_effective_cache: dict[tuple[int, int | None, str], _Effective] = {}
 
 
 def _effective_cached(
@@ -105,7 +111,7 @@ def _effective_cached(
     workload_id: int | None,
     workload_doc: dict[str, Any],
     override: dict[str, Any] | None,
-) -> tuple[dict[str, Any], str, str, list[str]]:
+) -> _Effective:
     """The pure computation, memoised: policy versions are immutable, so their ids and the
     override's canonical form fully determine the result."""
     # Keyed on the normalised override: equal overrides share an entry, and the key stays as
@@ -117,13 +123,14 @@ def _effective_cached(
         policy = algebra.effective_policy(floor_doc, workload_doc, override, relaxable)
         policy_hash, budget_hash = algebra.policy_hashes(policy)
         relaxing = algebra.check_workload(floor_doc, workload_doc)
-        cached = (policy, policy_hash, budget_hash, relaxing)
+        found = tuple(algebra.floor_conflicts(floor_doc, workload_doc))
+        cached = (policy, policy_hash, budget_hash, relaxing, found)
         if len(_effective_cache) >= _EFFECTIVE_CACHE_SIZE:
             _effective_cache.clear()
         _effective_cache[key] = cached
-    policy, policy_hash, budget_hash, relaxing = cached
+    policy, policy_hash, budget_hash, relaxing, found = cached
     # Callers may annotate the policy dict; never hand out the cached object itself.
-    return copy.deepcopy(policy), policy_hash, budget_hash, list(relaxing)
+    return copy.deepcopy(policy), policy_hash, budget_hash, list(relaxing), found
 
 
 def effective_policy_for(
@@ -131,12 +138,14 @@ def effective_policy_for(
     workload: Workload,
     environment: str,
     override: dict[str, Any] | None = None,
+    allow_archived: bool = False,
 ) -> EffectivePolicy:
     """Floor + the most specific workload policy + override, in one query.
 
-    The same query checks that the workload belongs to the workspace (404 otherwise) and that
-    the environment exists (400 naming the field otherwise), so the recall hot path needs no
-    separate lookups.
+    The same query checks that the workload belongs to the workspace (404 otherwise), that
+    it is not archived (409 ``WORKLOAD_ARCHIVED``, unless ``allow_archived``: pages that only
+    read it) and that the environment exists (400 naming the field otherwise), so the recall
+    hot path needs no separate lookups.
     """
     params: dict[str, Any] = {"ws": workload.workspace_id, "wl": workload.pk, "env": environment}
     with prepared_cursor() as cursor:
@@ -147,6 +156,7 @@ def effective_policy_for(
     (
         env_ok,
         workload_ok,
+        archived_at,
         floor_id,
         floor_version,
         floor_doc,
@@ -161,26 +171,34 @@ def effective_policy_for(
             f"No workload {workload.pk} in this workspace.",
             {"fields": {"workloadId": "Unknown workload."}},
         )
+    if archived_at is not None and not allow_archived:
+        raise ConflictError(
+            f"Workload {workload.pk} was archived on {archived_at:%Y-%m-%d %H:%M} UTC: recall "
+            "for it is refused. Its policies stay readable.",
+            {"workloadId": str(workload.pk), "archivedAt": archived_at.isoformat()},
+            code="WORKLOAD_ARCHIVED",
+        )
     # Django reads jsonb as text on raw cursors; the ORM would parse it for us.
     floor_doc, relaxable, wl_doc = (
         json.loads(v) if isinstance(v, str) else v for v in (floor_doc, relaxable, wl_doc)
     )
     if environment and not env_ok:
         environment_check(workspace=workload.workspace, environment=environment)
-    policy, policy_hash, budget_hash, relaxing = _effective_cached(
+    policy, policy_hash, budget_hash, relaxing, found = _effective_cached(
         floor_id, floor_doc, relaxable, wl_id, wl_doc or {}, override
     )
     return EffectivePolicy(
         policy=policy,
         policy_hash=policy_hash,
         budget_hash=budget_hash,
-        compliant=not relaxing,
+        compliant=not relaxing and not found,
         relaxing_axes=relaxing,
         floor_version=floor_version,
         workload_version=wl_version,
         relaxable_axes=list(relaxable),
         workload_environment=wl_environment,
         override=bool(override),
+        conflicts=found,
     )
 
 
@@ -207,10 +225,20 @@ class ComplianceCell:
     version: WorkloadPolicyVersion | None  # the applicable version: own, else the default
     own: bool  # whether ``version`` is this environment's own policy
     relaxing_axes: list[str]
+    # Where the floor overrules the policy although no axis relaxes it (policies.conflicts).
+    conflicts: list[Conflict]
 
     @property
     def compliant(self) -> bool:
-        return not self.relaxing_axes
+        """The policy applies as written: nothing relaxes the floor, nothing is overruled."""
+        return not self.relaxing_axes and not self.conflicts
+
+    @property
+    def status(self) -> str:
+        """``compliant``, ``adjusted`` (by the floor: conflicts only) or ``non-compliant``."""
+        if self.relaxing_axes:
+            return "non-compliant"
+        return "adjusted" if self.conflicts else "compliant"
 
 
 @dataclass(frozen=True)
@@ -222,38 +250,50 @@ class WorkloadCompliance:
     def compliant(self) -> bool:
         return all(cell.compliant for cell in self.cells)
 
+    @property
+    def status(self) -> str:
+        """The worst of its cells: ``non-compliant``, then ``adjusted``, else ``compliant``."""
+        statuses = {cell.status for cell in self.cells}
+        return next((s for s in ("non-compliant", "adjusted") if s in statuses), "compliant")
+
 
 def workload_compliance(
     *, workspace: Workspace, floor: dict[str, Any]
 ) -> tuple[list[str], list[WorkloadCompliance]]:
-    """Environments ('' first) and, per workload, whether its applicable policy fits the floor.
+    """Environments ('' first) and, per workload, whether its applicable policy fits the floor:
+    the axes that relax it and the conflicts the floor wins (``algebra.floor_conflicts``).
 
     Three queries whatever the number of workloads: environments, workloads, latest versions.
     """
     environments = ["", *workspace.environments.order_by("slug").values_list("slug", flat=True)]
     latest = workload_policies_latest(workspace=workspace)
     rows = []
-    for workload in workspace.workloads.order_by("name"):
+    for workload in workspace.workloads.filter(archived_at__isnull=True).order_by("name"):
         default = latest.get((workload.id, ""))
         cells = []
         for environment in environments:
             own = latest.get((workload.id, environment))
             version = own or default
-            relaxing = algebra.check_workload(floor, version.document) if version else []
-            cells.append(ComplianceCell(environment, version, own is not None, relaxing))
+            document = version.document if version else {}
+            relaxing = algebra.check_workload(floor, document)
+            found = algebra.floor_conflicts(floor, document)
+            cells.append(ComplianceCell(environment, version, own is not None, relaxing, found))
         rows.append(WorkloadCompliance(workload, cells))
     return environments, rows
 
 
 @dataclass(frozen=True)
 class ImpactRow:
-    """Memories that a floor change would take out of recall for one workload/environment."""
+    """What a floor change would do to one workload/environment: the memories it would take
+    out of recall, and how the workload policy would stand against the proposed floor."""
 
     workload: Workload | None  # None: the floor alone (no workload policy)
     environment: str
     version: WorkloadPolicyVersion | None
     recallable_now: int
     would_stop: int
+    relaxing_axes: list[str]  # axes the policy would relax under the proposed floor
+    conflicts: list[Conflict]  # where the proposed floor would overrule it (the floor wins)
 
 
 _PARAM = re.compile(r"%\((\w+)\)s")
@@ -337,11 +377,16 @@ def floor_change_impact(
             if cell.environment:
                 targets.append((row.workload, cell.environment, cell.version))
     pairs = []
+    standing: list[tuple[list[str], list[Conflict]]] = []
     for _, _, version in targets:
         document = version.document if version else {}
-        pairs.append((algebra.narrow(old_floor, document), algebra.narrow(new_floor, document)))
+        proposed_policy, found = algebra.narrow_settled(new_floor, document)
+        pairs.append((algebra.narrow(old_floor, document), proposed_policy))
+        standing.append((algebra.check_workload(new_floor, document), found))
     counts = memory_policy_impact(workspace=workspace, pairs=pairs, now=now or datetime.now(tz=UTC))
     return [
-        ImpactRow(workload, environment, version, now_count, stop)
-        for (workload, environment, version), (now_count, stop) in zip(targets, counts, strict=True)
+        ImpactRow(workload, environment, version, now_count, stop, relaxing, found)
+        for (workload, environment, version), (now_count, stop), (relaxing, found) in zip(
+            targets, counts, standing, strict=True
+        )
     ]

@@ -3,6 +3,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from audit.models import EventType
 from audit.services import audit_event_record
@@ -18,6 +19,7 @@ from policies.models import (
 from policies.selectors import environment_check, workload_policy_current, workspace_policy_current
 from portal.errors import ConflictError, ValidationFailed
 from portal.models import Membership, Role
+from portal.versioning import NO_VERSION, base_version_check
 
 COMMENT_MAX = 500
 
@@ -62,13 +64,35 @@ def workspace_create(
 
 @transaction.atomic
 def workspace_policy_save(
-    *, workspace: Workspace, document: Any, author: str, comment: Any = ""
+    *,
+    workspace: Workspace,
+    document: Any,
+    author: str,
+    comment: Any = "",
+    base_version: int | None = None,
 ) -> WorkspacePolicyVersion:
+    """Save the floor as the next version; return the current one if nothing changed.
+
+    ``base_version`` is the version the change was based on: a stale one raises
+    ``VersionConflict`` (portal.versioning). A document identical to the current version
+    records nothing (no version, no event), whatever its comment.
+    """
     floor, relaxable = algebra.normalize_floor(document)
     comment = change_comment(comment)
-    # Lock the workspace row so two concurrent saves cannot both become version n+1.
+    # Lock the workspace row so two concurrent saves cannot both become version n+1, and
+    # two saves from the same base cannot both pass the version check.
     Workspace.objects.select_for_update().filter(pk=workspace.pk).first()
     previous = workspace.policy_versions.order_by("-version").first()
+    base_version_check(
+        what="The operator floor",
+        current=previous.version if previous else NO_VERSION,
+        base=base_version,
+    )
+    if previous is not None and not algebra.diff_documents(
+        algebra.floor_document(previous.document, previous.relaxable_axes),
+        algebra.floor_document(floor, relaxable),
+    ):
+        return previous
     version = WorkspacePolicyVersion.objects.create(
         workspace=workspace,
         version=(previous.version + 1) if previous else 1,
@@ -92,10 +116,10 @@ def workspace_policy_save(
             "after": {"policy": floor, "relaxableAxes": relaxable},
             # relaxableAxes is versioned with the floor, so a change to it is part of the diff.
             "diff": algebra.diff_documents(
-                {**previous.document, "relaxableAxes": previous.relaxable_axes}
+                algebra.floor_document(previous.document, previous.relaxable_axes)
                 if previous
                 else None,
-                {**floor, "relaxableAxes": relaxable},
+                algebra.floor_document(floor, relaxable),
             ),
             "comment": comment,
         },
@@ -145,6 +169,27 @@ def workspace_rename(*, workspace: Workspace, name: str, author: str) -> Workspa
 
 
 @transaction.atomic
+def workspace_store_queries_set(*, workspace: Workspace, enabled: bool, author: str) -> Workspace:
+    """Whether assembled events keep the query text (for replays without a pasted query).
+
+    Off by default: a query may be personal data. Only events recorded while it is on hold
+    their query; switching it off does not remove queries already stored.
+    """
+    locked = Workspace.objects.select_for_update().get(pk=workspace.pk)
+    if locked.store_queries == enabled:
+        return locked
+    locked.store_queries = enabled
+    locked.save(update_fields=["store_queries"])
+    audit_event_record(
+        workspace=locked,
+        type=EventType.WORKSPACE_SETTINGS_SET,
+        author=author,
+        payload={"storeQueries": {"before": not enabled, "after": enabled}},
+    )
+    return locked
+
+
+@transaction.atomic
 def workload_update(
     *, workload: Workload, author: str, name: Any = None, description: Any = None
 ) -> Workload:
@@ -182,15 +227,34 @@ def workload_update(
 
 
 @transaction.atomic
-def workload_delete(*, workload: Workload, author: str) -> None:
+def workload_archive(*, workload: Workload, author: str) -> Workload:
+    """Archive a workload: it leaves the lists and recall refuses it (409), but it and its
+    policy versions stay, so the audit trail and replays can still read them. Archiving an
+    archived workload changes nothing."""
+    locked = Workload.objects.select_for_update().get(pk=workload.pk)
+    if locked.archived_at is not None:
+        return locked
+    locked.archived_at = timezone.now()
+    locked.save(update_fields=["archived_at"])
     audit_event_record(
         workspace=workload.workspace,
-        type=EventType.WORKLOAD_DELETED,
+        type=EventType.WORKLOAD_ARCHIVED,
         author=author,
         workload_id=workload.id,
         payload={"name": workload.name},
     )
-    workload.delete()
+    return locked
+
+
+def workload_check_live(workload: Workload) -> None:
+    """Refuse changes to an archived workload."""
+    if workload.archived_at is not None:
+        raise ConflictError(
+            f"Workload {workload.name!r} was archived on {workload.archived_at:%Y-%m-%d %H:%M} "
+            "UTC: its policies can be read but not changed, and recall for it is refused.",
+            {"workloadId": str(workload.pk), "archivedAt": workload.archived_at.isoformat()},
+            code="WORKLOAD_ARCHIVED",
+        )
 
 
 def _workload_name(name: Any) -> str:
@@ -203,15 +267,36 @@ def _workload_name(name: Any) -> str:
 
 @transaction.atomic
 def workload_policy_save(
-    *, workload: Workload, environment: str | None, document: Any, author: str, comment: Any = ""
+    *,
+    workload: Workload,
+    environment: str | None,
+    document: Any,
+    author: str,
+    comment: Any = "",
+    base_version: int | None = None,
 ) -> WorkloadPolicyVersion:
+    """Save the workload's policy for ``environment`` as the next version.
+
+    As ``workspace_policy_save``: a stale ``base_version`` (0: none saved yet) raises
+    ``VersionConflict``; a document identical to the current version records nothing and
+    returns it.
+    """
     environment = environment_check(workspace=workload.workspace, environment=environment)
     comment = change_comment(comment)
-    # Lock the floor while validating against it, so a concurrent floor change cannot slip in.
+    # Lock the floor while validating against it, so a concurrent floor change cannot slip in;
+    # the lock also serialises this workload's saves for the version check.
     Workspace.objects.select_for_update().filter(pk=workload.workspace_id).first()
+    workload_check_live(Workload.objects.select_for_update().get(pk=workload.pk))
     floor_version = workspace_policy_current(workspace=workload.workspace)
     normalized = algebra.validate_workload(floor_version.document, document)
     previous = workload_policy_current(workload=workload, environment=environment)
+    base_version_check(
+        what=f"{workload.name}'s policy for {environment or 'all environments'}",
+        current=previous.version if previous else NO_VERSION,
+        base=base_version,
+    )
+    if previous is not None and not algebra.diff_documents(previous.document, normalized):
+        return previous
     version = WorkloadPolicyVersion.objects.create(
         workload=workload,
         environment=environment,

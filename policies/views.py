@@ -16,6 +16,7 @@ from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -23,6 +24,8 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from policies import algebra, services
 from policies.forms import (
+    BASE_VERSION_FIELD,
+    DiffRow,
     PolicyForm,
     diff_rows,
     domain_error_lines,
@@ -43,12 +46,14 @@ from policies.selectors import (
     workload_policy_current,
     workspace_policy_current,
 )
-from portal.errors import DomainError
+from portal.errors import DomainError, VersionConflict
 from portal.http import HtmxHttpRequest
 from portal.models import Role
 from portal.pages import PageAccess, safe_next, workspace_page
+from portal.versioning import NO_VERSION, parse_base_version
 
 UNPROCESSABLE = 422  # a submitted form with errors, re-rendered
+CONFLICT = 409  # a form based on a version someone else has replaced since, re-rendered
 
 
 def _access(request: HttpRequest, slug: str, *, write_role: str) -> PageAccess:
@@ -94,6 +99,45 @@ def _wants_fragment(request: HtmxHttpRequest) -> bool:
     return bool(htmx) and request.method == "GET" and not htmx.history_restore_request
 
 
+@dataclass(frozen=True)
+class Conflict:
+    """A save refused because the form was based on an older version: what changed since."""
+
+    base: int  # the version the form was opened at (0: none was saved)
+    current: PolicyVersionBase  # the version saved since
+    saves: int  # how many saves came in between
+    rows: list[DiffRow]  # base -> current, axis by axis (empty if the base is unknown)
+    by_you: bool  # the newer version is the same caller's (another tab, a double submit)
+
+
+def _conflict(
+    exc: VersionConflict,
+    versions: QuerySet[Any],
+    document: Callable[[Any], dict[str, Any]],
+    *,
+    missing: str,
+    caller: str,
+) -> Conflict:
+    """What ``exc`` needs shown: who saved what since the form's base version."""
+    found = {v.version: v for v in versions.filter(version__in=[exc.base, exc.current])}
+    current = found[exc.current]
+    base = found.get(exc.base)
+    rows: list[DiffRow] = []
+    if base is not None or exc.base == NO_VERSION:
+        before = document(base) if base is not None else {}
+        after = document(current)
+        rows = diff_rows(
+            algebra.diff_documents(before, after), before=before, after=after, missing=missing
+        )
+    return Conflict(
+        base=exc.base,
+        current=current,
+        saves=max(exc.current - exc.base, 1),
+        rows=rows,
+        by_you=current.author == caller,
+    )
+
+
 # --- the operator floor ------------------------------------------------------------------------
 
 
@@ -108,8 +152,10 @@ def floor(request: HtmxHttpRequest, slug: str) -> HttpResponse:
         partial=False,
         relaxable=current.relaxable_axes,
         data=request.POST if request.method == "POST" else None,
+        version=current.version,
     )
     impact: dict[str, Any] | None = None
+    conflict: Conflict | None = None
     status = 200
     if request.method == "POST":
         if request.POST.get("action") == "preview":
@@ -123,13 +169,34 @@ def floor(request: HtmxHttpRequest, slug: str) -> HttpResponse:
                     document=form.document,
                     author=access.caller.label,
                     comment=form.comment,
+                    base_version=form.base_version,
                 )
+            except VersionConflict as exc:
+                conflict = _conflict(
+                    exc,
+                    workspace.policy_versions.all(),
+                    lambda v: floor_document(v.document, v.relaxable_axes),
+                    missing="—",
+                    caller=access.caller.label,
+                )
+                form.rebase(exc.current)
             except (algebra.PolicyError, DomainError) as exc:
                 form.add_error(exc)
             else:
-                messages.success(request, f"Saved the operator floor as version {version.version}.")
+                if version.pk == current.pk:
+                    messages.info(
+                        request,
+                        f"No changes to save: the form matches the operator floor's current"
+                        f" version {version.version}.",
+                    )
+                else:
+                    messages.success(
+                        request, f"Saved the operator floor as version {version.version}."
+                    )
                 return redirect("policies:floor", slug=slug)
-        if form.errors or form.non_field_errors:
+        if conflict is not None:
+            status = CONFLICT
+        elif form.errors or form.non_field_errors:
             status = UNPROCESSABLE
     environments, compliance = workload_compliance(workspace=workspace, floor=current.document)
     context = {
@@ -138,6 +205,7 @@ def floor(request: HtmxHttpRequest, slug: str) -> HttpResponse:
         "form": form,
         "groups": form.groups(),
         "impact": impact,
+        "conflict": conflict,
         "environments": environments,
         "compliance": compliance,
     }
@@ -178,7 +246,9 @@ def workload_policy(request: HtmxHttpRequest, slug: str, workload_id: uuid.UUID)
         partial=True,
         floor=floor_version.document,
         data=request.POST if request.method == "POST" else None,
+        version=current.version if current else NO_VERSION,
     )
+    conflict: Conflict | None = None
     status = 200
     if request.method == "POST":
         if request.POST.get("_validate") == "1":
@@ -201,19 +271,36 @@ def workload_policy(request: HtmxHttpRequest, slug: str, workload_id: uuid.UUID)
                     document=form.document,
                     author=access.caller.label,
                     comment=form.comment,
+                    base_version=form.base_version,
                 )
+            except VersionConflict as exc:
+                conflict = _conflict(
+                    exc,
+                    workload.policy_versions.filter(environment=environment),
+                    lambda v: v.document,
+                    missing="inherits floor",
+                    caller=access.caller.label,
+                )
+                form.rebase(exc.current)
             except (algebra.PolicyError, DomainError) as exc:
                 form.add_error(exc)
             else:
-                messages.success(
-                    request,
-                    f"Saved {workload.name}'s policy for {environment or 'all environments'}"
-                    f" as version {version.version}.",
-                )
+                where = environment or "all environments"
+                if current is not None and version.pk == current.pk:
+                    messages.info(
+                        request,
+                        f"No changes to save: the form matches {workload.name}'s policy for"
+                        f" {where}, version {version.version}.",
+                    )
+                else:
+                    messages.success(
+                        request,
+                        f"Saved {workload.name}'s policy for {where} as version {version.version}.",
+                    )
                 return redirect(
                     _workload_url("policies:workload-policy", slug, workload, environment)
                 )
-        status = UNPROCESSABLE
+        status = CONFLICT if conflict is not None else UNPROCESSABLE
     relaxing = algebra.check_workload(floor_version.document, current.document) if current else []
     context = {
         **access.context(),
@@ -224,6 +311,7 @@ def workload_policy(request: HtmxHttpRequest, slug: str, workload_id: uuid.UUID)
         "floor_version": floor_version,
         "form": form,
         "groups": form.groups(),
+        "conflict": conflict,
         "relaxing": relaxing,
         **_effective_context(workload, environment, current),
         "history_url": _workload_url("policies:workload-history", slug, workload, environment),
@@ -238,9 +326,16 @@ def _effective_context(
 ) -> dict[str, Any]:
     """What recall applies here: the floor narrowed by the most specific policy, clamped."""
     try:
-        effective = effective_policy_for(workload=workload, environment=environment)
+        effective = effective_policy_for(
+            workload=workload, environment=environment, allow_archived=True
+        )
     except algebra.PolicyError as exc:  # a stored policy the current floor cannot honour
-        return {"effective": [], "effective_error": exc.message, "effective_source": ""}
+        return {
+            "effective": [],
+            "effective_error": exc.message,
+            "effective_source": "",
+            "effective_conflicts": (),
+        }
     if current is not None:
         source = "floor narrowed by this policy"
     elif effective.workload_version is not None:
@@ -251,13 +346,14 @@ def _effective_context(
         "effective": [(name, format_value(name, effective.policy[name])) for name in algebra.AXES],
         "effective_error": "",
         "effective_source": source,
+        "effective_conflicts": effective.conflicts,
     }
 
 
 @login_required
 @require_POST
 def workload_narrow(request: HttpRequest, slug: str, workload_id: uuid.UUID) -> HttpResponse:
-    """One click: save the workload's policy clamped to the floor, on the axes it sets."""
+    """One click: save the workload's policy as the floor leaves it (``narrow_to_floor``)."""
     access = workspace_page(request, slug, required=Role.EDITOR)
     workload = _workload(access, workload_id)
     fallback = reverse("policies:floor", args=[slug])
@@ -270,8 +366,8 @@ def workload_narrow(request: HttpRequest, slug: str, workload_id: uuid.UUID) -> 
         messages.error(request, "There is no workload policy to narrow here.")
         return redirect(safe_next(request, fallback))
     floor_doc = workspace_policy_current(workspace=access.workspace).document
-    narrowed = algebra.narrow(floor_doc, current.document)
-    document = {name: narrowed[name] for name in current.document if name in narrowed}
+    # The axes it sets, plus any a conflict with the floor changed: within it and honourable.
+    document = algebra.narrow_to_floor(floor_doc, current.document)
     try:
         version = services.workload_policy_save(
             workload=workload,
@@ -279,6 +375,7 @@ def workload_narrow(request: HttpRequest, slug: str, workload_id: uuid.UUID) -> 
             document=document,
             author=access.caller.label,
             comment="Narrowed to floor",
+            base_version=current.version,  # what was narrowed: refuse if it changed meanwhile
         )
     except (algebra.PolicyError, DomainError) as exc:
         messages.error(request, f"Could not narrow {workload.name}: {exc.message}")
@@ -301,6 +398,12 @@ def _version(versions: Sequence[PolicyVersionBase], raw: str) -> PolicyVersionBa
     except ValueError:
         return None
     return next((v for v in versions if v.version == wanted), None)
+
+
+def _posted_base_version(request: HttpRequest) -> int | None:
+    """The version a posted page was opened at (None: it sent none); ValueError if damaged."""
+    raw = request.POST.get(BASE_VERSION_FIELD, "").strip()
+    return parse_base_version(raw) if raw else None
 
 
 def _compared(
@@ -327,7 +430,8 @@ class _History:
 
     versions: Sequence[PolicyVersionBase]
     documents: dict[int, dict[str, Any]]  # by version: what is diffed and what a restore saves
-    save: Callable[[dict[str, Any], str], PolicyVersionBase]  # (document, comment) → new version
+    # (document, comment, base version) → the new version, or the current one if unchanged
+    save: Callable[[dict[str, Any], str, int | None], PolicyVersionBase]
     can_restore: bool
     page_url: str  # this page, with its environment
     base_path: str  # this page, without a query
@@ -345,22 +449,46 @@ def _history_page(request: HtmxHttpRequest, access: PageAccess, history: _Histor
     if request.method == "POST":
         raw = request.POST.get("version", "")
         target = _version(versions, raw)
-        if target is None:
+        try:
+            base = _posted_base_version(request)
+        except ValueError:
             input_error = (
-                f"There is no version {raw or '(none given)'} to restore; nothing was restored."
+                "This page's version field was damaged, so it cannot tell whether someone saved"
+                " since it was opened; nothing was restored. Reload the page and try again."
             )
             status = 400
         else:
+            if target is None:
+                input_error = (
+                    f"There is no version {raw or '(none given)'} to restore; nothing was restored."
+                )
+                status = 400
+        if target is not None and not input_error:
             try:
                 saved = history.save(
-                    documents[target.version], f"Restored version {target.version}"
+                    documents[target.version], f"Restored version {target.version}", base
                 )
+            except VersionConflict as exc:
+                who = next((v.author for v in versions if v.version == exc.current), "someone")
+                input_error = (
+                    f"Version {target.version} was not restored: {who} saved version"
+                    f" {exc.current} since this page was opened at version {exc.base}. The list"
+                    " below is up to date; restore again if you still want it."
+                )
+                status = CONFLICT
             except (algebra.PolicyError, DomainError) as exc:
                 errors, status = domain_error_lines(exc), UNPROCESSABLE
             else:
-                messages.success(
-                    request, f"Restored version {target.version} as version {saved.version}."
-                )
+                if saved.pk == versions[0].pk:
+                    messages.info(
+                        request,
+                        f"No changes to save: version {target.version} is the same as the"
+                        f" current version {saved.version}.",
+                    )
+                else:
+                    messages.success(
+                        request, f"Restored version {target.version} as version {saved.version}."
+                    )
                 return redirect(history.page_url)
     try:
         a, b = _compared(request, versions)
@@ -414,9 +542,13 @@ def floor_history(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     workspace = access.workspace
     versions: list[WorkspacePolicyVersion] = list(workspace.policy_versions.order_by("-version"))
 
-    def save(document: dict[str, Any], comment: str) -> PolicyVersionBase:
+    def save(document: dict[str, Any], comment: str, base: int | None) -> PolicyVersionBase:
         return services.workspace_policy_save(
-            workspace=workspace, document=document, author=access.caller.label, comment=comment
+            workspace=workspace,
+            document=document,
+            author=access.caller.label,
+            comment=comment,
+            base_version=base,
         )
 
     url = reverse("policies:floor-history", args=[slug])
@@ -446,13 +578,14 @@ def workload_history(request: HtmxHttpRequest, slug: str, workload_id: uuid.UUID
         return _bad_input(request, access, str(exc), back=base_path)
     versions = list(workload.policy_versions.filter(environment=environment).order_by("-version"))
 
-    def save(document: dict[str, Any], comment: str) -> PolicyVersionBase:
+    def save(document: dict[str, Any], comment: str, base: int | None) -> PolicyVersionBase:
         return services.workload_policy_save(
             workload=workload,
             environment=environment,
             document=document,
             author=access.caller.label,
             comment=comment,
+            base_version=base,
         )
 
     history = _History(

@@ -2,10 +2,11 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import URLPattern, URLResolver, include, path
+from django.urls import URLPattern, URLResolver, include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from portal import views
+from portal.api.errors import UNKNOWN_API_PATH, unknown_api_path
 
 api_patterns: list[URLPattern | URLResolver] = [
     path("", include("policies.api.urls")),
@@ -15,6 +16,8 @@ api_patterns: list[URLPattern | URLResolver] = [
     path("", include("maintenance.api.urls")),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    # Last: any other /v1/ path is a JSON 404 (Django's DEBUG 404 page ignores handler404).
+    re_path(r"^", unknown_api_path, name=UNKNOWN_API_PATH),
 ]
 
 urlpatterns = [

@@ -114,7 +114,8 @@ def dashboard(request: HttpRequest, slug: str) -> HttpResponse:
         "floor": floor,
         "environments": environments,
         "compliance": compliance,
-        "non_compliant": sum(1 for row in compliance if not row.compliant),
+        "non_compliant": sum(1 for row in compliance if row.status == "non-compliant"),
+        "adjusted": sum(1 for row in compliance if row.status == "adjusted"),
         "events": AuditEvent.objects.filter(workspace=workspace)
         .only("id", "type", "author", "occurred_at", "environment", "actor_id")
         .order_by("-id")[:10],

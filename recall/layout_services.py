@@ -16,8 +16,9 @@ from django.db.models import QuerySet
 from audit.models import EventType
 from audit.services import audit_event_record
 from policies.models import Workload
-from policies.services import change_comment
+from policies.services import change_comment, workload_check_live
 from portal.errors import ValidationFailed
+from portal.versioning import NO_VERSION, base_version_check
 from recall import runtime
 from recall.budget_monitor import CompactionDecision, ContextBudgetMonitor
 from recall.layout import (
@@ -109,14 +110,34 @@ def _changed_paths(before: Any, after: Any, path: str = "") -> list[str]:
 
 @transaction.atomic
 def layout_config_save(
-    *, workload: Workload, document: Any, author: str, comment: Any = ""
+    *,
+    workload: Workload,
+    document: Any,
+    author: str,
+    comment: Any = "",
+    base_version: int | None = None,
 ) -> WorkloadLayoutConfigVersion:
-    """Validate ``document`` and store it, normalised, as the workload's next version."""
+    """Validate ``document`` and store it, normalised, as the workload's next version.
+
+    As the policy saves: a stale ``base_version`` (0: still on the defaults) raises
+    ``VersionConflict``; a document identical to the latest version records nothing and
+    returns it.
+    """
     comment = change_comment(comment)
     normalized = layout_config_to_dict(layout_config_validate(document))
-    # Lock the workload row so two concurrent saves cannot both become version n+1.
-    Workload.objects.select_for_update().filter(pk=workload.pk).first()
+    # Lock the workload row so two concurrent saves cannot both become version n+1, and two
+    # saves from the same base cannot both pass the version check.
+    locked = Workload.objects.select_for_update().filter(pk=workload.pk).first()
+    if locked is not None:
+        workload_check_live(locked)
     previous = layout_config_latest(workload=workload)
+    base_version_check(
+        what=f"{workload.name}'s layout configuration",
+        current=previous.version if previous else NO_VERSION,
+        base=base_version,
+    )
+    if previous is not None and not _changed_paths(previous.document, normalized):
+        return previous
     before = previous.document if previous else None
     version = WorkloadLayoutConfigVersion.objects.create(
         workload=workload,

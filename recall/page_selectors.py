@@ -244,4 +244,4 @@ def memory_codes(
         .defer("embedding", "content")
         .annotate(recall_code=RawSQL(sql, params))
     )
-    return {row.pk: (row, row.recall_code) for row in rows}  # type: ignore[attr-defined]
+    return {row.pk: (row, row.recall_code) for row in rows}

@@ -115,7 +115,11 @@ def replay_event(*, workspace: Workspace, event_id: int, query: str | None) -> R
             code="NOT_REPLAYABLE",
         )
     text, source, checked = _query(payload, query)
-    workload = Workload.objects.filter(workspace=workspace, pk=event.workload_id).first()
+    workload = (
+        Workload.objects.filter(workspace=workspace, pk=event.workload_id).first()
+        if event.workload_id
+        else None
+    )
     if workload is None:
         raise ConflictError(
             f"The workload of event {event_id} no longer exists; it cannot be run again.",

@@ -73,7 +73,7 @@ FUNNEL_STEPS = (
 
 
 def _workloads(workspace: Workspace) -> list[Workload]:
-    workloads = list(workspace.workloads.order_by("name"))
+    workloads = list(workspace.workloads.filter(archived_at__isnull=True).order_by("name"))
     for workload in workloads:
         workload.workspace = workspace  # effective_policy_for reads it: no query per workload
     return workloads
@@ -396,7 +396,7 @@ def layout(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     re-rendered with the errors next to the fields, as 422.
     """
     access = workspace_page(request, slug)
-    workloads = list(access.workspace.workloads.order_by("name"))
+    workloads = list(access.workspace.workloads.filter(archived_at__isnull=True).order_by("name"))
     params = request.POST if request.method == "POST" else request.GET
     workload = _pick_layout_workload(workloads, params.get("workload"))
     current = layout_services.layout_config_current(workload=workload) if workload else None

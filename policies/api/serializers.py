@@ -4,17 +4,20 @@ from typing import Any
 
 from rest_framework import serializers
 
+from policies import conflicts
+from policies.algebra import AXES, SEGMENT_KINDS
 from policies.models import Workload, WorkloadPolicyVersion, Workspace, WorkspacePolicyVersion
-from portal.api.fields import StrictCharField, StrictRegexField
+from portal.api.fields import StrictBooleanField, StrictCharField, StrictRegexField
 
 
 class WorkspaceSerializer(serializers.ModelSerializer):
     createdAt = serializers.DateTimeField(source="created_at", read_only=True)
     environments = serializers.SerializerMethodField()
+    storeQueries = serializers.BooleanField(source="store_queries", read_only=True)
 
     class Meta:
         model = Workspace
-        fields = ["slug", "name", "environments", "createdAt"]
+        fields = ["slug", "name", "environments", "storeQueries", "createdAt"]
 
     def get_environments(self, workspace: Workspace) -> list[str]:
         return [env.slug for env in workspace.environments.all()]
@@ -29,7 +32,12 @@ class WorkspaceCreateSerializer(serializers.Serializer):
 
 
 class WorkspaceUpdateSerializer(serializers.Serializer):
-    name = StrictCharField(max_length=200)
+    name = StrictCharField(max_length=200, required=False)
+    storeQueries = StrictBooleanField(
+        required=False,
+        help_text="Keep each recall's query text in its context.assembled event, so a replay "
+        "needs no pasted query. Off by default (a query may be personal data).",
+    )
 
 
 class WorkspacePolicySerializer(serializers.ModelSerializer):
@@ -47,10 +55,11 @@ class WorkloadSerializer(serializers.ModelSerializer):
         slug_field="slug", read_only=True
     )
     createdAt = serializers.DateTimeField(source="created_at", read_only=True)
+    archivedAt = serializers.DateTimeField(source="archived_at", read_only=True, allow_null=True)
 
     class Meta:
         model = Workload
-        fields = ["id", "workspace", "name", "description", "createdAt"]
+        fields = ["id", "workspace", "name", "description", "createdAt", "archivedAt"]
 
 
 class WorkloadWriteSerializer(serializers.Serializer):
@@ -80,6 +89,26 @@ class WorkloadPolicySerializer(serializers.ModelSerializer):
         return version.environment or None
 
 
+class PolicyConflictSerializer(serializers.Serializer):
+    """One place where a later floor overrules a workload policy (policies.conflicts)."""
+
+    code = serializers.ChoiceField(choices=conflicts.CODES)
+    axis = serializers.ChoiceField(choices=list(AXES))
+    # Not a ChoiceField: its enum would duplicate SegmentKindEnum under another name.
+    kind = serializers.CharField(
+        allow_null=True,
+        help_text=f"The segment kind ({', '.join(SEGMENT_KINDS)}) for a per-kind axis, else null.",
+    )
+    workloadValue = serializers.JSONField(
+        allow_null=True, help_text="What narrowing alone gave: the workload's (or inherited) value."
+    )
+    floorValue = serializers.JSONField(allow_null=True, help_text="The floor's entry that wins.")
+    effectiveValue = serializers.JSONField(
+        allow_null=True, help_text="What the effective policy uses instead."
+    )
+    message = serializers.CharField()
+
+
 class EffectivePolicySerializer(serializers.Serializer):
     workloadId = serializers.UUIDField()
     environment = serializers.CharField(allow_null=True)
@@ -87,7 +116,10 @@ class EffectivePolicySerializer(serializers.Serializer):
     relaxableAxes = serializers.ListField(child=serializers.CharField())
     effectivePolicyHash = serializers.CharField()
     effectiveBudgetHash = serializers.CharField()
-    compliant = serializers.BooleanField()
+    compliant = serializers.BooleanField(
+        help_text="True when the workload policy applies as written (nothing clamped)."
+    )
     relaxingAxes = serializers.ListField(child=serializers.CharField())
+    conflicts = PolicyConflictSerializer(many=True)
     floorVersion = serializers.IntegerField()
     workloadPolicyVersion = serializers.IntegerField(allow_null=True)

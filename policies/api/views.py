@@ -2,6 +2,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
+from django.db import transaction
 from django.db.models import Prefetch
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -28,6 +30,14 @@ from policies.selectors import (
     workspace_policy_current,
 )
 from portal.access import workload_for, workspace_for, workspaces_for
+from portal.api.versioning import (
+    BASE_VERSION_DOC,
+    ETAG_HEADER,
+    IF_MATCH_PARAM,
+    VERSION_CONFLICT_RESPONSE,
+    base_version_of,
+    with_etag,
+)
 from portal.api.views import ApiView, json_object, reject_unknown
 from portal.errors import ForbiddenError, NotFoundError, ValidationFailed
 from portal.models import Role
@@ -93,12 +103,21 @@ class WorkspaceListView(ApiView):
     @extend_schema(
         request=WorkspaceCreateSerializer,
         responses={201: WorkspaceSerializer},
-        summary="Create a workspace (you become its operator)",
+        summary="Create a workspace (superusers; anyone signed in with WORKSPACE_SELF_SERVICE)",
+        description="Superusers create workspaces. With the WORKSPACE_SELF_SERVICE setting on, "
+        "any signed-in user may, and becomes the new workspace's operator; otherwise a "
+        "non-superuser gets 403 WORKSPACE_CREATION_RESTRICTED. API tokens never may.",
     )
     def post(self, request: Request) -> Response:
         caller = self.caller(request)
         if caller.token is not None:
             raise ForbiddenError("API tokens belong to one workspace and cannot create workspaces.")
+        if not caller.is_superuser and not settings.WORKSPACE_SELF_SERVICE:
+            raise ForbiddenError(
+                "Only a superuser can create a workspace here; ask an administrator.",
+                {"selfService": False},
+                code="WORKSPACE_CREATION_RESTRICTED",
+            )
         data = json_object(request)
         reject_unknown(data, {"slug", "name"})
         serializer = WorkspaceCreateSerializer(data=data)
@@ -122,37 +141,55 @@ class WorkspaceDetailView(ApiView):
         caller = self.caller(request)
         workspace = workspace_for(caller, slug, required=Role.OPERATOR)
         data = json_object(request)
-        reject_unknown(data, {"name"})
+        reject_unknown(data, {"name", "storeQueries"})
         serializer = WorkspaceUpdateSerializer(data=data)
         serializer.is_valid(raise_exception=True)
-        workspace = services.workspace_rename(
-            workspace=workspace, name=serializer.validated_data["name"], author=caller.label
-        )
+        changes = serializer.validated_data
+        if not changes:
+            raise ValidationFailed({"name": "Send a new name, or storeQueries, to change."})
+        with transaction.atomic():
+            if "name" in changes:
+                workspace = services.workspace_rename(
+                    workspace=workspace, name=changes["name"], author=caller.label
+                )
+            if "storeQueries" in changes:
+                workspace = services.workspace_store_queries_set(
+                    workspace=workspace, enabled=changes["storeQueries"], author=caller.label
+                )
         return Response(WorkspaceSerializer(workspace).data)
 
 
 class WorkspacePolicyView(ApiView):
-    @extend_schema(responses=WorkspacePolicySerializer, summary="The operator floor")
+    @extend_schema(
+        parameters=[ETAG_HEADER],
+        responses=WorkspacePolicySerializer,
+        summary="The operator floor",
+    )
     def get(self, request: Request, slug: str) -> Response:
         workspace = workspace_for(self.caller(request), slug)
-        return Response(
-            WorkspacePolicySerializer(workspace_policy_current(workspace=workspace)).data
-        )
+        current = workspace_policy_current(workspace=workspace)
+        return with_etag(Response(WorkspacePolicySerializer(current).data), current.version)
 
     @extend_schema(
+        parameters=[IF_MATCH_PARAM, ETAG_HEADER],
         request=OpenApiTypes.OBJECT,
-        responses=WorkspacePolicySerializer,
+        responses={200: WorkspacePolicySerializer, 409: VERSION_CONFLICT_RESPONSE},
         summary="Replace the operator floor (a new version)",
-        description=POLICY_BODY_DOC + " Every axis is required.",
+        description=POLICY_BODY_DOC + " Every axis is required." + BASE_VERSION_DOC,
     )
     def put(self, request: Request, slug: str) -> Response:
         caller = self.caller(request)
         workspace = workspace_for(caller, slug, required=Role.OPERATOR)
-        document, comment = _split_policy_body(json_object(request), floor=True)
+        base_version, data = base_version_of(request, json_object(request))
+        document, comment = _split_policy_body(data, floor=True)
         version = services.workspace_policy_save(
-            workspace=workspace, document=document, author=caller.label, comment=comment
+            workspace=workspace,
+            document=document,
+            author=caller.label,
+            comment=comment,
+            base_version=base_version,
         )
-        return Response(WorkspacePolicySerializer(version).data)
+        return with_etag(Response(WorkspacePolicySerializer(version).data), version.version)
 
 
 class WorkspacePolicyVersionListView(ApiView):
@@ -176,10 +213,17 @@ class WorkspacePolicyVersionDetailView(ApiView):
 
 
 class WorkloadListView(ApiView):
-    @extend_schema(responses=WorkloadSerializer(many=True))
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("archived", str, description='"true" lists archived workloads too.')
+        ],
+        responses=WorkloadSerializer(many=True),
+    )
     def get(self, request: Request, slug: str) -> Response:
         workspace = workspace_for(self.caller(request), slug)
         workloads = workspace.workloads.select_related("workspace").order_by("name")
+        if request.query_params.get("archived") != "true":
+            workloads = workloads.filter(archived_at__isnull=True)
         paginator = self.pagination_class()
         page = paginator.paginate_queryset(workloads, request, view=self)
         return paginator.get_paginated_response(WorkloadSerializer(page, many=True).data)
@@ -207,6 +251,7 @@ class WorkloadDetailView(ApiView):
     def patch(self, request: Request, workload_id: str) -> Response:
         caller = self.caller(request)
         workload = workload_for(caller, workload_id, required=Role.EDITOR)
+        services.workload_check_live(workload)
         data = json_object(request)
         reject_unknown(data, {"name", "description"})
         serializer = WorkloadWriteSerializer(data=data, partial=True)
@@ -216,16 +261,21 @@ class WorkloadDetailView(ApiView):
         )
         return Response(WorkloadSerializer(workload).data)
 
-    @extend_schema(responses={204: None})
+    @extend_schema(
+        responses={204: None},
+        summary="Archive the workload (it is not deleted: its policy versions stay readable, "
+        "recall for it is refused with 409 WORKLOAD_ARCHIVED)",
+    )
     def delete(self, request: Request, workload_id: str) -> Response:
         caller = self.caller(request)
         workload = workload_for(caller, workload_id, required=Role.OPERATOR)
-        services.workload_delete(workload=workload, author=caller.label)
+        # Archived, not deleted: its policy versions stay readable for the trail and replays.
+        services.workload_archive(workload=workload, author=caller.label)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class WorkloadPolicyView(ApiView):
-    @extend_schema(parameters=[ENVIRONMENT_PARAM], responses=WorkloadPolicySerializer)
+    @extend_schema(parameters=[ENVIRONMENT_PARAM, ETAG_HEADER], responses=WorkloadPolicySerializer)
     def get(self, request: Request, workload_id: str) -> Response:
         workload = workload_for(self.caller(request), workload_id)
         environment = environment_check(
@@ -237,21 +287,23 @@ class WorkloadPolicyView(ApiView):
             raise NotFoundError(
                 f"Workload {workload.name!r} has no policy for {where}; the floor applies."
             )
-        return Response(WorkloadPolicySerializer(version).data)
+        return with_etag(Response(WorkloadPolicySerializer(version).data), version.version)
 
     @extend_schema(
-        parameters=[ENVIRONMENT_PARAM],
+        parameters=[ENVIRONMENT_PARAM, IF_MATCH_PARAM, ETAG_HEADER],
         request=OpenApiTypes.OBJECT,
-        responses=WorkloadPolicySerializer,
+        responses={200: WorkloadPolicySerializer, 409: VERSION_CONFLICT_RESPONSE},
         summary="Save the workload's policy for an environment (a new version)",
         description=POLICY_BODY_DOC
         + " Any subset of axes; each must be narrower than or equal to the floor, else 422 "
-        "WORKLOAD_RELAXES_OPERATOR_FLOOR lists the axes.",
+        "WORKLOAD_RELAXES_OPERATOR_FLOOR lists the axes."
+        + BASE_VERSION_DOC
+        + ' Where no policy is saved yet (GET is 404), base it on version 0 (`If-Match: "0"`).',
     )
     def put(self, request: Request, workload_id: str) -> Response:
         caller = self.caller(request)
         workload = workload_for(caller, workload_id, required=Role.EDITOR)
-        data = json_object(request)
+        base_version, data = base_version_of(request, json_object(request))
         environment = request.query_params.get("environment")
         _check_envelope_target(data, workload=workload, environment=environment)
         document, comment = _split_policy_body(data, floor=False)
@@ -261,8 +313,9 @@ class WorkloadPolicyView(ApiView):
             document=document,
             author=caller.label,
             comment=comment,
+            base_version=base_version,
         )
-        return Response(WorkloadPolicySerializer(version).data)
+        return with_etag(Response(WorkloadPolicySerializer(version).data), version.version)
 
 
 class WorkloadPolicyVersionListView(ApiView):
@@ -281,12 +334,23 @@ class WorkloadPolicyVersionListView(ApiView):
 
 
 class EffectivePolicyView(ApiView):
-    @extend_schema(parameters=[ENVIRONMENT_PARAM], responses=EffectivePolicySerializer)
+    @extend_schema(
+        parameters=[ENVIRONMENT_PARAM],
+        responses=EffectivePolicySerializer,
+        summary="The policy recall applies for a workload in an environment",
+        description="The floor narrowed by the most specific workload policy. An axis that "
+        "relaxes the floor is clamped to it (`relaxingAxes`); where the workload policy and a "
+        "later floor disagree otherwise (a forbidden kind pinned, reservations past a ceiling "
+        "or the total), the floor wins and each disagreement is listed in `conflicts`. "
+        "`compliant` is true only when the workload policy applies as written.",
+    )
     def get(self, request: Request, workload_id: str) -> Response:
         workload = workload_for(self.caller(request), workload_id)
         # effective_policy_for checks the environment in its one query.
         environment = request.query_params.get("environment") or ""
-        effective = effective_policy_for(workload=workload, environment=environment)
+        effective = effective_policy_for(
+            workload=workload, environment=environment, allow_archived=True
+        )
         return Response(
             {
                 "workloadId": str(workload.id),
@@ -297,6 +361,7 @@ class EffectivePolicyView(ApiView):
                 "effectiveBudgetHash": effective.budget_hash,
                 "compliant": effective.compliant,
                 "relaxingAxes": effective.relaxing_axes,
+                "conflicts": [conflict.as_json() for conflict in effective.conflicts],
                 "floorVersion": effective.floor_version,
                 "workloadPolicyVersion": effective.workload_version,
             }

@@ -6,8 +6,10 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
-from django.http import Http404, JsonResponse
-from rest_framework import exceptions, status
+from django.http import Http404, HttpRequest, JsonResponse
+from django.urls import Resolver404, resolve
+from django.views.decorators.csrf import csrf_exempt
+from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
@@ -26,6 +28,18 @@ _DRF_CODES = {
     exceptions.Throttled: "THROTTLED",
     exceptions.ValidationError: "INVALID_REQUEST",
 }
+
+
+class ErrorDetailSerializer(serializers.Serializer):
+    code = serializers.CharField()
+    message = serializers.CharField()
+    details = serializers.DictField()
+
+
+class ErrorSerializer(serializers.Serializer):
+    """The one error shape, for the schema: ``{"error": {"code", "message", "details"}}``."""
+
+    error = ErrorDetailSerializer()
 
 
 def error_body(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -74,6 +88,40 @@ def _flatten(detail: Any, prefix: str = "") -> dict[str, str]:
             flat.update(_flatten(item, f"{prefix}[{index}]"))
         return flat
     return {prefix or "nonFieldErrors": str(detail)}
+
+
+API_PREFIX = "/v1/"
+UNKNOWN_API_PATH = "api-unknown-path"  # the name of the catch-all route (portal.urls)
+
+
+def is_api_path(request: HttpRequest) -> bool:
+    return request.path_info.startswith(API_PREFIX)
+
+
+@csrf_exempt  # it changes nothing; a session POST to a wrong path is told so, not "CSRF"
+def unknown_api_path(request: HttpRequest) -> JsonResponse:
+    """The catch-all under /v1/: a JSON 404 in every configuration.
+
+    It also stands in for ``APPEND_SLASH``, whose redirect would drop a POST's body (and raise
+    in DEBUG): a path that only lacks, or only has an extra, trailing slash is told which.
+    """
+    other = request.path_info[:-1] if request.path_info.endswith("/") else request.path_info + "/"
+    try:
+        match = resolve(other, getattr(request, "urlconf", None))
+    except Resolver404:
+        match = None
+    if match is None or match.url_name == UNKNOWN_API_PATH:
+        return json_not_found(request)
+    fixed = request.path[:-1] if request.path.endswith("/") else request.path + "/"
+    needs = "needs its trailing slash" if fixed.endswith("/") else "takes no trailing slash"
+    return JsonResponse(
+        error_body(
+            "NOT_FOUND",
+            f"No resource at {request.path}: the path {needs}, {fixed}",
+            {"path": request.path, "suggestedPath": fixed},
+        ),
+        status=status.HTTP_404_NOT_FOUND,
+    )
 
 
 def json_not_found(request: Any, exception: Exception | None = None) -> JsonResponse:

@@ -11,6 +11,14 @@ from rest_framework.response import Response
 
 from policies.models import Workload, Workspace
 from portal.access import workload_for, workspace_for
+from portal.api.versioning import (
+    BASE_VERSION_DOC,
+    ETAG_HEADER,
+    IF_MATCH_PARAM,
+    VERSION_CONFLICT_RESPONSE,
+    base_version_of,
+    with_etag,
+)
 from portal.api.views import WORKSPACE_PARAM, ApiView, json_object, reject_unknown
 from portal.errors import NotFoundError, ValidationFailed
 from portal.models import Role
@@ -234,29 +242,36 @@ def _split_config_body(data: dict[str, Any]) -> tuple[Any, Any, bool]:
 
 class WorkloadLayoutConfigView(ApiView):
     @extend_schema(
+        parameters=[ETAG_HEADER],
         responses=LayoutConfigVersionSerializer,
         summary="The workload's current layout configuration (the defaults if none is saved)",
+        description='The ETag is the version, `"0"` while the defaults apply.',
     )
     def get(self, request: Request, workload_id: str) -> Response:
         workload = workload_for(self.caller(request), workload_id)
         current = layout_services.layout_config_current(workload=workload)
-        return Response(
-            LayoutConfigVersionSerializer(_version_body(workload, current.version)).data
-        )
+        body = LayoutConfigVersionSerializer(_version_body(workload, current.version)).data
+        return with_etag(Response(body), current.version.version if current.version else None)
 
     @extend_schema(
+        parameters=[IF_MATCH_PARAM, ETAG_HEADER],
         request=OpenApiTypes.OBJECT,
-        responses=LayoutConfigVersionSerializer,
+        responses={200: LayoutConfigVersionSerializer, 409: VERSION_CONFLICT_RESPONSE},
         summary="Save the workload's layout configuration (a new version)",
-        description=CONFIG_BODY_DOC,
+        description=CONFIG_BODY_DOC + BASE_VERSION_DOC,
     )
     def put(self, request: Request, workload_id: str) -> Response:
         caller = self.caller(request)
         workload = workload_for(caller, workload_id, required=Role.EDITOR)
-        document, comment, wrapped = _split_config_body(json_object(request))
+        base_version, data = base_version_of(request, json_object(request))
+        document, comment, wrapped = _split_config_body(data)
         try:
             version = layout_services.layout_config_save(
-                workload=workload, document=document, author=caller.label, comment=comment
+                workload=workload,
+                document=document,
+                author=caller.label,
+                comment=comment,
+                base_version=base_version,
             )
         except ValidationFailed as exc:
             if not wrapped:
@@ -267,7 +282,8 @@ class WorkloadLayoutConfigView(ApiView):
                 for key, message in exc.details.get("fields", {}).items()
             }
             raise ValidationFailed(fields, exc.message) from exc
-        return Response(LayoutConfigVersionSerializer(_version_body(workload, version)).data)
+        body = LayoutConfigVersionSerializer(_version_body(workload, version)).data
+        return with_etag(Response(body), version.version)
 
 
 class WorkloadLayoutConfigVersionListView(ApiView):

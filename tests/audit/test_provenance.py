@@ -235,3 +235,30 @@ class ProvenancePageTests:
         assert "in 2 contexts" in html
         assert f"?memory={four[0].pk}" in html
         assert last.occurred_at.strftime("%Y-%m-%d %H:%M") in html
+
+
+class QueryStoragePageTests:
+    def test_an_operator_switches_it_on_the_audit_page(self, operator, viewer):
+        from policies.models import Workspace
+
+        url = reverse("audit:events", args=[operator.workspace.slug])
+        switch = reverse("audit:query-storage", args=[operator.workspace.slug])
+        page = client_for(operator).get(url).content.decode()
+        assert "Not stored (a query may be personal data)" in page
+        assert f'action="{switch}"' in page
+        assert f'action="{switch}"' not in client_for(viewer).get(url).content.decode()
+
+        done = client_for(operator).post(switch, {"store": "on"}, follow=True)
+
+        assert "Recall queries are stored from now on." in done.content.decode()
+        assert Workspace.objects.get(pk=operator.workspace.pk).store_queries is True
+        event = AuditEvent.objects.filter(type=EventType.WORKSPACE_SETTINGS_SET).get()
+        assert event.payload == {"storeQueries": {"before": False, "after": True}}
+        assert "recall queries stored" in done.content.decode()  # the list's summary
+
+    def test_others_may_not(self, editor):
+        from policies.models import Workspace
+
+        switch = reverse("audit:query-storage", args=[editor.workspace.slug])
+        assert client_for(editor).post(switch, {"store": "on"}).status_code == 403
+        assert Workspace.objects.get(pk=editor.workspace.pk).store_queries is False

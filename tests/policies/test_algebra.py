@@ -12,7 +12,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policies import algebra
 from policies.algebra import (
     AXES,
     BUDGET_AXES,
@@ -30,6 +29,7 @@ from policies.algebra import (
     diff_documents,
     effective_policy,
     narrow,
+    narrow_settled,
     normalize_document,
     normalize_floor,
     policy_hashes,
@@ -652,11 +652,12 @@ class EffectivePolicyTests:
         assert result["confidenceMin"] == 0.6
         assert result["pinned"] == ["memory", "system_policy"]
 
-    def test_it_validates_the_budget_even_without_an_override(self) -> None:
-        error = raised(
-            effective_policy, a_floor(), {"forbiddenSegmentKinds": ["system_policy"]}, None, []
-        )
-        assert error.code == "BUDGET_NOT_HONOURABLE"
+    def test_without_an_override_the_floor_wins_a_budget_conflict_instead_of_failing(self) -> None:
+        # The floor pins system_policy; a workload forbidding it could only be an older one.
+        result = effective_policy(a_floor(), {"forbiddenSegmentKinds": ["system_policy"]}, None, [])
+        assert result["pinned"] == ["system_policy"]
+        assert result["forbiddenSegmentKinds"] == ["tool_result"]
+        validate_budget(result)
 
 
 class CanonicalFormTests:
@@ -897,8 +898,7 @@ def reshuffled(policy: Policy, rng: random.Random) -> Policy:
 
 
 def narrow_reservations_unfitted(floor: Policy, workload: Policy) -> dict[str, int]:
-    ceilings = narrow(floor, workload)["perSegmentCeiling"]
-    return algebra._narrow_reservations(floor, workload, ceilings)
+    return narrow(floor, workload, as_written=True)["perSegmentReservation"]
 
 
 class AlgebraPropertyTests:
@@ -951,16 +951,13 @@ class AlgebraPropertyTests:
     def test_an_axis_that_does_not_relax_the_floor_survives_narrowing_unchanged(
         self, floor: Policy, workload: Policy
     ) -> None:
-        # Clamping must only ever touch the axes check_workload reports, unless the workload's
-        # own reservations overcommit its budget (such a workload cannot be saved; narrow()
-        # then gives back the reservation raises so the effective policy stays honourable).
-        effective = narrow(floor, workload)
+        # Clamping only ever touches the axes check_workload reports and the axes a reported
+        # conflict names (where the floor wins over axes that fit it one by one).
+        effective, found = narrow_settled(floor, workload)
         kept = set(workload) - set(check_workload(floor, workload))
+        kept -= {conflict.axis for conflict in found}
         if effective["perSegmentReservation"] != narrow_reservations_unfitted(floor, workload):
-            assert sum(effective["perSegmentReservation"].values()) <= sum(
-                narrow_reservations_unfitted(floor, workload).values()
-            )
-            kept.discard("perSegmentReservation")
+            assert "perSegmentReservation" not in kept
         for name in kept:
             assert canonical_json(effective[name]) == canonical_json(workload[name])
 

@@ -48,6 +48,7 @@ class WorkloadListTests:
             "name": "support-bot",
             "description": "",
             "createdAt": support["createdAt"],
+            "archivedAt": None,
         }
 
     def test_it_lists_in_a_fixed_number_of_queries_however_many_workloads(
@@ -165,7 +166,14 @@ class WorkloadDetailTests:
 
         assert response.status_code == 200
         assert response.json()["id"] == str(workload_a.id)
-        assert set(response.json()) == {"id", "workspace", "name", "description", "createdAt"}
+        assert set(response.json()) == {
+            "id",
+            "workspace",
+            "name",
+            "description",
+            "createdAt",
+            "archivedAt",
+        }
 
     def test_an_unknown_workload_is_not_found(self, viewer):
         error_of(viewer.api().get(f"/v1/workloads/{uuid.uuid4()}/"), 404, "NOT_FOUND")
@@ -251,7 +259,7 @@ class WorkloadDetailTests:
         assert "body" in error["details"]["fields"]
         assert state(editor.workspace) == before
 
-    def test_an_operator_deletes_a_workload_and_it_is_audited(self, operator, workload_a):
+    def test_delete_archives_the_workload_and_it_is_audited(self, operator, workload_a):
         workload_policy_save(
             workload=workload_a, environment="prod", document={}, author="system:test"
         )
@@ -259,12 +267,58 @@ class WorkloadDetailTests:
         response = operator.api().delete(detail_url(workload_a))
 
         assert response.status_code == 204
-        assert not Workload.objects.filter(pk=workload_a.pk).exists()
+        archived = Workload.objects.get(pk=workload_a.pk)
+        assert archived.archived_at is not None
         event = AuditEvent.objects.filter(workspace=operator.workspace).order_by("-id").first()
-        assert event.type == EventType.WORKLOAD_DELETED
+        assert event.type == EventType.WORKLOAD_ARCHIVED
         assert event.workload_id == workload_a.id
         assert event.payload == {"name": "support-bot"}
-        error_of(operator.api().get(detail_url(workload_a)), 404, "NOT_FOUND")
+        # still readable, with its policy versions; out of the list unless asked for
+        body = operator.api().get(detail_url(workload_a)).json()
+        assert body["archivedAt"] is not None
+        versions = (
+            operator.api()
+            .get(f"/v1/workloads/{workload_a.id}/policy/versions/", {"environment": "prod"})
+            .json()
+        )
+        assert versions["count"] == 1
+        assert operator.api().get(LIST_URL).json()["count"] == 0
+        assert operator.api().get(LIST_URL, {"archived": "true"}).json()["count"] == 1
+        # archiving again changes nothing and records nothing
+        events = AuditEvent.objects.count()
+        assert operator.api().delete(detail_url(workload_a)).status_code == 204
+        assert AuditEvent.objects.count() == events
+
+    def test_an_archived_workload_refuses_recall_and_changes(self, operator, editor, workload_a):
+        operator.api().delete(detail_url(workload_a))
+        before = state(editor.workspace)
+
+        recall = editor.api().post(
+            "/v1/memory/actors/user:ada/recall",
+            {"workloadId": str(workload_a.id), "environment": "prod", "query": "q"},
+            format="json",
+        )
+        put = editor.api().put(
+            f"/v1/workloads/{workload_a.id}/policy?environment=prod",
+            {"policy": {"topK": 3}},
+            format="json",
+        )
+        patch = editor.api().patch(detail_url(workload_a), {"name": "x"}, format="json")
+
+        for response in (recall, put, patch):
+            error_of(response, 409, "WORKLOAD_ARCHIVED")
+        assert "archived" in recall.json()["error"]["message"]
+        assert state(editor.workspace) == before
+        effective = editor.api().get(f"/v1/workloads/{workload_a.id}/effective-policy")
+        assert effective.status_code == 200, effective.content
+
+    def test_an_archived_workloads_name_may_be_used_again(self, operator, editor, workload_a):
+        operator.api().delete(detail_url(workload_a))
+
+        response = editor.api().post(LIST_URL, {"name": "support-bot"}, format="json")
+
+        assert response.status_code == 201, response.content
+        assert response.json()["id"] != str(workload_a.id)
 
     @pytest.mark.parametrize("persona", ["editor", "viewer"])
     def test_only_an_operator_may_delete_a_workload(self, request, persona, workload_a):

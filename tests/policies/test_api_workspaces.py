@@ -46,6 +46,7 @@ class WorkspaceListTests:
                 "slug": "team-a",
                 "name": "Team A",
                 "environments": ["dev", "prod", "staging"],
+                "storeQueries": False,
                 "createdAt": response.json()[0]["createdAt"],
             }
         ]
@@ -91,7 +92,70 @@ class WorkspaceListTests:
             client.get("/v1/workspaces/")
 
 
+@pytest.fixture
+def superuser(db: Any) -> Any:
+    """A signed-in superuser, as a persona-like object for ``csrf_session``."""
+    admin = get_user_model().objects.create_superuser("root", password="pw-root")
+
+    class Root:
+        user = admin
+
+        def session(self) -> APIClient:
+            client = APIClient(enforce_csrf_checks=True)
+            client.force_login(admin)
+            return client
+
+    return Root()
+
+
+class WorkspaceCreationRightsTests:
+    def test_a_superuser_creates_a_workspace(self, superuser, viewer):
+        response = csrf_session(superuser).post(
+            "/v1/workspaces/", {"slug": "new-team", "name": "New Team"}, format="json"
+        )
+
+        assert response.status_code == 201, response.content
+        workspace = Workspace.objects.get(slug="new-team")
+        # Superusers operate every workspace already: no membership is needed.
+        assert not Membership.objects.filter(workspace=workspace).exists()
+        event = AuditEvent.objects.get(workspace=workspace)
+        assert event.author == "user:root"
+
+    @pytest.mark.parametrize("persona", ["operator", "editor", "viewer"])
+    def test_without_self_service_a_member_cannot_create_a_workspace(self, request, persona):
+        who = request.getfixturevalue(persona)
+        before = state(who.workspace)
+
+        response = csrf_session(who).post(
+            "/v1/workspaces/", {"slug": "new-team", "name": "New Team"}, format="json"
+        )
+
+        error = error_of(response, 403, "WORKSPACE_CREATION_RESTRICTED")
+        assert "superuser" in error["message"]
+        assert state(who.workspace) == before
+        assert not Workspace.objects.filter(slug="new-team").exists()
+
+    def test_a_user_of_no_workspace_cannot_create_one_either(self, db):
+        user = get_user_model().objects.create_user("newcomer", password="pw-newcomer")
+        client = APIClient()
+        client.force_login(user)
+
+        response = client.post("/v1/workspaces/", {"slug": "mine", "name": "Mine"}, format="json")
+
+        error_of(response, 403, "WORKSPACE_CREATION_RESTRICTED")
+        assert not Workspace.objects.filter(slug="mine").exists()
+
+    def test_self_service_is_off_by_default(self):
+        from portal import settings as portal_settings
+
+        assert portal_settings.WORKSPACE_SELF_SERVICE is False
+
+
 class WorkspaceCreateTests:
+    @pytest.fixture(autouse=True)
+    def self_service(self, settings):
+        settings.WORKSPACE_SELF_SERVICE = True
+
     def test_a_session_user_creates_a_workspace_and_becomes_its_operator(self, viewer):
         response = csrf_session(viewer).post(
             "/v1/workspaces/", {"slug": "new-team", "name": "New Team"}, format="json"
@@ -111,7 +175,7 @@ class WorkspaceCreateTests:
         assert event.type == EventType.WORKSPACE_POLICY_SET
         assert event.author == "user:vera"
 
-    def test_an_api_token_cannot_create_a_workspace(self, operator):
+    def test_an_api_token_cannot_create_a_workspace_even_with_self_service(self, operator):
         before = Workspace.objects.count()
 
         response = operator.api().post(
@@ -178,7 +242,7 @@ class WorkspaceDetailTests:
         response = viewer.api().get("/v1/workspaces/team-a/")
 
         assert response.status_code == 200
-        assert set(response.json()) == {"slug", "name", "environments", "createdAt"}
+        assert set(response.json()) == {"slug", "name", "environments", "storeQueries", "createdAt"}
         assert response.json()["slug"] == "team-a"
 
     def test_an_operator_renames_the_workspace(self, operator):
@@ -474,3 +538,44 @@ class PolicyAxesTests:
 
     def test_it_needs_a_caller(self, db):
         error_of(APIClient().get("/v1/policy/axes"), 401, "NOT_AUTHENTICATED")
+
+
+class StoreQueriesTests:
+    """Whether assembled events keep the query text: an operator's switch, audited."""
+
+    def patch(self, persona, **body):
+        return persona.api().patch("/v1/workspaces/team-a/", body, format="json")
+
+    def test_an_operator_turns_it_on_and_off_and_each_change_is_audited(self, operator):
+        from audit.models import AuditEvent, EventType
+
+        response = self.patch(operator, storeQueries=True)
+
+        assert response.status_code == 200, response.content
+        assert response.json()["storeQueries"] is True
+        operator.workspace.refresh_from_db()
+        assert operator.workspace.store_queries is True
+
+        def payloads():
+            events = AuditEvent.objects.filter(type=EventType.WORKSPACE_SETTINGS_SET)
+            return [e.payload["storeQueries"] for e in events.order_by("id")]
+
+        assert payloads() == [{"before": False, "after": True}]
+        self.patch(operator, storeQueries=True)  # unchanged: no second event
+        assert len(payloads()) == 1
+        assert self.patch(operator, storeQueries=False).json()["storeQueries"] is False
+        assert payloads()[-1] == {"before": True, "after": False}
+
+    @pytest.mark.parametrize("who", ["editor", "viewer"])
+    def test_only_operators_change_it(self, request, who):
+        response = self.patch(request.getfixturevalue(who), storeQueries=True)
+        assert response.status_code == 403
+        from policies.models import Workspace
+
+        assert Workspace.objects.get(slug="team-a").store_queries is False
+
+    @pytest.mark.parametrize("value", ["yes", 1, None])
+    def test_only_a_boolean_is_accepted(self, operator, value):
+        response = self.patch(operator, storeQueries=value)
+        assert response.status_code == 400
+        assert "storeQueries" in response.json()["error"]["details"]["fields"]

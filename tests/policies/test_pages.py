@@ -480,7 +480,7 @@ class WorkloadPolicyPageTests:
         assert ("sensitivityCeiling", "internal") in response.context["effective"]
         assert "floor narrowed by this policy" in response.content.decode()
 
-    def test_an_effective_policy_the_floor_cannot_honour_is_explained(
+    def test_an_effective_policy_the_floor_overrules_is_explained(
         self, viewer, workspace_a, workload_a
     ):
         workload_policy_save(
@@ -492,11 +492,14 @@ class WorkloadPolicyPageTests:
         narrowed_floor(workspace_a, forbiddenSegmentKinds=["memory"])
         response = client_for(viewer).get(workload_url(workload_a, "dev"))
         assert response.status_code == 200
-        assert response.context["effective"] == []
-        assert (
-            "Recall cannot apply the policy here: The token budget cannot be honoured: pinned,"
-            " forbiddenSegmentKinds." in response.content.decode()
-        )
+        # The floor wins: memory is forbidden and no longer pinned, and the page says why.
+        assert ("pinned", "system_policy") in response.context["effective"]
+        assert [c.code for c in response.context["effective_conflicts"]] == [
+            "FLOOR_FORBIDS_PINNED_KIND"
+        ]
+        html = response.content.decode()
+        assert "Recall cannot apply" not in html
+        assert "The floor forbids memory, which the workload policy pins" in html
 
     def test_an_unknown_environment_is_404(self, editor, workload_a):
         assert client_for(editor).get(workload_url(workload_a, "nowhere")).status_code == 404

@@ -241,13 +241,25 @@ class LayoutConfigApiTests:
 
     def test_gets_body_can_be_put_back_as_the_next_version(self, editor, workload_a):
         first = put(editor, workload_a, {"config": SEED_FRAGMENT}).json()
-        edited = {**first, "comment": "unchanged"}
+        first["config"]["memory"]["context_window"] = 16000
+        edited = {**first, "comment": "bigger window"}
 
         response = put(editor, workload_a, edited)
 
         assert response.status_code == 200, response.content
         assert response.json()["version"] == 2
         assert response.json()["config"] == first["config"]
+
+    def test_gets_body_put_back_unchanged_records_nothing(self, editor, workload_a):
+        first = put(editor, workload_a, {"config": SEED_FRAGMENT}).json()
+        before = state(workload_a)
+
+        response = put(editor, workload_a, {**first, "comment": "unchanged"})
+
+        assert response.status_code == 200, response.content
+        assert response.json() == first
+        assert response["ETag"] == '"1"'
+        assert state(workload_a) == before
 
     @pytest.mark.parametrize(
         ("body", "prefix"),

@@ -1,0 +1,93 @@
+"""Every response under /v1/ is JSON: errors in the one shape, in DEBUG and production alike.
+
+DRF's exception handler covers errors inside API views, and the catch-all route covers
+unknown paths. What is left is Django's own error pages, which ignore the ``handler*`` views
+in DEBUG (technical 404 and 500 pages) or come from outside any view (a bad Host, a failing
+middleware). This middleware, first in the stack, answers an unhandled view exception itself
+and turns any other non-JSON error response into the JSON error for its status.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from django.core.exceptions import BadRequest, PermissionDenied, SuspiciousOperation
+from django.http import Http404, HttpRequest, HttpResponseBase, JsonResponse
+from django.http.multipartparser import MultiPartParserError
+
+from portal.api.errors import error_body, is_api_path, json_server_error
+
+# Django's own logger for failed requests, so 500s land where they always did. The record
+# carries the method, the path and the traceback; never the request (its body can hold
+# memory content) or its headers (Authorization).
+request_logger = logging.getLogger("django.request")
+
+# Exceptions Django itself answers with a 4xx page; that page is converted below.
+_HANDLED_BY_DJANGO = (
+    Http404,
+    PermissionDenied,
+    BadRequest,
+    SuspiciousOperation,
+    MultiPartParserError,
+)
+
+_ERRORS = {
+    400: ("MALFORMED_REQUEST", "The request could not be read."),
+    401: ("NOT_AUTHENTICATED", "Authentication credentials were not provided."),
+    403: ("PERMISSION_DENIED", "You do not have permission to perform this action."),
+    404: ("NOT_FOUND", "No such resource."),
+    405: ("METHOD_NOT_ALLOWED", "This method is not allowed here."),
+    406: ("NOT_ACCEPTABLE", "This resource answers in JSON only."),
+    413: ("REQUEST_TOO_LARGE", "The request body is too large."),
+    415: ("UNSUPPORTED_MEDIA_TYPE", "Send the body as application/json."),
+    429: ("THROTTLED", "Too many requests; try again later."),
+    500: ("SERVER_ERROR", "The server failed to handle this request."),
+}
+# Headers an error response must keep: what to do next.
+_KEPT_HEADERS = ("Allow", "Retry-After", "WWW-Authenticate")
+
+
+class ApiJsonErrorsMiddleware:
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
+        response = self.get_response(request)
+        if response.status_code >= 400 and is_api_path(request) and not _is_json(response):
+            return _json_error(request, response)
+        return response
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> JsonResponse | None:
+        if not is_api_path(request) or isinstance(exception, _HANDLED_BY_DJANGO):
+            return None
+        request_logger.error(
+            "Internal Server Error: %s %s",
+            request.method,
+            request.path,
+            exc_info=exception,
+            extra={"status_code": 500},
+        )
+        response = json_server_error(request)
+        # Logged above: Django would log it again, with the request attached.
+        response._has_been_logged = True  # type: ignore[attr-defined]
+        return response
+
+
+def _is_json(response: HttpResponseBase) -> bool:
+    media_type = response.get("Content-Type", "").split(";")[0].strip().lower()
+    return media_type == "application/json" or media_type.endswith("+json")
+
+
+def _json_error(request: HttpRequest, response: HttpResponseBase) -> JsonResponse:
+    status = response.status_code
+    code, message = _ERRORS.get(status, ("ERROR", response.reason_phrase or "Request failed."))
+    details = {}
+    if status == 405:
+        message = f"{request.method} is not allowed here."
+        details["allowed"] = [m.strip() for m in response.get("Allow", "").split(",") if m.strip()]
+    converted = JsonResponse(error_body(code, message, details), status=status)
+    for header in _KEPT_HEADERS:
+        if header in response:
+            converted[header] = response[header]
+    return converted
