@@ -52,7 +52,10 @@ def summary(event: AuditEvent) -> str:
     """One line about an event for the list: what changed or what was assembled."""
     payload = event.payload or {}
     if event.type in (EventType.WORKSPACE_POLICY_SET, EventType.WORKLOAD_POLICY_SET):
-        changed = ", ".join(payload.get("diff") or {}) or "no axis changed"
+        # jsonb keeps keys in its own order: list the axes in the algebra's order.
+        order = {name: n for n, name in enumerate(algebra.AXES)}
+        axes = sorted(payload.get("diff") or {}, key=lambda a: (order.get(a, len(order)), a))
+        changed = ", ".join(axes) or "no axis changed"
         comment = payload.get("comment")
         text = f"v{payload.get('version')}: {changed}"
         return f"{text} — “{comment}”" if comment else text

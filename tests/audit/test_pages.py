@@ -350,3 +350,13 @@ class DashboardPageTests:
             )
         with django_assert_num_queries(10):
             assert client.get("/w/team-a/").status_code == 200
+
+
+def test_the_list_names_changed_axes_in_the_algebras_order_not_jsonbs():
+    from audit.views import summary
+
+    event = AuditEvent(
+        type=EventType.WORKLOAD_POLICY_SET,
+        payload={"version": 2, "diff": {"totalTokenBudget": {}, "memoryTypeAllowed": {}}},
+    )
+    assert summary(event) == "v2: memoryTypeAllowed, totalTokenBudget"
