@@ -60,3 +60,30 @@ class ProvenanceTests:
         expect(suppressed).to_contain_text("Suppressed since")
         expect(suppressed).to_contain_text("left")
         shot(page, "provenance-replay")
+
+
+class ErasureTests:
+    def test_an_operator_erases_an_actor_after_typing_the_count(
+        self, page, live_server, login, operator, shot
+    ):
+        factories.memories(
+            operator.workspace, *({"content": f"ada's secret {n}"} for n in range(3))
+        )
+        slug = operator.workspace.slug
+
+        login(page, "olga", "pw-olga")
+        page.goto(f"{live_server.url}/w/{slug}/memories/?actor=user:ada")
+        page.get_by_role("link", name="Erase this actor…").click()
+        expect(
+            page.get_by_role("heading", name="Delete all 3 memories of user:ada")
+        ).to_be_visible()
+        page.get_by_label("Type 3 to confirm").fill("2")
+        page.get_by_role("button", name="Erase 3 memories").click()
+        expect(page.get_by_role("alert")).to_contain_text("Type 3, the number of memories")
+        shot(page, "erase-confirm")
+
+        page.get_by_label("Type 3 to confirm").fill("3")
+        page.get_by_role("button", name="Erase 3 memories").click()
+        expect(page.get_by_role("status").first).to_contain_text("Erased user:ada: 3 memories")
+        expect(page.get_by_text("ada's secret")).to_have_count(0)
+        shot(page, "erase-done")
