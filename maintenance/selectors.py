@@ -13,6 +13,7 @@ from maintenance import lifecycle
 from maintenance.connections import memory_connections
 from maintenance.models import LifecycleSettingsVersion, MaintenanceRun
 from policies.models import Workspace
+from portal.ids import numeric_id
 from recall.models import MemoryRecord
 from recall.selectors import embedder_model
 
@@ -47,9 +48,8 @@ def runs_for(*, workspace: Workspace) -> QuerySet[MaintenanceRun]:
 def run_for(*, workspace_ids: QuerySet[Workspace], run_id: Any) -> MaintenanceRun | None:
     """A run of one of ``workspace_ids`` (the caller's), or None: ids of other workspaces
     are answered exactly like ids that do not exist."""
-    try:
-        pk = int(run_id)
-    except (TypeError, ValueError):
+    pk = numeric_id(run_id)
+    if pk is None:
         return None
     return (
         MaintenanceRun.objects.select_related("workspace", "preview")

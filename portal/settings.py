@@ -49,6 +49,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     # First, so that it sees every response, whichever layer below produced it.
     "portal.middleware.ApiJsonErrorsMiddleware",
+    # Before anything reads a parameter: control characters in a path or query are a 400.
+    "portal.input_guard.ControlCharacterGuardMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",

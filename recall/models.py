@@ -14,9 +14,6 @@ def _choices(vocabulary: str) -> list[tuple[str, str]]:
     return [(value, value.replace("_", " ")) for value in VOCABULARIES[vocabulary]]
 
 
-ACTOR_KINDS = ("user", "agent", "team", "org", "service")
-
-
 class Actor(models.Model):
     """Someone memories are about, addressed as ``kind:name`` (``user:ada``)."""
 

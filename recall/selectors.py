@@ -36,6 +36,7 @@ from policies.algebra import SEGMENT_KINDS, SENSITIVITY_ORDER
 from policies.models import Workspace
 from portal.db.cursors import prepared_cursor
 from portal.errors import ValidationFailed
+from recall.actor_ids import ActorIdError, split_actor_id
 from recall.filtersets import MemoryFilterSet
 from recall.models import Actor, MemoryRecord
 from recall.runtime import embedder
@@ -480,7 +481,12 @@ def hnsw_nearest(params: dict[str, Any], *, ef_search: int | None = None) -> lis
 
 
 def actor_lookup(*, workspace: Workspace, actor_id: str) -> Actor | None:
-    kind, _, name = actor_id.partition(":")
+    """The actor with this id (in its canonical form); None if there is none or the id is not
+    a valid one."""
+    try:
+        kind, name = split_actor_id(actor_id)
+    except ActorIdError:
+        return None
     return Actor.objects.filter(workspace=workspace, kind=kind, name=name).first()
 
 

@@ -13,10 +13,11 @@ from audit.models import EventType, Injection
 from audit.services import ChainTip, audit_event_append, audit_event_record
 from policies.models import Workload, Workspace
 from policies.selectors import EffectivePolicy, effective_policy_for
-from portal.errors import ConflictError, ValidationFailed
+from portal.errors import ConflictError, NotFoundError, ValidationFailed
 from portal.tasks import eager, enqueue
+from recall.actor_ids import ActorIdError, normalize_actor_id, split_actor_id
 from recall.envelope import content_hash, context_digest, prefix_fingerprint, query_hash
-from recall.models import ACTOR_KINDS, Actor, MemoryRecord
+from recall.models import Actor, MemoryRecord
 from recall.planner import BudgetPlan, BudgetPolicy, Candidate, plan_budget
 from recall.runtime import embedder, token_estimator
 from recall.scoring import inclusion_score
@@ -30,17 +31,17 @@ from recall.selectors import (
 
 
 def actor_parse(actor_id: str) -> tuple[str, str]:
-    kind, sep, name = actor_id.partition(":")
-    # Control characters (NUL above all, which PostgreSQL text cannot hold) are no name.
-    unprintable = any(ord(c) < 32 or ord(c) == 127 for c in name)
-    if not sep or not name or kind not in ACTOR_KINDS or len(name) > 200 or unprintable:
-        raise ValidationFailed(
-            {
-                "actorId": f"Use kind:name with a kind among {', '.join(ACTOR_KINDS)} "
-                f"(for example user:ada); got {actor_id!r}."
-            }
-        )
-    return kind, name
+    """The canonical (kind, name) of an actor id (``recall.actor_ids``), or a 400 naming it."""
+    try:
+        return split_actor_id(actor_id)
+    except ActorIdError as exc:
+        raise ValidationFailed({"actorId": f"{exc} Got {actor_id!r}."}) from None
+
+
+def actor_normalize(actor_id: str) -> str:
+    """The canonical ``kind:name`` of an actor id, or a 400 naming it."""
+    kind, name = actor_parse(actor_id)
+    return f"{kind}:{name}"
 
 
 def actor_get_or_create(*, workspace: Workspace, actor_id: str) -> Actor:
@@ -222,6 +223,12 @@ def recall_plan(*, request: RecallRequest, rejected_limit: int | None = None) ->
         rejected_limit=rejected_limit,
         now=now,
     )
+    if found.actor_pk is None:
+        # Nothing is recorded for an actor the workspace has never had (an erased one stays).
+        raise NotFoundError(
+            f"No actor {request.actor_id} in this workspace: it has no memories to recall.",
+            {"fields": {"actorId": "Unknown actor."}},
+        )
     scored = _rescore(found.rows, now)
     ranked = scored[: request.top_k]
     plan = plan_budget(
@@ -453,10 +460,18 @@ def memory_import(
     restored under that id (an archive written by the retention sweep), which must be free
     and one the database issued before; a new memory never chooses its id.
     """
+    if actor_id is not None:
+        actor_id = actor_normalize(actor_id)
     groups: dict[str, list[dict[str, Any]]] = {}
     errors: dict[str, str] = {}
     for index, item in enumerate(items):
         named = item.get(ACTOR_KEY)
+        if named is not None:
+            try:
+                named = normalize_actor_id(named)
+            except ActorIdError as exc:
+                errors[f"memories[{index}].actorId"] = str(exc)
+                continue
         if named is not None and actor_id is not None and named != actor_id:
             errors[f"memories[{index}].actorId"] = (
                 f"This memory belongs to {named}, not to {actor_id}."

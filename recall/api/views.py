@@ -13,6 +13,7 @@ from policies.models import Workload
 from portal.access import Caller, require_role, workspace_for, workspaces_for
 from portal.api.views import WORKSPACE_PARAM, ApiView, json_object
 from portal.errors import NotFoundError, ValidationFailed
+from portal.ids import numeric_id
 from portal.models import Role
 from recall import erasure, replay, services
 from recall.api.serializers import (
@@ -46,10 +47,9 @@ MEMORY_FILTER_PARAMS = [
 
 
 def _memory(caller: Caller, memory_id: Any, *, required: str = Role.VIEWER) -> MemoryRecord:
-    try:
-        pk = int(memory_id)
-    except (TypeError, ValueError):
-        raise NotFoundError(f"No memory {memory_id}.") from None
+    pk = numeric_id(memory_id)
+    if pk is None:
+        raise NotFoundError(f"No memory {memory_id!r}: memory ids are ASCII digits.")
     memory = (
         MemoryRecord.objects.select_related("actor", "workspace")
         .defer("embedding")
@@ -106,7 +106,7 @@ class ActorMemoriesView(ApiView):
     )
     def get(self, request: Request, actor_id: str) -> Response:
         workspace = workspace_for(self.caller(request), request.query_params.get("workspace"))
-        services.actor_parse(actor_id)
+        actor_id = services.actor_normalize(actor_id)
         actor = actor_lookup(workspace=workspace, actor_id=actor_id)
         if actor is None:
             raise NotFoundError(f"No actor {actor_id} in workspace {workspace.slug!r}.")
@@ -127,7 +127,7 @@ class ActorMemoriesView(ApiView):
         workspace = workspace_for(
             caller, request.query_params.get("workspace"), required=Role.EDITOR
         )
-        services.actor_parse(actor_id)
+        actor_id = services.actor_normalize(actor_id)
         data = request.data
         items = _validate_batch(data)
         rows = services.memory_import(
@@ -203,7 +203,7 @@ class RecallView(ApiView):
         workspace = workspace_for(
             caller, request.query_params.get("workspace"), required=Role.EDITOR
         )
-        services.actor_parse(actor_id)
+        actor_id = services.actor_normalize(actor_id)
         serializer = RecallRequestSerializer(data=json_object(request))
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data

@@ -78,6 +78,7 @@ class EventRecordsWhatTheEnvelopeCarriedTests:
         assert sum(flags.values()) == 1 and len(flags) == len(envelope["entries"]) + 1
 
     def test_an_empty_context_records_no_rows(self, editor, workload_a):
+        factories.actor(editor.workspace)
         recall(editor, workload_a)
 
         [event] = assembled_events(editor.workspace)

@@ -245,7 +245,21 @@ class RecallAxisTests:
         assert entry_ids(envelope) == ids(mine)
         assert envelope["diagnostics"]["counts"]["candidates"] == 1
 
+    def test_an_actor_that_does_not_exist_is_a_404_and_nothing_is_written(
+        self, editor, workload_a
+    ):
+        before = state(editor.workspace)
+
+        response = post_recall(editor, workload_a)
+
+        error = error_of(response, 404, "NOT_FOUND")
+        assert "No actor user:ada" in error["message"]
+        assert error["details"]["fields"] == {"actorId": "Unknown actor."}
+        assert state(editor.workspace) == before
+        assert not AuditEvent.objects.filter(type=EventType.ASSEMBLED).exists()
+
     def test_an_actor_with_no_memories_gets_an_empty_envelope(self, editor, workload_a):
+        factories.actor(editor.workspace)
         envelope = recall(editor, workload_a)
 
         assert envelope["entries"] == [] and envelope["truncatedRefs"] == []
@@ -424,6 +438,7 @@ class OverrideTests:
         self, editor, workload_a
     ):
         set_floor(editor.workspace, relaxable=["perSegmentReservation"])
+        factories.actor(editor.workspace)
         before = state(editor.workspace)
         too_much = {"memory": 1200, "retrieval": 1200, "system_policy": 500, "tool_result": 1400}
 
