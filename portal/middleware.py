@@ -13,10 +13,18 @@ import logging
 from collections.abc import Callable
 
 from django.core.exceptions import BadRequest, PermissionDenied, SuspiciousOperation
-from django.http import Http404, HttpRequest, HttpResponseBase, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 from django.http.multipartparser import MultiPartParserError
+from django.template.loader import render_to_string
 
-from portal.api.errors import error_body, is_api_path, json_server_error
+from portal.api.errors import (
+    RETRY_AFTER_SECONDS,
+    error_body,
+    is_api_path,
+    is_database_unavailable,
+    json_server_error,
+    json_unavailable,
+)
 
 # Django's own logger for failed requests, so 500s land where they always did. The record
 # carries the method, the path and the traceback; never the request (its body can hold
@@ -42,6 +50,7 @@ _ERRORS = {
     413: ("REQUEST_TOO_LARGE", "The request body is too large."),
     415: ("UNSUPPORTED_MEDIA_TYPE", "Send the body as application/json."),
     429: ("THROTTLED", "Too many requests; try again later."),
+    503: ("DATABASE_UNAVAILABLE", "The service is unavailable right now; try again shortly."),
     500: ("SERVER_ERROR", "The server failed to handle this request."),
 }
 # Headers an error response must keep: what to do next.
@@ -58,7 +67,16 @@ class ApiJsonErrorsMiddleware:
             return _json_error(request, response)
         return response
 
-    def process_exception(self, request: HttpRequest, exception: Exception) -> JsonResponse | None:
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if is_database_unavailable(exception):
+            # Pages too, and in DEBUG too (Django's technical 500 page would answer).
+            request_logger.warning(
+                "Database unavailable: %s %s (%s)",
+                request.method,
+                request.path,
+                type(exception).__name__,
+            )
+            return json_unavailable() if is_api_path(request) else unavailable_page(request)
         if not is_api_path(request) or isinstance(exception, _HANDLED_BY_DJANGO):
             return None
         request_logger.error(
@@ -72,6 +90,14 @@ class ApiJsonErrorsMiddleware:
         # Logged above: Django would log it again, with the request attached.
         response._has_been_logged = True  # type: ignore[attr-defined]
         return response
+
+
+def unavailable_page(request: HttpRequest) -> HttpResponse:
+    """The 503 page: a static template rendered without the request, since its context
+    processors (the caller's workspaces) would read the database."""
+    response = HttpResponse(render_to_string("503.html"), status=503)
+    response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    return response
 
 
 def _is_json(response: HttpResponseBase) -> bool:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
@@ -17,13 +18,26 @@ from audit.models import AuditEvent
 from audit.selectors import assembled_per_day
 from policies.selectors import workload_compliance, workspace_policy_current
 from portal.access import caller_of, workspaces_for
-from portal.api.errors import json_bad_request, json_not_found, json_server_error
+from portal.api.errors import (
+    is_database_unavailable,
+    json_bad_request,
+    json_not_found,
+    json_server_error,
+)
+from portal.middleware import unavailable_page
 from portal.pages import workspace_page
 
 
 @require_GET
 def healthz(request: HttpRequest) -> JsonResponse:
-    return JsonResponse({"status": "ok"})
+    """Liveness: 200 while the process answers (restarting it would not help), and the truth
+    about the database in the body: ``ok``, or ``degraded`` while it is unreachable."""
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+    except Exception:  # noqa: BLE001 - any database failure means "unreachable"
+        return JsonResponse({"status": "degraded", "process": "ok", "database": "unreachable"})
+    return JsonResponse({"status": "ok", "process": "ok", "database": "ok"})
 
 
 @require_GET
@@ -139,4 +153,6 @@ def bad_request(request: HttpRequest, exception: Exception | None = None) -> Htt
 def server_error(request: HttpRequest) -> HttpResponse:
     if request.path.startswith("/v1/"):
         return json_server_error(request)
+    if is_database_unavailable(sys.exc_info()[1]):
+        return unavailable_page(request)
     return render(request, "500.html", status=500)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
+from django import db
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.http import Http404, HttpRequest, JsonResponse
@@ -46,7 +48,37 @@ def error_body(code: str, message: str, details: dict[str, Any] | None = None) -
     return {"error": {"code": code, "message": message, "details": details or {}}}
 
 
+# While the database is unreachable (restarting, failing over), callers are told to come
+# back: a 503 with Retry-After, never a 500. One statement or one transaction per change, so
+# nothing was half-written.
+RETRY_AFTER_SECONDS = 5
+UNAVAILABLE_MESSAGE = (
+    "The database is not reachable right now, so nothing was read or saved. Try again in a "
+    f"few seconds (Retry-After: {RETRY_AFTER_SECONDS})."
+)
+
+
+def is_database_unavailable(exc: BaseException | None) -> bool:
+    """A lost or refused database connection (not a constraint or a bad query)."""
+    return isinstance(exc, (db.OperationalError, db.InterfaceError))
+
+
+def json_unavailable() -> JsonResponse:
+    response = JsonResponse(
+        error_body("DATABASE_UNAVAILABLE", UNAVAILABLE_MESSAGE),
+        status=status.HTTP_503_SERVICE_UNAVAILABLE,
+    )
+    response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    return response
+
+
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if is_database_unavailable(exc):
+        return Response(
+            error_body("DATABASE_UNAVAILABLE", UNAVAILABLE_MESSAGE),
+            status=status.HTTP_503_SERVICE_UNAVAILABLE,
+            headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+        )
     if isinstance(exc, PolicyError):
         return Response(
             error_body(exc.code, exc.message, exc.details),
@@ -147,6 +179,8 @@ def json_bad_request(request: Any, exception: Exception | None = None) -> JsonRe
 
 
 def json_server_error(request: Any) -> JsonResponse:
+    if is_database_unavailable(sys.exc_info()[1]):
+        return json_unavailable()
     return JsonResponse(
         error_body("SERVER_ERROR", "The server failed to handle this request."),
         status=status.HTTP_500_INTERNAL_SERVER_ERROR,

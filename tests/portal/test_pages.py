@@ -125,7 +125,7 @@ class HealthTests:
 
         assert response.status_code == 200
         assert response["Content-Type"] == "application/json"
-        assert response.json() == {"status": "ok"}
+        assert response.json() == {"status": "ok", "process": "ok", "database": "ok"}
 
     def test_readyz_checks_the_database_and_pgvector(self, db):
         response = Client().get("/readyz")
