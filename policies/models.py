@@ -23,6 +23,9 @@ class Workspace(models.Model):
     # Whether context.assembled events keep the query text (it may be personal data), so a
     # replay needs no pasted query. Off by default; operators switch it (audited).
     store_queries = models.BooleanField(default=False)
+    # Recalls a minute per API token of this workspace; None: the RECALL_RATE_PER_MINUTE
+    # setting (portal.throttling).
+    recall_rate_per_minute = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["slug"]

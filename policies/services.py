@@ -190,6 +190,24 @@ def workspace_store_queries_set(*, workspace: Workspace, enabled: bool, author: 
 
 
 @transaction.atomic
+def workspace_recall_rate_set(*, workspace: Workspace, rate: int | None, author: str) -> Workspace:
+    """Recalls a minute per API token of this workspace (None: the server's default)."""
+    locked = Workspace.objects.select_for_update().get(pk=workspace.pk)
+    if locked.recall_rate_per_minute == rate:
+        return locked
+    before = locked.recall_rate_per_minute
+    locked.recall_rate_per_minute = rate
+    locked.save(update_fields=["recall_rate_per_minute"])
+    audit_event_record(
+        workspace=locked,
+        type=EventType.WORKSPACE_SETTINGS_SET,
+        author=author,
+        payload={"recallRatePerMinute": {"before": before, "after": rate}},
+    )
+    return locked
+
+
+@transaction.atomic
 def workload_update(
     *, workload: Workload, author: str, name: Any = None, description: Any = None
 ) -> Workload:

@@ -30,7 +30,7 @@ class TokenUser:
 
 _TOKEN_SQL = f"""
 SELECT t.id, t.name, t.role, t.prefix, t.created_at, w.id, w.slug, w.name, w.created_at,
-    w.store_queries
+    w.store_queries, w.recall_rate_per_minute
 FROM {ApiToken._meta.db_table} t JOIN {Workspace._meta.db_table} w ON w.id = t.workspace_id
 WHERE t.key_hash = %s AND t.revoked_at IS NULL
 """
@@ -47,10 +47,11 @@ def token_lookup(key_hash: str) -> ApiToken | None:
         row = cursor.fetchone()
     if row is None:
         return None
-    token_id, name, role, prefix, created, ws_id, slug, ws_name, ws_created, store = row
+    token_id, name, role, prefix, created, ws_id, slug, ws_name, ws_created, store, rate = row
     workspace = Workspace(
-        id=ws_id, slug=slug, name=ws_name, created_at=ws_created, store_queries=store
-    )
+        id=ws_id, slug=slug, name=ws_name, created_at=ws_created, store_queries=store,
+        recall_rate_per_minute=rate,
+    )  # fmt: skip
     token = ApiToken(
         id=token_id, workspace=workspace, name=name, role=role, key_hash=key_hash,
         prefix=prefix, created_at=created,

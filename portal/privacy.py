@@ -4,8 +4,8 @@ pages in caches.
 - ``QueryStringFilter`` drops the query string from request lines in the logs (the
   development server's access log and ``django.request``'s warnings): a ``?q=`` holds text
   searched in memory content, a ``?actor=`` names a person.
-- ``NoStoreMiddleware`` marks every response to a signed-in caller (session or token)
-  ``Cache-Control: no-store``, so no browser or proxy cache keeps memory content.
+- ``NoStoreMiddleware`` marks every response to a caller with credentials (a session cookie
+  or a token) ``Cache-Control: no-store``, so no browser or proxy cache keeps memory content.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import logging
 import re
 from collections.abc import Callable
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponseBase
 from django.utils.cache import patch_cache_control
 
@@ -41,8 +42,8 @@ class NoStoreMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponseBase:
         response = self.get_response(request)
-        user = getattr(request, "user", None)
-        signed_in = bool(user is not None and user.is_authenticated)
-        if signed_in or request.headers.get("Authorization"):
+        # Credentials sent, not the user looked up: that lookup reads the database, which may
+        # be the very thing that failed.
+        if settings.SESSION_COOKIE_NAME in request.COOKIES or request.headers.get("Authorization"):
             patch_cache_control(response, no_store=True, private=True)
         return response

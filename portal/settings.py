@@ -149,6 +149,27 @@ X_FRAME_OPTIONS = "DENY"
 SESSION_COOKIE_HTTPONLY = True
 
 # --- REST framework ---------------------------------------------------------------------------
+# --- Throttling (portal.throttling) -----------------------------------------------------------
+# Counted in the cache: the local memory of each web process by default; set CACHE_URL to a
+# Redis URL (redis://host:6379/1) when several processes must share the counts.
+CACHE_URL = env_str("CACHE_URL")
+CACHES = {
+    "default": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL}
+        if CACHE_URL
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    )
+}
+LOGIN_WINDOW_SECONDS = env_int("LOGIN_WINDOW_SECONDS", 15 * 60, minimum=1)
+LOGIN_FAILURES_PER_ACCOUNT = env_int("LOGIN_FAILURES_PER_ACCOUNT", 5, minimum=1)
+LOGIN_FAILURES_PER_ADDRESS = env_int("LOGIN_FAILURES_PER_ADDRESS", 50, minimum=1)
+# Calls a minute per token (or signed-in user); 0 turns a limit off.
+API_RATE_PER_MINUTE = env_int("API_RATE_PER_MINUTE", 6000, minimum=0)
+RECALL_RATE_PER_MINUTE = env_int("RECALL_RATE_PER_MINUTE", 6000, minimum=0)
+# How many reverse proxies in front of the portal append to X-Forwarded-For (0: none, use
+# the connection's address).
+TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0, minimum=0)
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "portal.authentication.BearerTokenAuthentication",
@@ -160,6 +181,7 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "EXCEPTION_HANDLER": "portal.api.errors.exception_handler",
+    "DEFAULT_THROTTLE_CLASSES": ["portal.throttling.TokenRateThrottle"],
     "DEFAULT_PAGINATION_CLASS": "portal.api.pagination.Pagination",
     "PAGE_SIZE": 50,
     "UNAUTHENTICATED_USER": None,

@@ -7,6 +7,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from portal import views
 from portal.api.errors import UNKNOWN_API_PATH, unknown_api_path
+from portal.throttling import ThrottledLoginView
 
 api_patterns: list[URLPattern | URLResolver] = [
     path("", include("policies.api.urls")),
@@ -26,7 +27,7 @@ urlpatterns = [
     path("readyz", views.readyz, name="readyz"),
     path(
         "login/",
-        auth_views.LoginView.as_view(
+        ThrottledLoginView.as_view(
             template_name="portal/login.html", redirect_authenticated_user=True
         ),
         name="login",

@@ -50,6 +50,16 @@ def close_stray_connections(django_db_setup: Any, django_db_blocker: Any) -> Any
 
 
 @pytest.fixture(autouse=True)
+def fresh_throttles() -> Any:
+    """Each test starts with no throttle counts (they live in the process's cache)."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+    cache.clear()
+
+
+@pytest.fixture(autouse=True)
 def fast_passwords(settings: Any) -> None:
     # Personas have passwords; the default hasher would cost every test ~0.2 s per persona.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

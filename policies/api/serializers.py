@@ -7,17 +7,27 @@ from rest_framework import serializers
 from policies import conflicts
 from policies.algebra import AXES, SEGMENT_KINDS
 from policies.models import Workload, WorkloadPolicyVersion, Workspace, WorkspacePolicyVersion
-from portal.api.fields import StrictBooleanField, StrictCharField, StrictRegexField
+from portal.api.fields import (
+    StrictBooleanField,
+    StrictCharField,
+    StrictIntegerField,
+    StrictRegexField,
+)
 
 
 class WorkspaceSerializer(serializers.ModelSerializer):
     createdAt = serializers.DateTimeField(source="created_at", read_only=True)
     environments = serializers.SerializerMethodField()
     storeQueries = serializers.BooleanField(source="store_queries", read_only=True)
+    recallRatePerMinute = serializers.IntegerField(
+        source="recall_rate_per_minute", read_only=True, allow_null=True
+    )
 
     class Meta:
         model = Workspace
-        fields = ["slug", "name", "environments", "storeQueries", "createdAt"]
+        fields = [
+            "slug", "name", "environments", "storeQueries", "recallRatePerMinute", "createdAt",
+        ]  # fmt: skip
 
     def get_environments(self, workspace: Workspace) -> list[str]:
         return [env.slug for env in workspace.environments.all()]
@@ -37,6 +47,14 @@ class WorkspaceUpdateSerializer(serializers.Serializer):
         required=False,
         help_text="Keep each recall's query text in its context.assembled event, so a replay "
         "needs no pasted query. Off by default (a query may be personal data).",
+    )
+    recallRatePerMinute = StrictIntegerField(
+        required=False,
+        allow_null=True,
+        min_value=1,
+        max_value=1_000_000,
+        help_text="Recalls a minute per API token of this workspace (429 THROTTLED beyond); "
+        "null: the server's default (RECALL_RATE_PER_MINUTE).",
     )
 
 

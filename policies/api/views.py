@@ -141,12 +141,14 @@ class WorkspaceDetailView(ApiView):
         caller = self.caller(request)
         workspace = workspace_for(caller, slug, required=Role.OPERATOR)
         data = json_object(request)
-        reject_unknown(data, {"name", "storeQueries"})
+        reject_unknown(data, {"name", "storeQueries", "recallRatePerMinute"})
         serializer = WorkspaceUpdateSerializer(data=data)
         serializer.is_valid(raise_exception=True)
         changes = serializer.validated_data
         if not changes:
-            raise ValidationFailed({"name": "Send a new name, or storeQueries, to change."})
+            raise ValidationFailed(
+                {"name": "Send a new name, storeQueries or recallRatePerMinute to change."}
+            )
         with transaction.atomic():
             if "name" in changes:
                 workspace = services.workspace_rename(
@@ -155,6 +157,10 @@ class WorkspaceDetailView(ApiView):
             if "storeQueries" in changes:
                 workspace = services.workspace_store_queries_set(
                     workspace=workspace, enabled=changes["storeQueries"], author=caller.label
+                )
+            if "recallRatePerMinute" in changes:
+                workspace = services.workspace_recall_rate_set(
+                    workspace=workspace, rate=changes["recallRatePerMinute"], author=caller.label
                 )
         return Response(WorkspaceSerializer(workspace).data)
 

@@ -47,6 +47,7 @@ class WorkspaceListTests:
                 "name": "Team A",
                 "environments": ["dev", "prod", "staging"],
                 "storeQueries": False,
+                "recallRatePerMinute": None,
                 "createdAt": response.json()[0]["createdAt"],
             }
         ]
@@ -242,7 +243,9 @@ class WorkspaceDetailTests:
         response = viewer.api().get("/v1/workspaces/team-a/")
 
         assert response.status_code == 200
-        assert set(response.json()) == {"slug", "name", "environments", "storeQueries", "createdAt"}
+        assert set(response.json()) == {
+            "slug", "name", "environments", "storeQueries", "recallRatePerMinute", "createdAt",
+        }  # fmt: skip
         assert response.json()["slug"] == "team-a"
 
     def test_an_operator_renames_the_workspace(self, operator):

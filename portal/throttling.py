@@ -1,0 +1,132 @@
+"""Throttling: failed logins per account and per address, API calls per token.
+
+Fixed windows counted in Django's cache (one increment per request, whatever the rate), so the
+check costs the recall hot path no database statement. With one web process the default local
+memory cache is enough; with several, point ``CACHE_URL`` at Redis so they share the counts.
+
+- Logins: after ``LOGIN_FAILURES_PER_ACCOUNT`` failed attempts on one username, or
+  ``LOGIN_FAILURES_PER_ADDRESS`` from one address, within ``LOGIN_WINDOW_SECONDS``, further
+  attempts are refused with 429 (even with the right password) until the window ends. The
+  message is the same whether the account exists or not.
+- API: each token (or signed-in user) may make ``API_RATE_PER_MINUTE`` calls a minute, and
+  recalls ``RECALL_RATE_PER_MINUTE`` a minute unless its workspace sets its own
+  (``Workspace.recall_rate_per_minute``). Over the limit: 429 ``THROTTLED`` with Retry-After.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import views as auth_views
+from django.core.cache import cache
+from django.http import HttpRequest, HttpResponse
+from rest_framework.request import Request
+from rest_framework.throttling import BaseThrottle
+
+
+def _window(seconds: int, now: float | None = None) -> tuple[int, int]:
+    """The current window's number and the seconds left in it."""
+    now = time.time() if now is None else now
+    number = int(now // seconds)
+    return number, max(1, int((number + 1) * seconds - now))
+
+
+def _key(*parts: Any) -> str:
+    # Hashed: a username or address is not kept in the cache as it is.
+    digest = hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).hexdigest()[:32]
+    return f"throttle:{digest}"
+
+
+def _count(key: str, seconds: int, *, add: bool) -> int:
+    if add:
+        if cache.add(key, 1, timeout=seconds + 1):
+            return 1
+        try:
+            return int(cache.incr(key))
+        except ValueError:  # expired between add and incr
+            cache.add(key, 1, timeout=seconds + 1)
+            return 1
+    return int(cache.get(key, 0))
+
+
+def client_address(request: HttpRequest) -> str:
+    """The caller's address. Behind a proxy, set ``TRUSTED_PROXY_COUNT`` so the address the
+    proxy saw (in X-Forwarded-For) is used rather than the proxy's own."""
+    hops = int(getattr(settings, "TRUSTED_PROXY_COUNT", 0))
+    forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "")
+    if hops and forwarded:
+        chain = [part.strip() for part in forwarded.split(",") if part.strip()]
+        if len(chain) >= hops:
+            return chain[-hops]
+    return str(request.META.get("REMOTE_ADDR", ""))
+
+
+# --- logins -----------------------------------------------------------------------------------
+
+
+class ThrottledLoginView(auth_views.LoginView):
+    """Django's login view, refusing attempts once an account or address failed too often."""
+
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        seconds = settings.LOGIN_WINDOW_SECONDS
+        window, left = _window(seconds)
+        username = str(request.POST.get("username", "")).strip().lower()
+        account = _key("login-account", username, window)
+        address = _key("login-address", client_address(request), window)
+        over = _count(account, seconds, add=False) >= settings.LOGIN_FAILURES_PER_ACCOUNT or (
+            _count(address, seconds, add=False) >= settings.LOGIN_FAILURES_PER_ADDRESS
+        )
+        if over:
+            form = self.get_form()
+            minutes = max(1, round(left / 60))
+            form.errors.clear()
+            form.add_error(
+                None,
+                "Too many failed attempts. Wait about "
+                f"{minutes} minute{'s' if minutes != 1 else ''} and try again.",
+            )
+            response = self.render_to_response(self.get_context_data(form=form), status=429)
+            response["Retry-After"] = str(left)
+            return response
+        response = super().post(request, *args, **kwargs)
+        if response.status_code == 200:  # the form came back: the attempt failed
+            _count(account, seconds, add=True)
+            _count(address, seconds, add=True)
+        return response
+
+
+# --- the API ----------------------------------------------------------------------------------
+
+
+class TokenRateThrottle(BaseThrottle):
+    """Per token (or signed-in user): all calls, and recalls under their own limit."""
+
+    def allow_request(self, request: Request, view: Any) -> bool:
+        token: Any = getattr(request, "auth", None)
+        user: Any = getattr(request, "user", None)
+        if getattr(token, "pk", None):
+            ident = f"token:{token.pk}"
+        elif getattr(user, "pk", None):
+            ident = f"user:{user.pk}"
+        else:
+            ident = client_address(request)
+        self.wait_seconds: int | None = None
+        limits = [("api", settings.API_RATE_PER_MINUTE)]
+        if getattr(view, "throttle_scope", "") == "recall":
+            workspace = getattr(token, "workspace", None)
+            own = getattr(workspace, "recall_rate_per_minute", None)
+            limits.append(("recall", own or settings.RECALL_RATE_PER_MINUTE))
+        window, left = _window(60)
+        for scope, limit in limits:
+            if not limit:
+                continue
+            if _count(_key(scope, ident, window), 60, add=True) > limit:
+                self.wait_seconds = left
+                return False
+        return True
+
+    def wait(self) -> float | None:
+        return self.wait_seconds
