@@ -6,7 +6,9 @@ values (numbers, lists, maps); every rule — vocabularies, ranges, narrowing, b
 in the algebra and the services, and their errors come back through ``add_error``.
 
 Input names: ``ax-<axis>`` (``ax-<axis>-<kind>`` for maps, ``ax-dropOrder-<position>`` for
-the ordered list), ``mode-<axis>`` = ``inherit`` | ``set`` on workload forms, ``relaxable``
+the ordered list, ``ax-maxAgeSeconds`` an amount with ``ax-maxAgeSeconds-unit`` its unit —
+``day``, ``hour``, ``minute`` or ``second``, seconds when left out — converted to the
+seconds the policy stores), ``mode-<axis>`` = ``inherit`` | ``set`` on workload forms, ``relaxable``
 (one checkbox per axis) on the floor form, ``comment``, and the hidden ``base_version``: the
 version the form was opened at, so that a save over someone else's newer one is refused.
 """
@@ -15,11 +17,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from policies.algebra import (
     AXES,
     DOCUMENT_FIELD,
+    MAX_AGE_SECONDS,
     RELAXABLE_KEY,
     SEGMENT_KINDS,
     VOCABULARIES,
@@ -28,6 +32,7 @@ from policies.algebra import (
     PolicyError,
 )
 from policies.algebra import floor_document as floor_document  # re-exported for the views
+from policies.labels import DURATION_UNITS, axis_hint, axis_label, axis_value, value_label
 from policies.services import change_comment
 from portal.errors import DomainError, ValidationFailed
 from portal.versioning import NO_VERSION, parse_base_version
@@ -38,7 +43,7 @@ WIDGETS = {
     "superset": "checks",
     "min_number": "number",
     "max_int": "number",
-    "max_age": "number",
+    "max_age": "duration",
     "ordered_max": "select",
     "ceiling_map": "map",
     "reservation_map": "map",
@@ -46,45 +51,13 @@ WIDGETS = {
 }
 
 POSITION_NAMES = ("1st", "2nd", "3rd", "4th", "5th", "6th")
+UNIT_SIZES: dict[str, int] = dict(DURATION_UNITS)
+UNIT_SUFFIX = "-unit"
 BASE_VERSION_FIELD = "base_version"
 
 
 # --- showing values ----------------------------------------------------------------------------
-
-
-def format_value(name: str, value: Any) -> str:
-    """A policy value as a person reads it: lists joined, maps as ``kind: n``, null explained."""
-    axis = AXES.get(name)
-    if value is None:
-        return "no limit" if name == "maxAgeSeconds" else "—"
-    if axis is not None and axis.kind == "ordered_list":
-        return " → ".join(value) if value else "(none)"
-    if isinstance(value, Mapping):
-        empty = "(no caps)" if axis is not None and axis.kind == "ceiling_map" else "(none)"
-        return ", ".join(f"{k}: {value[k]}" for k in _in_vocabulary_order(axis, value)) or empty
-    if isinstance(value, (list, tuple)):
-        return ", ".join(str(v) for v in _in_vocabulary_order(axis, value)) or "(none)"
-    if name == "maxAgeSeconds" and isinstance(value, int):
-        return f"{value} s ({_duration(value)})"
-    if isinstance(value, float):
-        return f"{value:g}"
-    return str(value)
-
-
-def _in_vocabulary_order(axis: Axis | None, labels: Any) -> list[Any]:
-    """Labels in their vocabulary's order (as the forms list them), unknown ones last."""
-    vocabulary = VOCABULARIES.get(axis.vocabulary or "", ()) if axis is not None else ()
-    return sorted(
-        labels,
-        key=lambda v: (vocabulary.index(v) if v in vocabulary else len(vocabulary), str(v)),
-    )
-
-
-def _duration(seconds: int) -> str:
-    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
-        if seconds >= size and seconds % size == 0:
-            return f"{seconds // size} {unit}"
-    return f"{seconds} s"
+# Values read the same on every page: ``policies.labels.axis_value`` formats them all.
 
 
 @dataclass(frozen=True)
@@ -110,7 +83,7 @@ def diff_rows(
     def side(name: str, value: Any, document: Mapping[str, Any] | None) -> str:
         if document is not None and name not in document:
             return missing
-        return format_value(name, value)
+        return axis_value(name, value)
 
     return [
         DiffRow(
@@ -147,7 +120,7 @@ def domain_errors(
             FieldError(
                 name,
                 f"{WORKLOAD_RELAXES_OPERATOR_FLOOR}: wider than the operator floor "
-                f"(floor: {format_value(name, named.get(name, fallback.get(name)))}).",
+                f"(floor: {axis_value(name, named.get(name, fallback.get(name)))}).",
                 relaxes=True,
             )
             for name in details.get("axes", [])
@@ -163,9 +136,17 @@ def domain_errors(
     return errors or [FieldError("", exc.message)]
 
 
+def field_name(name: str) -> str:
+    """A field as an error shown away from it names it: its label, then the API name."""
+    label = axis_label(name)
+    return label if label == name else f"{label} ({name})"
+
+
 def domain_error_lines(exc: PolicyError | DomainError) -> list[str]:
     """``domain_errors`` as lines of a list shown away from the form (each names its field)."""
-    return [f"{e.field}: {e.message}" if e.field else e.message for e in domain_errors(exc)]
+    return [
+        f"{field_name(e.field)}: {e.message}" if e.field else e.message for e in domain_errors(exc)
+    ]
 
 
 # --- the bound form ----------------------------------------------------------------------------
@@ -203,6 +184,7 @@ class BoundAxis:
     choices: list[Choice] = field(default_factory=list)  # checks and select
     entries: list[MapEntry] = field(default_factory=list)  # maps
     positions: list[Position] = field(default_factory=list)  # dropOrder
+    units: list[Choice] = field(default_factory=list)  # duration: the amount's unit
     error: str = ""
     relaxes: bool = False  # the error is WORKLOAD_RELAXES_OPERATOR_FLOOR
     relaxable: bool = False  # floor only
@@ -218,9 +200,23 @@ class BoundAxis:
         return f"ax-{self.axis.name}"
 
     @property
+    def unit_input_name(self) -> str:
+        return f"{self.input_name}{UNIT_SUFFIX}"
+
+    @property
+    def label(self) -> str:
+        return axis_label(self.axis.name)
+
+    @property
+    def hint(self) -> str:
+        return axis_hint(self.axis.name)
+
+    @property
     def number_attrs(self) -> dict[str, str]:
         if self.axis.kind == "min_number":
             return {"min": "0", "max": "1", "step": "0.01"}
+        if self.axis.kind == "max_age":
+            return {"min": "0", "step": "any"}
         return {"min": "1", "step": "1"}
 
 
@@ -255,6 +251,43 @@ def _parse_number(raw: str, axis: Axis) -> Any:
         return int(raw)
     except ValueError:
         raise _ParseError("Enter a whole number.") from None
+
+
+def _duration_parts(seconds: Any) -> tuple[str, str]:
+    """Stored seconds as the form shows them: the largest unit that holds them exactly."""
+    if seconds is None:
+        return "", "day"
+    for unit, size in DURATION_UNITS:
+        if seconds % size == 0:
+            return str(seconds // size), unit
+    return str(seconds), "second"  # unreachable: every whole number is whole seconds
+
+
+def _parse_duration(data: Mapping[str, Any], axis: Axis) -> int | None:
+    """An amount and its unit as seconds; empty is no limit. The algebra checks the range,
+    but an amount past it is refused here, before turning, say, 1e9999 days into seconds."""
+    name = f"ax-{axis.name}"
+    raw = str(data.get(name, "")).strip()
+    unit = str(data.get(f"{name}{UNIT_SUFFIX}", "second"))
+    size = UNIT_SIZES.get(unit)
+    if size is None:
+        raise _ParseError("Choose days, hours, minutes or seconds.")
+    if raw == "":
+        return None
+    try:
+        amount = Decimal(raw)
+    except InvalidOperation:
+        amount = Decimal("NaN")
+    if not amount.is_finite():
+        raise _ParseError(f"Enter a number of {unit}s, or leave it empty for no limit.")
+    if amount <= 0:
+        raise _ParseError("Enter a duration above zero, or leave it empty for no limit.")
+    if amount * size > MAX_AGE_SECONDS:
+        raise _ParseError(f"At most a century ({axis_value(axis.name, MAX_AGE_SECONDS)}).")
+    seconds = amount * size
+    if seconds != seconds.to_integral_value():
+        raise _ParseError(f"{raw} {unit}s is not a whole number of seconds: use a smaller unit.")
+    return int(seconds)
 
 
 def _parse_map(data: Mapping[str, Any], axis: Axis) -> dict[str, int]:
@@ -343,6 +376,8 @@ class PolicyForm:
             return data.get(f"ax-{axis.name}", "")
         if widget == "number":
             return _parse_number(str(data.get(f"ax-{axis.name}", "")), axis)
+        if widget == "duration":
+            return _parse_duration(data, axis)
         if widget == "map":
             return _parse_map(data, axis)
         positions = [str(data.get(f"ax-{axis.name}-{i}", "")) for i in range(len(SEGMENT_KINDS))]
@@ -373,6 +408,17 @@ class PolicyForm:
         self.document = document
         return not self.errors
 
+    @property
+    def error_labels(self) -> list[str]:
+        """The fields with an error, named as the page names them, in the form's order."""
+        others = {RELAXABLE_KEY: axis_label(RELAXABLE_KEY), "comment": "Change comment"}
+        names = {**{name: axis_label(name) for name in AXES}, **others}
+        return [label for name, label in names.items() if name in self.errors]
+
+    @property
+    def relaxing_labels(self) -> list[str]:
+        return [axis_label(name) for name in self.relaxing]
+
     # errors from the domain
 
     def add_error(self, exc: PolicyError | DomainError) -> None:
@@ -402,10 +448,10 @@ class PolicyForm:
             included=self._included(name),
             error=self.errors.get(name, ""),
             relaxes=name in self.relaxing,
-            display=format_value(name, self.initial[name]) if name in self.initial else "",
+            display=axis_value(name, self.initial[name]) if name in self.initial else "",
         )
         if self.partial:
-            bound.floor_display = format_value(name, self.floor.get(name))
+            bound.floor_display = axis_value(name, self.floor.get(name))
         else:
             relaxable = (
                 self.data.getlist("relaxable") if self.data is not None else self.initial_relaxable
@@ -415,14 +461,19 @@ class PolicyForm:
         value = self._value(name)
         if widget == "checks":
             chosen = set(data.getlist(bound.input_name) if data is not None else value or [])
-            bound.choices = [Choice(v, v.replace("_", " "), v in chosen) for v in _labels(axis)]
+            bound.choices = [Choice(v, value_label(v), v in chosen) for v in _labels(axis)]
         elif widget == "select":
             chosen_label = data.get(bound.input_name, "") if data is not None else value
-            bound.choices = [
-                Choice(v, v.replace("_", " "), v == chosen_label) for v in _labels(axis)
-            ]
+            bound.choices = [Choice(v, value_label(v), v == chosen_label) for v in _labels(axis)]
         elif widget == "number":
             bound.value = data.get(bound.input_name, "") if data is not None else _text(value)
+        elif widget == "duration":
+            amount, unit = _duration_parts(value)
+            if data is not None:
+                amount = data.get(bound.input_name, "")
+                unit = data.get(bound.unit_input_name, "second")
+            bound.value = amount
+            bound.units = [Choice(u, f"{u}s", u == unit) for u, _ in DURATION_UNITS]
         elif widget == "map":
             current = value or {}
             bound.entries = [
@@ -449,9 +500,7 @@ class PolicyForm:
                         POSITION_NAMES[i],
                         input_name,
                         [Choice("", "—", chosen_label == "")]
-                        + [
-                            Choice(k, k.replace("_", " "), k == chosen_label) for k in SEGMENT_KINDS
-                        ],
+                        + [Choice(k, value_label(k), k == chosen_label) for k in SEGMENT_KINDS],
                     )
                 )
         return bound

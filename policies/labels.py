@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from policies.algebra import AXES
+from policies.algebra import AXES, VOCABULARIES
 
 AXIS_LABELS: dict[str, str] = {
     "memoryTypeAllowed": "Memory types allowed",
@@ -48,14 +48,37 @@ TERM_HINTS: dict[str, str] = {
     "effectiveBudgetHash": "A hash of the budget part of the effective policy alone.",
     "truncatedRef": "A memory sent as its id and metadata only, without its content, because "
     "the budget had no room for it.",
+    "queryHash": "A salted hash of the query text: “Run again now” checks a pasted query "
+    "against it, without the trail keeping the query.",
 }
 
-_UNITS = (("day", 86_400), ("hour", 3_600), ("minute", 60), ("second", 1))
+# Largest first: what a duration input offers and how a duration is spelled out.
+DURATION_UNITS: tuple[tuple[str, int], ...] = (
+    ("day", 86_400),
+    ("hour", 3_600),
+    ("minute", 60),
+    ("second", 1),
+)
+
+# Names beside the axes that pages show as if they were one (the floor's relaxable list).
+OTHER_LABELS: dict[str, str] = {"relaxableAxes": "Relaxable axes"}
+
+# Where an axis's registry description speaks the API's language (seconds, null), the words a
+# page shows instead.
+AXIS_HINTS: dict[str, str] = {
+    "maxAgeSeconds": "Oldest a recalled memory may be; empty means no limit.",
+}
 
 
 def axis_label(name: str) -> str:
     """``confidenceMin`` → "Minimum confidence"; an unknown name is returned as it is."""
-    return AXIS_LABELS.get(name, name)
+    return AXIS_LABELS.get(name) or OTHER_LABELS.get(name, name)
+
+
+def axis_hint(name: str) -> str:
+    """What an axis means, in a page's words."""
+    axis = AXES.get(name)
+    return AXIS_HINTS.get(name) or (axis.description if axis is not None else "")
 
 
 def value_label(value: Any) -> str:
@@ -72,7 +95,7 @@ def duration_label(seconds: Any) -> str:
     if remaining == 0:
         return "0 seconds"
     parts = []
-    for unit, size in _UNITS:
+    for unit, size in DURATION_UNITS:
         count, remaining = divmod(remaining, size)
         if count:
             parts.append(f"{count} {unit}{'' if count == 1 else 's'}")
@@ -81,10 +104,18 @@ def duration_label(seconds: Any) -> str:
     return " ".join(parts)
 
 
+def _in_vocabulary_order(vocabulary: str | None, items: Any) -> list[Any]:
+    """Labels in their vocabulary's order, as the forms list them (unknown ones last)."""
+    known = VOCABULARIES.get(vocabulary or "", ())
+    return sorted(items, key=lambda v: (known.index(v) if v in known else len(known), str(v)))
+
+
 def axis_value(name: str, value: Any) -> str:
     """An axis value as a page shows it, the same everywhere."""
     axis = AXES.get(name)
     if axis is None:
+        if name in OTHER_LABELS and isinstance(value, (list, tuple)):  # a list of axis names
+            return ", ".join(axis_label(v) for v in value) or "none"
         return "—" if value is None else str(value)
     if axis.kind == "max_age":
         return duration_label(value)
@@ -93,12 +124,14 @@ def axis_value(name: str, value: Any) -> str:
     if isinstance(value, Mapping):
         if not value:
             return "none"
-        return ", ".join(f"{value_label(k)}: {v:,}" for k, v in value.items())
+        keys = _in_vocabulary_order(axis.vocabulary, value)
+        return ", ".join(f"{value_label(k)}: {value[k]:,}" for k in keys)
     if isinstance(value, (list, tuple)):
         if not value:
             return "none"
-        joiner = " → " if axis.kind == "ordered_list" else ", "
-        return joiner.join(value_label(v) for v in value)
+        if axis.kind == "ordered_list":  # the order is the value
+            return " → ".join(value_label(v) for v in value)
+        return ", ".join(value_label(v) for v in _in_vocabulary_order(axis.vocabulary, value))
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, int):

@@ -4,6 +4,10 @@ Each URL serves its full page and, for htmx requests, the fragment that changed 
 preview, live validation, diff, environment switch). Reads are open to every member; writes
 need the editor role (workload policies) or the operator role (the floor), checked before
 anything else so a viewer's POST is a 403 whatever it carries.
+
+A workload page asked for no environment opens on the one saved most recently (a workload
+with only a prod policy opens on prod); ``?environment=`` (empty) asks for the
+all-environments default, so every link and form these pages render names its environment.
 """
 
 from __future__ import annotations
@@ -30,8 +34,8 @@ from policies.forms import (
     diff_rows,
     domain_error_lines,
     floor_document,
-    format_value,
 )
+from policies.labels import axis_value
 from policies.models import (
     PolicyVersionBase,
     Workload,
@@ -76,6 +80,9 @@ def _bad_input(
     return render(request, "policies/bad_input.html", context, status=400)
 
 
+ALL_ENVIRONMENTS = "All environments (default)"
+
+
 def _environment(workspace: Workspace, raw: str | None) -> tuple[str, list[str]]:
     """The environment named in the request ('' = all environments) and the known ones."""
     known = list(workspace.environments.order_by("slug").values_list("slug", flat=True))
@@ -89,8 +96,53 @@ def _environment(workspace: Workspace, raw: str | None) -> tuple[str, list[str]]
 
 
 def _workload_url(name: str, slug: str, workload: Workload, environment: str) -> str:
+    """A workload page for ``environment``, named even when it is '' (the default policy): a
+    URL without one opens on the environment saved most recently."""
     url = reverse(name, args=[slug, workload.pk])
-    return f"{url}?{urlencode({'environment': environment})}" if environment else url
+    return f"{url}?{urlencode({'environment': environment})}"
+
+
+def _latest_by_environment(workload: Workload) -> dict[str, WorkloadPolicyVersion]:
+    """The newest version of each of the workload's policies, by environment, in one query."""
+    versions = workload.policy_versions.order_by("environment", "-version").distinct("environment")
+    return {v.environment: v for v in versions}
+
+
+def _most_recent_environment(
+    latest: dict[str, WorkloadPolicyVersion], known: list[str]
+) -> str | None:
+    """The environment whose policy was saved last (None: no policy saved anywhere)."""
+    saved = [v for env, v in latest.items() if env == "" or env in known]
+    if not saved:
+        return None
+    return max(saved, key=lambda v: (v.created_at, v.pk)).environment
+
+
+def _environment_label(environment: str) -> str:
+    return environment or ALL_ENVIRONMENTS
+
+
+@dataclass(frozen=True)
+class EnvironmentTab:
+    """One environment of a workload, marked with its own policy's newest version."""
+
+    environment: str  # '' = all environments (the default policy)
+    label: str
+    latest: WorkloadPolicyVersion | None
+    url: str
+    selected: bool
+
+
+def _environment_tabs(
+    environment: str,
+    known: list[str],
+    latest: dict[str, WorkloadPolicyVersion],
+    url: Callable[[str], str],
+) -> list[EnvironmentTab]:
+    return [
+        EnvironmentTab(env, _environment_label(env), latest.get(env), url(env), env == environment)
+        for env in ["", *known]
+    ]
 
 
 def _wants_fragment(request: HtmxHttpRequest) -> bool:
@@ -235,12 +287,21 @@ def workload_policy(request: HtmxHttpRequest, slug: str, workload_id: uuid.UUID)
     access = _access(request, slug, write_role=Role.EDITOR)
     workspace = access.workspace
     workload = _workload(access, workload_id)
+    raw = request.GET.get("environment")
     try:
-        environment, environments = _environment(workspace, request.GET.get("environment"))
+        environment, environments = _environment(workspace, raw)
     except BadInput as exc:
         raise Http404(str(exc)) from None  # the policy page of an environment that is not there
+    latest = _latest_by_environment(workload)
+    # Asked for none, a page opens where the workload's policy was saved last; a form posted
+    # without one (only an old page or a script would) is about the default, as it always was.
+    opened_on_latest = False
+    if raw is None and request.method == "GET":
+        recent = _most_recent_environment(latest, environments)
+        if recent is not None:
+            environment, opened_on_latest = recent, True
     floor_version = workspace_policy_current(workspace=workspace)
-    current = workload_policy_current(workload=workload, environment=environment)
+    current = latest.get(environment)
     form = PolicyForm(
         initial=current.document if current else {},
         partial=True,
@@ -306,7 +367,15 @@ def workload_policy(request: HtmxHttpRequest, slug: str, workload_id: uuid.UUID)
         **access.context(),
         "workload": workload,
         "environment": environment,
+        "environment_label": _environment_label(environment),
         "environments": environments,
+        "environment_tabs": _environment_tabs(
+            environment,
+            environments,
+            latest,
+            lambda env: _workload_url("policies:workload-policy", slug, workload, env),
+        ),
+        "opened_on_latest": opened_on_latest,
         "current": current,
         "floor_version": floor_version,
         "form": form,
@@ -343,7 +412,7 @@ def _effective_context(
     else:
         source = "the floor as is: no workload policy applies"
     return {
-        "effective": [(name, format_value(name, effective.policy[name])) for name in algebra.AXES],
+        "effective": [(name, axis_value(name, effective.policy[name])) for name in algebra.AXES],
         "effective_error": "",
         "effective_source": source,
         "effective_conflicts": effective.conflicts,
@@ -428,16 +497,63 @@ def _compared(
 class _History:
     """What differs between the floor's history page and a workload's."""
 
-    versions: Sequence[PolicyVersionBase]
+    listed: Sequence[PolicyVersionBase]  # every version the page lists, newest first
+    versions: Sequence[PolicyVersionBase]  # those of the shown policy: compared and restored
     documents: dict[int, dict[str, Any]]  # by version: what is diffed and what a restore saves
     # (document, comment, base version) → the new version, or the current one if unchanged
     save: Callable[[dict[str, Any], str, int | None], PolicyVersionBase]
     can_restore: bool
     page_url: str  # this page, with its environment
     base_path: str  # this page, without a query
-    environment: str | None
+    environment: str | None  # the shown policy's environment; None: the floor has none
     missing: str  # an axis a version does not set
     context: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """One row of the version list: a version, and the links and forms beside it."""
+
+    version: PolicyVersionBase
+    environment: str | None  # None: the floor's
+    environment_label: str
+    current: bool  # the newest version of its policy
+    compare_url: str  # its diff with the version before it ('' for a first version)
+    restore_url: str
+    base_version: int  # what a restore from this row is based on: its policy's newest
+
+
+def _history_url(base_path: str, environment: str | None, **params: Any) -> str:
+    keep = {} if environment is None else {"environment": environment}
+    query = urlencode({**keep, **params})
+    return f"{base_path}?{query}" if query else base_path
+
+
+def _entries(history: _History) -> list[_Entry]:
+    newest: dict[str | None, int] = {}
+    for v in history.listed:
+        env = getattr(v, "environment", None)
+        newest[env] = max(newest.get(env, 0), v.version)
+    entries = []
+    for v in history.listed:
+        env = getattr(v, "environment", None)
+        compare = (
+            _history_url(history.base_path, env, a=v.version - 1, b=v.version)
+            if v.version > 1
+            else ""
+        )
+        entries.append(
+            _Entry(
+                version=v,
+                environment=env,
+                environment_label=_environment_label(env or ""),
+                current=v.version == newest[env],
+                compare_url=compare,
+                restore_url=_history_url(history.base_path, env),
+                base_version=newest[env],
+            )
+        )
+    return entries
 
 
 def _history_page(request: HtmxHttpRequest, access: PageAccess, history: _History) -> HttpResponse:
@@ -479,15 +595,21 @@ def _history_page(request: HtmxHttpRequest, access: PageAccess, history: _Histor
             except (algebra.PolicyError, DomainError) as exc:
                 errors, status = domain_error_lines(exc), UNPROCESSABLE
             else:
+                where = (
+                    ""
+                    if history.environment is None
+                    else " of " + _environment_label(history.environment)
+                )
                 if saved.pk == versions[0].pk:
                     messages.info(
                         request,
-                        f"No changes to save: version {target.version} is the same as the"
-                        f" current version {saved.version}.",
+                        f"No changes to save: version {target.version}{where} is the same as"
+                        f" the current version {saved.version}.",
                     )
                 else:
                     messages.success(
-                        request, f"Restored version {target.version} as version {saved.version}."
+                        request,
+                        f"Restored version {target.version}{where} as version {saved.version}.",
                     )
                 return redirect(history.page_url)
     try:
@@ -503,35 +625,24 @@ def _history_page(request: HtmxHttpRequest, access: PageAccess, history: _Histor
             after=after,
             missing=history.missing,
         )
-    keep = {"environment": history.environment} if history.environment else {}
-    entries = [
-        {
-            "version": v,
-            "compare_url": f"{history.base_path}?"
-            + urlencode({**keep, "a": v.version - 1, "b": v.version})
-            if v.version > 1
-            else "",
-        }
-        for v in versions
-    ]
     context = {
         **access.context(),
         **history.context,
         "versions": versions,
-        "entries": entries,
+        "entries": _entries(history),
         "a": a,
         "b": b,
         "diff": rows,
         "latest": versions[0] if versions else None,
         "base_path": history.base_path,
         "environment": history.environment,
+        "environment_label": _environment_label(history.environment or ""),
         "restore_errors": errors,
         "input_error": input_error,
         "can_restore": history.can_restore,
-        "restore_url": history.page_url,
     }
     if status == 200 and _wants_fragment(request):
-        return render(request, "policies/_diff.html", context)
+        return render(request, "policies/_compare.html", context)
     return render(request, "policies/history.html", context, status=status)
 
 
@@ -553,6 +664,7 @@ def floor_history(request: HtmxHttpRequest, slug: str) -> HttpResponse:
 
     url = reverse("policies:floor-history", args=[slug])
     history = _History(
+        listed=versions,
         versions=versions,
         documents={v.version: floor_document(v.document, v.relaxable_axes) for v in versions},
         save=save,
@@ -569,14 +681,24 @@ def floor_history(request: HtmxHttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def workload_history(request: HtmxHttpRequest, slug: str, workload_id: uuid.UUID) -> HttpResponse:
+    """Every environment's versions in one list; the one asked for (else, as on the policy
+    page, the one saved most recently) is the policy compared and restored."""
     access = _access(request, slug, write_role=Role.EDITOR)
     workload = _workload(access, workload_id)
     base_path = reverse("policies:workload-history", args=[slug, workload.pk])
+    raw = request.GET.get("environment")
     try:
-        environment, environments = _environment(access.workspace, request.GET.get("environment"))
+        environment, environments = _environment(access.workspace, raw)
     except BadInput as exc:
         return _bad_input(request, access, str(exc), back=base_path)
-    versions = list(workload.policy_versions.filter(environment=environment).order_by("-version"))
+    listed = list(workload.policy_versions.order_by("-created_at", "-pk"))
+    latest: dict[str, WorkloadPolicyVersion] = {}
+    for v in listed:
+        if v.environment not in latest or v.version > latest[v.environment].version:
+            latest[v.environment] = v
+    if raw is None and request.method == "GET":
+        environment = _most_recent_environment(latest, environments) or ""
+    versions = sorted((v for v in listed if v.environment == environment), key=lambda v: -v.version)
 
     def save(document: dict[str, Any], comment: str, base: int | None) -> PolicyVersionBase:
         return services.workload_policy_save(
@@ -589,6 +711,7 @@ def workload_history(request: HtmxHttpRequest, slug: str, workload_id: uuid.UUID
         )
 
     history = _History(
+        listed=listed,
         versions=versions,
         documents={v.version: v.document for v in versions},
         save=save,
@@ -598,9 +721,15 @@ def workload_history(request: HtmxHttpRequest, slug: str, workload_id: uuid.UUID
         environment=environment,
         missing="inherits floor",
         context={
-            "title": f"{workload.name} · {environment or 'all environments'} · history",
+            "title": f"{workload.name} · policy history",
             "workload": workload,
             "environments": environments,
+            "environment_tabs": _environment_tabs(
+                environment,
+                environments,
+                latest,
+                lambda env: _workload_url("policies:workload-history", slug, workload, env),
+            ),
             "form_url": _workload_url("policies:workload-policy", slug, workload, environment),
         },
     )

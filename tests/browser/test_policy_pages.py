@@ -31,10 +31,21 @@ class WorkloadPolicyFormTests:
         error.filter(has_text="WORKLOAD_RELAXES_OPERATOR_FLOOR").wait_for()
         assert "floor: confidential" in error.inner_text()
         assert page.get_by_role("alert").filter(has_text="cannot be saved").is_visible()
+        save = page.get_by_role("button", name="Save workload policy")
+        expect(save).to_be_disabled()
+        expect(page.locator("#save-actions")).to_contain_text("Saving is off")
         shot(page, "workload-policy-relaxes-floor")
         assert not WorkloadPolicyVersion.objects.filter(workload=workload_a).exists()
 
-        page.get_by_role("button", name="Save workload policy").click()
+        # Back within the floor, Save comes back on.
+        axis.get_by_label("sensitivityCeiling").select_option("internal")
+        page.locator("#form-status").filter(has_text="No problems found").wait_for()
+        expect(save).to_be_enabled()
+        axis.get_by_label("sensitivityCeiling").select_option("restricted")
+        expect(save).to_be_disabled()
+
+        # The server still refuses it, whatever the button says (a form sent by a script).
+        page.locator("form.policy-form").evaluate("form => form.submit()")
         page.wait_for_load_state("networkidle")
         assert (
             "WORKLOAD_RELAXES_OPERATOR_FLOOR"
@@ -123,3 +134,207 @@ class ReadOnlyTests:
             assert main.get_by_role("button", name="Restore this version").count() == 0
         page.goto(f"{live_server.url}/w/team-a/policies/")
         shot(page, "policies-floor-viewer")
+
+
+class PolicyWordsTests:
+    def test_axes_read_as_labels_and_the_maximum_age_is_typed_as_a_duration(
+        self, page, live_server, login, operator, viewer, workspace_a, shot
+    ):
+        login(page, "olga", "pw-olga")
+        page.goto(f"{live_server.url}/w/team-a/policies/")
+        axis = page.locator("#axis-maxAgeSeconds")
+        expect(axis.locator("legend")).to_have_text("Maximum age")
+        expect(axis.locator("code.api-name")).to_have_text("maxAgeSeconds")
+        expect(axis.locator(".hint")).not_to_contain_text("seconds")
+        expect(page.locator("#axis-perSegmentReservation")).to_contain_text("system policy")
+
+        axis.get_by_label("Maximum age").fill("-2")
+        axis.get_by_label("Unit").select_option("day")
+        page.get_by_role("button", name="Save floor").click()
+        page.get_by_role("alert").filter(has_text="fix Maximum age").wait_for()
+        expect(page.locator("#err-maxAgeSeconds")).to_have_text(
+            "Enter a duration above zero, or leave it empty for no limit."
+        )
+        page.locator("#axis-maxAgeSeconds").scroll_into_view_if_needed()
+        shot(page, "policies-floor-duration-error")
+
+        page.locator("#axis-maxAgeSeconds").get_by_label("Maximum age").fill("30")
+        page.get_by_label("Change comment").fill("Forget after a month")
+        page.get_by_role("button", name="Save floor").click()
+        page.get_by_role("status").filter(has_text="as version 2").wait_for()
+        assert workspace_policy_current(workspace=workspace_a).document["maxAgeSeconds"] == (
+            30 * 86_400
+        )
+        axis = page.locator("#axis-maxAgeSeconds")
+        expect(axis.get_by_label("Maximum age")).to_have_value("30")
+        expect(axis.get_by_label("Unit")).to_have_value("day")
+        axis.scroll_into_view_if_needed()
+        shot(page, "policies-floor-labels")
+
+        page.get_by_role("link", name="Floor history").click()
+        page.get_by_role("link", name="diff with v1").click()
+        page.wait_for_url("**?a=1&b=2")
+        row = page.locator("table.diff tbody tr")
+        expect(row).to_have_count(1)
+        expect(row.locator("th")).to_contain_text("Maximum age")
+        expect(row.locator("td.before")).to_have_text("no limit")
+        expect(row.locator("td.after")).to_have_text("30 days")
+        shot(page, "policies-floor-history-duration")
+
+        page.context.clear_cookies()
+        login(page, "vera", "pw-vera")
+        page.goto(f"{live_server.url}/w/team-a/policies/")
+        table = page.locator("table.axis-table")
+        expect(table.locator("tr", has_text="Maximum age")).to_contain_text("30 days")
+        expect(table.locator("tr", has_text="Consent bases allowed")).to_contain_text(
+            "legitimate interest"
+        )
+        expect(table).not_to_contain_text("legitimate_interest")
+        shot(page, "policies-floor-viewer-labels")
+
+    def test_a_workload_policy_axis_reads_as_a_label_with_its_floor_as_words(
+        self, page, live_server, login, editor, workload_a, shot
+    ):
+        workload_policy_save(
+            workload=workload_a,
+            environment="prod",
+            document={"maxAgeSeconds": 7 * 86_400, "consentPolicyAllowed": ["explicit"]},
+            author="user:eddie",
+        )
+        login(page, "eddie", "pw-eddie")
+        page.goto(f"{live_server.url}/w/team-a/workloads/{workload_a.pk}/policy/?environment=prod")
+        axis = page.locator("#axis-maxAgeSeconds")
+        expect(axis.get_by_label("Maximum age")).to_have_value("7")
+        expect(axis.get_by_label("Unit")).to_have_value("day")
+        expect(axis.locator(".floor-value")).to_have_text("no limit")
+        expect(page.locator("#axis-consentPolicyAllowed .floor-value")).to_contain_text(
+            "legitimate interest"
+        )
+
+        axis.get_by_label("Maximum age").fill("36")
+        axis.get_by_label("Unit").select_option("hour")
+        page.locator("#form-status").filter(has_text="No problems found").wait_for()
+        page.get_by_role("button", name="Save workload policy").click()
+        page.get_by_role("status").filter(has_text="as version 2").wait_for()
+        latest = WorkloadPolicyVersion.objects.filter(workload=workload_a).first()
+        assert latest.document["maxAgeSeconds"] == 36 * 3600
+        page.locator("details.card summary").click()
+        effective = page.locator("details.card table")
+        expect(effective.locator("tr", has_text="Maximum age")).to_contain_text("1 day 12 hours")
+        expect(effective).not_to_contain_text("_")
+        page.locator("#axis-maxAgeSeconds").scroll_into_view_if_needed()
+        shot(page, "workload-policy-labels")
+
+
+class WorkloadEnvironmentTests:
+    def test_a_workload_with_only_a_prod_policy_opens_on_prod_and_its_history_lists_all(
+        self, page, live_server, login, editor, workload_a, shot
+    ):
+        for budget in (3000, 2800, 2600):
+            workload_policy_save(
+                workload=workload_a,
+                environment="prod",
+                document={"totalTokenBudget": budget},
+                author="user:eddie",
+                comment=f"Budget {budget}",
+            )
+        login(page, "eddie", "pw-eddie")
+        page.goto(f"{live_server.url}/w/team-a/workloads/{workload_a.pk}/policy/")
+        tabs = page.get_by_role("navigation", name="Environments")
+        expect(tabs.locator("[aria-current=page]")).to_have_text("prod · v3")
+        expect(tabs.get_by_role("link", name="dev")).to_contain_text("no policy")
+        expect(page.locator("#wp-h")).to_contain_text("Environment prod")
+        expect(page.locator(".env-note")).to_contain_text("saved there most recently")
+        expect(page.get_by_text("No versions yet")).to_have_count(0)
+        shot(page, "workload-opens-on-prod")
+
+        # The default policy is one tab away, and saving there makes it the newest.
+        tabs.get_by_role("link", name="All environments").click()
+        page.wait_for_url("**/policy/?environment=")
+        expect(page.locator("#wp-h")).to_contain_text("All environments (default)")
+        expect(tabs.locator("[aria-current=page]")).to_contain_text("All environments")
+        axis = page.locator("#axis-confidenceMin")
+        axis.get_by_label("Set for this workload").check()
+        axis.get_by_label("confidenceMin").fill("0.3")
+        axis.get_by_label("confidenceMin").dispatch_event("change")
+        page.locator("#form-status").filter(has_text="No problems found").wait_for()
+        page.get_by_role("button", name="Save workload policy").click()
+        page.get_by_role("status").filter(has_text="for all environments as version 1").wait_for()
+        assert WorkloadPolicyVersion.objects.get(workload=workload_a, environment="").document == {
+            "confidenceMin": 0.3
+        }
+
+        page.get_by_role("link", name="version history").click()
+        versions = page.locator("table.versions")
+        expect(versions.locator("tbody tr")).to_have_count(4)
+        expect(versions.locator("thead")).to_contain_text("Environment")
+        expect(versions.locator("tbody tr").first).to_contain_text("All environments (default)")
+        expect(versions.locator("tbody tr", has_text="prod")).to_have_count(3)
+        shot(page, "workload-history-all-environments")
+
+        # Compare prod's versions: the section switches to prod's list.
+        versions.locator("tbody tr", has_text="Budget 2600").get_by_role(
+            "link", name="diff with v2"
+        ).click()
+        page.wait_for_url("**environment=prod&a=2&b=3")
+        compare = page.locator("#compare")
+        expect(compare.locator("h2")).to_contain_text("prod")
+        expect(compare.locator("table.diff")).to_contain_text("2,800")
+        expect(compare.locator("table.diff")).to_contain_text("2,600")
+        compare.scroll_into_view_if_needed()
+        shot(page, "workload-history-compare-prod")
+
+        # Restoring from a prod row restores prod, whatever else the page shows.
+        versions.locator("tbody tr", has_text="Budget 3000").get_by_role(
+            "button", name="Restore this version"
+        ).click()
+        page.get_by_role("status").filter(
+            has_text="Restored version 1 of prod as version 4"
+        ).wait_for()
+        latest = WorkloadPolicyVersion.objects.filter(workload=workload_a, environment="prod")
+        assert latest.order_by("-version")[0].document == {"totalTokenBudget": 3000}
+
+
+class ComplianceWordsTests:
+    def test_the_compliance_table_the_impact_preview_and_the_dashboard_name_axes_as_labels(
+        self, page, live_server, login, operator, workspace_a, workload_a, shot
+    ):
+        workload_policy_save(
+            workload=workload_a,
+            environment="prod",
+            document={"sensitivityCeiling": "confidential", "pinned": ["system_policy", "memory"]},
+            author="user:eddie",
+        )
+        floor = workspace_policy_current(workspace=workspace_a)
+        workspace_policy_save(
+            workspace=workspace_a,
+            document={
+                **floor.document,
+                "sensitivityCeiling": "internal",
+                "forbiddenSegmentKinds": ["memory"],
+                "relaxableAxes": [],
+            },
+            author="user:olga",
+        )
+        login(page, "olga", "pw-olga")
+        page.get_by_role("link", name="Policies", exact=True).click()
+        compliance = page.locator("table.compliance")
+        expect(compliance).to_contain_text("relaxes: Sensitivity ceiling")
+        expect(compliance).to_contain_text("Pinned segment kinds · memory: forbidden by the floor")
+        expect(compliance).not_to_contain_text("sensitivityCeiling")
+
+        page.locator("#axis-confidenceMin").get_by_label("confidenceMin").fill("2")
+        page.get_by_role("button", name="Preview impact").click()
+        impact = page.locator("#impact")
+        impact.get_by_text("cannot be computed").wait_for()
+        expect(impact.locator(".error-list")).to_contain_text("Minimum confidence")
+        page.locator("#axis-confidenceMin").get_by_label("confidenceMin").fill("0.5")
+        page.get_by_role("button", name="Preview impact").click()
+        impact.get_by_text("Would stop being recallable").wait_for()
+        expect(impact).to_contain_text("would relax: Sensitivity ceiling (clamped)")
+        expect(impact).to_contain_text("Pinned segment kinds · memory")
+        shot(page, "policies-floor-compliance-labels")
+
+        page.get_by_role("link", name="Dashboard").click()
+        expect(page.locator("table.compliance")).to_contain_text("relaxes: Sensitivity ceiling")
+        shot(page, "dashboard-compliance-labels")

@@ -418,7 +418,9 @@ class FloorFormTests:
         assert "someone else saved version 2 since you opened this form" in html
         assert "user:otto" in html and "Tighter budget" in html
         rows = response.context["conflict"].rows
-        assert [(r.axis, r.before, r.after) for r in rows] == [("totalTokenBudget", "3200", "3000")]
+        assert [(r.axis, r.before, r.after) for r in rows] == [
+            ("totalTokenBudget", "3,200", "3,000")
+        ]
         # What the user typed is kept, and the next save is based on version 2.
         assert '<option value="internal" selected>' in html
         assert '<input type="hidden" name="base_version" value="2">' in html

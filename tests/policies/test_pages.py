@@ -363,7 +363,7 @@ class NarrowToFloorTests:
         narrowed_floor(workspace_a, sensitivityCeiling="internal")
         html = client_for(operator).get(floor_url()).content.decode()
         assert "non-compliant" in html
-        assert "relaxes: sensitivityCeiling" in html
+        assert 'relaxes: <span title="sensitivityCeiling">Sensitivity ceiling</span>' in html
         assert "Narrow to floor" in html
         assert f'href="/w/team-a/workloads/{workload_a.pk}/policy/?environment=prod"' in html
 
@@ -439,11 +439,17 @@ class WorkloadPolicyPageTests:
             assert ('name="mode-sensitivityCeiling"' in html) is editable
             assert 'Floor: <span class="floor-value">confidential</span>' in html or not editable
 
-    def test_the_environment_select_offers_all_environments_by_default(self, editor, workload_a):
-        html = client_for(editor).get(workload_url(workload_a)).content.decode()
-        assert '<option value="" selected>All environments (default)</option>' in html
-        for env in ("dev", "staging", "prod"):
-            assert f'<option value="{env}">{env}</option>' in html
+    def test_without_any_policy_it_opens_on_all_environments(self, editor, workload_a):
+        response = client_for(editor).get(workload_url(workload_a))
+        assert response.context["environment"] == ""
+        assert not response.context["opened_on_latest"]
+        tabs = [(t.environment, t.selected, t.latest) for t in response.context["environment_tabs"]]
+        assert tabs == [
+            ("", True, None),
+            ("dev", False, None),
+            ("prod", False, None),
+            ("staging", False, None),
+        ]
 
     def test_an_htmx_environment_switch_returns_only_the_policy_body(self, editor, workload_a):
         response = client_for(editor).get(workload_url(workload_a, "dev"), **HTMX)
@@ -465,7 +471,8 @@ class WorkloadPolicyPageTests:
         html = response.content.decode()
         assert "floor narrowed by the all-environments default (v1)" in html
         assert (
-            '<tr><th scope="row"><code>diagnosticsVerbosity</code></th><td>none</td></tr>' in html
+            '<tr><th scope="row">Diagnostics detail <code class="api-name">diagnosticsVerbosity'
+            "</code>\n</th><td>none</td></tr>" in html
         )
 
     def test_the_effective_policy_is_clamped_to_the_floor(self, viewer, workspace_a, workload_a):
@@ -493,7 +500,7 @@ class WorkloadPolicyPageTests:
         response = client_for(viewer).get(workload_url(workload_a, "dev"))
         assert response.status_code == 200
         # The floor wins: memory is forbidden and no longer pinned, and the page says why.
-        assert ("pinned", "system_policy") in response.context["effective"]
+        assert ("pinned", "system policy") in response.context["effective"]
         assert [c.code for c in response.context["effective_conflicts"]] == [
             "FLOOR_FORBIDS_PINNED_KIND"
         ]
@@ -609,7 +616,8 @@ class HistoryPageTests:
         html = response.content.decode()
         assert "<html" not in html
         assert "Changes from v1 to v3" in html
-        assert "<code>sensitivityCeiling</code>" in html and "<code>confidenceMin</code>" in html
+        assert 'Sensitivity ceiling <code class="api-name">sensitivityCeiling</code>' in html
+        assert 'Minimum confidence <code class="api-name">confidenceMin</code>' in html
 
     def test_restoring_a_floor_version_is_a_new_save(self, operator, workspace_a):
         narrowed_floor(workspace_a, sensitivityCeiling="internal")
@@ -640,8 +648,8 @@ class HistoryPageTests:
         assert response.status_code == 422
         html = response.content.decode()
         assert (
-            "<li>sensitivityCeiling: WORKLOAD_RELAXES_OPERATOR_FLOOR: wider than the operator"
-            " floor (floor: internal).</li>" in html
+            "<li>Sensitivity ceiling (sensitivityCeiling): WORKLOAD_RELAXES_OPERATOR_FLOOR: wider"
+            " than the operator floor (floor: internal).</li>" in html
         )
         assert WorkloadPolicyVersion.objects.filter(workload=workload_a).count() == 2
 
@@ -724,3 +732,296 @@ class HistoryPageTests:
             assert client.get(self.history_url()).status_code == 200
         with django_assert_num_queries(7):
             assert client.get(url).status_code == 200
+
+
+# --- words, durations, environments (issue 11) ----------------------------------------------------
+
+
+@pytest.mark.django_db
+class DurationInputTests:
+    @pytest.mark.parametrize(
+        ("amount", "unit", "seconds"),
+        [
+            ("30", "day", 30 * 86_400),
+            ("1.5", "hour", 5_400),
+            ("90", "minute", 5_400),
+            ("45", "second", 45),
+            ("", "day", None),
+        ],
+    )
+    def test_an_amount_and_a_unit_are_saved_as_seconds(
+        self, operator, workspace_a, amount, unit, seconds
+    ):
+        floor = workspace_policy_current(workspace=workspace_a).document
+        data = floor_post(floor, **{"ax-maxAgeSeconds": amount, "ax-maxAgeSeconds-unit": unit})
+        data["comment"] = "age"
+        data["ax-totalTokenBudget"] = "3100"  # so that even "no limit" is a change to save
+        response = client_for(operator).post(floor_url(), data)
+        assert response.status_code == 302, response.content.decode()
+        assert workspace_policy_current(workspace=workspace_a).document["maxAgeSeconds"] == seconds
+
+    @pytest.mark.parametrize(
+        ("amount", "unit", "message"),
+        [
+            ("soon", "day", "Enter a number of days, or leave it empty for no limit."),
+            ("0", "hour", "Enter a duration above zero, or leave it empty for no limit."),
+            ("-3", "day", "Enter a duration above zero, or leave it empty for no limit."),
+            ("1.5", "second", "1.5 seconds is not a whole number of seconds: use a smaller unit."),
+            ("1e9999", "day", "At most a century (36600 days)."),
+            ("3", "fortnight", "Choose days, hours, minutes or seconds."),
+        ],
+    )
+    def test_a_bad_duration_is_refused_on_its_field_and_the_summary_names_it(
+        self, operator, workspace_a, amount, unit, message
+    ):
+        floor = workspace_policy_current(workspace=workspace_a).document
+        data = floor_post(floor, **{"ax-maxAgeSeconds": amount, "ax-maxAgeSeconds-unit": unit})
+        response = client_for(operator).post(floor_url(), data)
+        assert response.status_code == 422
+        html = response.content.decode()
+        assert f'<p class="field-error" id="err-maxAgeSeconds">{message}</p>' in html
+        assert "The floor was not saved: fix Maximum age (marked below)." in html
+        assert versions_of(workspace_a) == 1
+
+    def test_a_stored_age_opens_in_the_largest_unit_that_holds_it(self, editor, workload_a):
+        for seconds, amount, unit in (
+            (14 * 86_400, "14", "day"),
+            (36 * 3_600, "36", "hour"),
+            (61, "61", "second"),
+        ):
+            workload_policy_save(
+                workload=workload_a,
+                environment="prod",
+                document={"maxAgeSeconds": seconds},
+                author="t",
+            )
+            html = client_for(editor).get(workload_url(workload_a, "prod")).content.decode()
+            assert (
+                f'name="ax-maxAgeSeconds" type="number" inputmode="decimal" value="{amount}"'
+                in (html)
+            )
+            assert f'<option value="{unit}" selected>{unit}s</option>' in html
+
+    def test_a_form_without_a_unit_means_seconds_as_the_api_does(self, operator, workspace_a):
+        floor = workspace_policy_current(workspace=workspace_a).document
+        response = client_for(operator).post(
+            floor_url(), floor_post({**floor, "maxAgeSeconds": 600})
+        )
+        assert response.status_code == 302
+        assert workspace_policy_current(workspace=workspace_a).document["maxAgeSeconds"] == 600
+
+    def test_a_relaxed_age_names_the_floor_as_a_duration(self, editor, workspace_a, workload_a):
+        narrowed_floor(workspace_a, maxAgeSeconds=30 * 86_400)
+        data = workload_post({}, **{"mode-maxAgeSeconds": "set", "ax-maxAgeSeconds": "60"})
+        data["ax-maxAgeSeconds-unit"] = "day"
+        response = client_for(editor).post(workload_url(workload_a, "prod"), data)
+        assert response.status_code == 422
+        html = response.content.decode()
+        assert "wider than the operator floor (floor: 30 days)." in html
+        assert "relaxes the operator floor</strong> on Maximum age" in html
+
+
+@pytest.mark.django_db
+class PolicyWordsTests:
+    def test_axes_are_labelled_with_their_api_name_as_a_hint(self, operator, viewer):
+        html = client_for(operator).get(floor_url()).content.decode()
+        assert "<legend>Consent bases allowed</legend>" in html
+        assert (
+            '<code class="api-name axis-api" title="Its name in the API">consentPolicyAllowed'
+            in (html)
+        )
+        assert '<label for="id_ax-perSegmentCeiling-system_policy">system policy</label>' in html
+        assert "<legend>consentPolicyAllowed</legend>" not in html
+        viewer_html = client_for(viewer).get(floor_url()).content.decode()
+        assert "explicit, contractual, legitimate interest, implied, unknown" in viewer_html
+        assert "legitimate_interest" not in viewer_html.split("<main", 1)[1].replace(
+            'value="legitimate_interest"', ""
+        )
+
+    def test_the_impact_preview_names_the_fields_it_cannot_read(self, operator, workspace_a):
+        floor = workspace_policy_current(workspace=workspace_a).document
+        data = floor_post({**floor, "totalTokenBudget": "lots"}, action="preview")
+        html = client_for(operator).post(floor_url(), data, **HTMX).content.decode()
+        assert (
+            '<li>Total token budget <code class="api-name">totalTokenBudget</code>\n: '
+            "Enter a whole number.</li>" in html
+        )
+
+    def test_diffs_show_values_in_words(self, viewer, workspace_a):
+        narrowed_floor(workspace_a, maxAgeSeconds=7 * 86_400, consentPolicyAllowed=["explicit"])
+        response = client_for(viewer).get(reverse("policies:floor-history", args=["team-a"]))
+        rows = {r.axis: (r.before, r.after) for r in response.context["diff"]}
+        assert rows["maxAgeSeconds"] == ("no limit", "7 days")
+        assert rows["consentPolicyAllowed"] == (
+            "explicit, contractual, legitimate interest, implied, unknown",
+            "explicit",
+        )
+
+
+@pytest.mark.django_db
+class WorkloadEnvironmentTests:
+    def test_a_workload_with_only_a_prod_policy_opens_on_prod(self, editor, workload_a):
+        for budget in (3000, 2800):
+            workload_policy_save(
+                workload=workload_a,
+                environment="prod",
+                document={"totalTokenBudget": budget},
+                author="t",
+            )
+        response = client_for(editor).get(workload_url(workload_a))
+        assert response.status_code == 200
+        assert response.context["environment"] == "prod" and response.context["opened_on_latest"]
+        assert response.context["current"].version == 2
+        html = response.content.decode()
+        assert "No versions yet" not in html and "Environment <code>prod</code>" in html
+        assert (
+            'aria-current="page" class="has-policy">prod <span class="env-marker">· v2</span>'
+            in (html)
+        )
+        assert 'class="no-policy">dev <span class="env-marker">· no policy</span>' in html
+        # The form names its environment, so saving it cannot land elsewhere.
+        assert f'action="{workload_url(workload_a, "prod")}"' in html
+
+    def test_it_opens_on_the_environment_saved_most_recently(self, editor, workload_a):
+        for environment in ("prod", "", "dev"):
+            workload_policy_save(
+                workload=workload_a,
+                environment=environment,
+                document={"confidenceMin": 0.3},
+                author="t",
+            )
+        assert client_for(editor).get(workload_url(workload_a)).context["environment"] == "dev"
+
+    def test_an_empty_environment_asks_for_the_all_environments_default(self, editor, workload_a):
+        workload_policy_save(
+            workload=workload_a, environment="prod", document={"confidenceMin": 0.3}, author="t"
+        )
+        url = reverse("policies:workload-policy", args=["team-a", workload_a.pk])
+        response = client_for(editor).get(url + "?environment=")
+        assert response.context["environment"] == ""
+        assert not response.context["opened_on_latest"]
+        assert response.context["current"] is None
+
+    def test_a_form_posted_without_an_environment_still_saves_the_default(self, editor, workload_a):
+        workload_policy_save(
+            workload=workload_a, environment="prod", document={"confidenceMin": 0.3}, author="t"
+        )
+        data = workload_post({"confidenceMin": 0.4})
+        response = client_for(editor).post(workload_url(workload_a), data)
+        assert response.status_code == 302
+        assert response["Location"] == workload_url(workload_a) + "?environment="
+        saved = WorkloadPolicyVersion.objects.get(workload=workload_a, environment="")
+        assert saved.document == {"confidenceMin": 0.4}
+
+    def test_live_validation_turns_save_off_while_the_floor_is_relaxed(self, editor, workload_a):
+        client = client_for(editor)
+        bad = workload_post({"sensitivityCeiling": "restricted"}, _validate="1")
+        html = client.post(workload_url(workload_a, "prod"), bad, **HTMX).content.decode()
+        assert '<div class="actions" id="save-actions" hx-swap-oob="true">' in html
+        assert '<button type="submit" class="primary" disabled' in html
+        good = workload_post({"sensitivityCeiling": "internal"}, _validate="1")
+        html = client.post(workload_url(workload_a, "prod"), good, **HTMX).content.decode()
+        assert '<button type="submit" class="primary">Save workload policy</button>' in html
+        assert "disabled" not in html
+        # The page itself never renders it off: without JavaScript the server decides.
+        page = client.post(
+            workload_url(workload_a, "prod"), workload_post({"sensitivityCeiling": "restricted"})
+        )
+        assert page.status_code == 422
+        assert '<button type="submit" class="primary">Save workload policy</button>' in (
+            page.content.decode()
+        )
+
+    def test_the_workload_page_query_count_does_not_grow_with_versions(
+        self, editor, workload_a, django_assert_num_queries
+    ):
+        client = client_for(editor)
+        client.get(workload_url(workload_a))
+        workload_policy_save(
+            workload=workload_a, environment="prod", document={"confidenceMin": 0.2}, author="t"
+        )
+        with django_assert_num_queries(9) as first:
+            client.get(workload_url(workload_a))
+        for environment in ("", "dev", "prod", "staging"):
+            workload_policy_save(
+                workload=workload_a,
+                environment=environment,
+                document={"confidenceMin": 0.3},
+                author="t",
+            )
+        with django_assert_num_queries(len(first.captured_queries)):
+            assert client.get(workload_url(workload_a)).status_code == 200
+
+
+@pytest.mark.django_db
+class WorkloadHistoryTests:
+    def history_url(self, workload: Workload, **params: Any) -> str:
+        url = reverse("policies:workload-history", args=["team-a", workload.pk])
+        return url + ("?" + "&".join(f"{k}={v}" for k, v in params.items()) if params else "")
+
+    def save(self, workload: Workload, environment: str, budget: int) -> None:
+        workload_policy_save(
+            workload=workload,
+            environment=environment,
+            document={"totalTokenBudget": budget},
+            author="t",
+            comment=f"{environment or 'default'} {budget}",
+        )
+
+    def test_it_lists_every_environments_versions_with_the_environment(self, viewer, workload_a):
+        self.save(workload_a, "prod", 3000)
+        self.save(workload_a, "", 2900)
+        self.save(workload_a, "prod", 2800)
+        response = client_for(viewer).get(self.history_url(workload_a))
+        entries = [
+            (e.environment, e.version.version, e.current) for e in response.context["entries"]
+        ]
+        assert entries == [("prod", 2, True), ("", 1, True), ("prod", 1, False)]
+        html = response.content.decode()
+        assert '<th scope="col">Environment</th>' in html
+        assert "<td>All environments (default)</td>" in html
+        # Compared: the environment saved most recently, prod, v1 → v2.
+        assert response.context["environment"] == "prod"
+        assert [(r.axis, r.before, r.after) for r in response.context["diff"]] == [
+            ("totalTokenBudget", "3,000", "2,800")
+        ]
+
+    def test_each_rows_links_and_restore_name_its_environment(self, editor, workload_a):
+        self.save(workload_a, "prod", 3000)
+        self.save(workload_a, "prod", 2800)
+        self.save(workload_a, "", 2900)
+        self.save(workload_a, "", 2700)
+        response = client_for(editor).get(self.history_url(workload_a, environment=""))
+        by_row = {(e.environment, e.version.version): e for e in response.context["entries"]}
+        prod_v1 = by_row[("prod", 1)]
+        assert prod_v1.restore_url.endswith("?environment=prod") and prod_v1.base_version == 2
+        assert by_row[("prod", 2)].compare_url.endswith("?environment=prod&a=1&b=2")
+        assert by_row[("", 2)].compare_url.endswith("?environment=&a=1&b=2")
+        restored = client_for(editor).post(
+            prod_v1.restore_url, {"version": "1", "base_version": "2"}
+        )
+        assert restored.status_code == 302
+        latest = WorkloadPolicyVersion.objects.filter(workload=workload_a, environment="prod")
+        assert latest.first().document == {"totalTokenBudget": 3000}
+        assert (
+            WorkloadPolicyVersion.objects.filter(workload=workload_a, environment="").count() == 2
+        )
+
+    def test_an_htmx_compare_gets_the_compare_section_of_that_environment(self, viewer, workload_a):
+        self.save(workload_a, "prod", 3000)
+        self.save(workload_a, "prod", 2800)
+        self.save(workload_a, "", 2900)
+        response = client_for(viewer).get(
+            self.history_url(workload_a, environment="prod", a=1, b=2), **HTMX
+        )
+        html = response.content.decode()
+        assert "<html" not in html and 'id="compare"' in html
+        assert "Changes from v1 to v2" in html
+        assert '<input type="hidden" name="environment" value="prod">' in html
+
+    def test_an_environment_without_versions_says_so(self, viewer, workload_a):
+        self.save(workload_a, "prod", 3000)
+        html = client_for(viewer).get(self.history_url(workload_a, environment="dev")).content
+        html = html.decode()
+        assert "No versions in dev: nothing to compare." in html
+        assert "prod 3000" in html  # the list still shows every environment
