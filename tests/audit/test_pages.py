@@ -144,7 +144,7 @@ class AuditListPageTests:
         response = client_for(viewer).get(events_url(type="context.assembled"), **HTMX)
         html = response.content.decode()
         assert "<html" not in html and 'id="results-h"' in html
-        assert "4 of 9 memories · 620/3200 tokens" in html
+        assert "4 of 9 memories · 620 of 3,200 tokens" in html
         assert "export.csv?type=context.assembled" in html
 
     def test_an_htmx_history_restore_gets_the_whole_page(self, viewer):
@@ -180,8 +180,8 @@ class AuditEventPageTests:
         event = AuditEvent.objects.get(type=EventType.WORKLOAD_POLICY_SET)
         response = client_for(viewer).get(reverse("audit:event", args=["team-a", event.pk]))
         assert response.status_code == 200
-        assert [(r.axis, r.before, r.after) for r in response.context["diff"]] == [
-            ("sensitivityCeiling", "inherits floor", "internal")
+        assert [(c.key, c.label, c.after) for c in response.context["changes"]] == [
+            ("sensitivityCeiling", "Sensitivity ceiling", "internal")
         ]
         html = response.content.decode()
         assert "Less for support" in html and "support-bot" in html
@@ -189,7 +189,7 @@ class AuditEventPageTests:
     def test_a_floor_event_diffs_relaxable_axes_too(self, viewer, workspace_a):
         event = AuditEvent.objects.get(type=EventType.WORKSPACE_POLICY_SET, workspace=workspace_a)
         response = client_for(viewer).get(reverse("audit:event", args=["team-a", event.pk]))
-        axes = [r.axis for r in response.context["diff"]]
+        axes = [c.key for c in response.context["changes"]]
         assert "sensitivityCeiling" in axes and "relaxableAxes" in axes
 
     def test_an_assembled_event_shows_hashes_counts_tokens_and_reuse(
@@ -199,8 +199,9 @@ class AuditEventPageTests:
         event = AuditEvent.objects.filter(type=EventType.ASSEMBLED).first()
         html = client_for(viewer).get(reverse("audit:event", args=["team-a", event.pk])).content
         html = html.decode()
-        for text in ("a" * 64, "b" * 64, "c" * 64, "d" * 64, "afterBudgetAllocation", "620 / 3200"):
+        for text in ("a" * 64, "b" * 64, "c" * 64, "d" * 64, "After budget", "After policy"):
             assert text in html
+        assert "<strong>620</strong> of 3,200 tokens used" in html
         assert '<span class="badge ok">yes</span>' in html  # the second one reused its prefix
 
 
@@ -220,6 +221,46 @@ class AuditExportTests:
         assert len(rows) == 4
         assert {row[1] for row in rows[1:]} == {"context.assembled"}
         assert json.loads(rows[1][8])["topK"] == 5
+
+    def test_csv_gives_the_common_payload_fields_their_own_columns(
+        self, viewer, workspace_a, workload_a
+    ):
+        workload_policy_save(
+            workload=workload_a,
+            environment="prod",
+            document={"sensitivityCeiling": "internal", "confidenceMin": 0.4},
+            author="user:eddie",
+            comment="Less for support",
+        )
+        assembled(workspace_a, workload_a, n=2)
+        url = reverse("audit:export-csv", args=["team-a"])
+        response = client_for(viewer).get(url)
+        rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
+        by_type: dict[str, list[dict[str, str]]] = {}
+        for row in rows:
+            by_type.setdefault(row["type"], []).append(row)
+
+        newest, oldest = by_type["context.assembled"]
+        assert newest["envelopeId"] == "env-1" and newest["topK"] == "5"
+        assert (newest["reused"], oldest["reused"]) == ("true", "false")
+        assert newest["counts.candidates"] == "9" and newest["counts.afterPolicy"] == "7"
+        assert newest["counts.afterBudgetAllocation"] == "4"
+        assert (newest["tokenCounts.used"], newest["tokenCounts.budget"]) == ("620", "3200")
+        assert newest["accessPath"] == "exact" and newest["version"] == ""
+        [policy] = by_type["context.workload_policy_set"]
+        assert policy["version"] == "1" and policy["comment"] == "Less for support"
+        assert policy["changed"] == "confidenceMin sensitivityCeiling"  # the algebra's order
+        assert policy["floorVersion"] == "1" and policy["topK"] == ""
+        [token] = [r for r in by_type["token.issued"] if r["name"] == "vera-token"]
+        assert token["role"] == "viewer" and token["prefix"].startswith("crp_")
+        [created] = by_type["workload.created"]
+        assert created["name"] == "support-bot"
+        # the API's columns first, as they were, the JSON payload still among them
+        assert list(rows[0])[:11] == [
+            "id", "type", "occurredAt", "workspace", "author", "workloadId", "environment",
+            "actorId", "payload", "prevHash", "hash",
+        ]  # fmt: skip
+        assert json.loads(newest["payload"])["envelopeId"] == "env-1"
 
     def test_jsonl_export_has_the_api_shape(self, viewer, workspace_a, workload_a):
         assembled(workspace_a, workload_a, n=2)
@@ -359,4 +400,4 @@ def test_the_list_names_changed_axes_in_the_algebras_order_not_jsonbs():
         type=EventType.WORKLOAD_POLICY_SET,
         payload={"version": 2, "diff": {"totalTokenBudget": {}, "memoryTypeAllowed": {}}},
     )
-    assert summary(event) == "v2: memoryTypeAllowed, totalTokenBudget"
+    assert summary(event) == "v2: Memory types allowed, Total token budget"
