@@ -14,7 +14,9 @@ from typing import Any
 
 from django import forms
 from django.db import models
+from django.http import QueryDict
 
+from policies import labels
 from policies.algebra import AXES, SEGMENT_KINDS, VOCABULARIES, Axis, PolicyError
 from policies.models import Workload
 from portal.errors import DomainError
@@ -25,7 +27,7 @@ from recall.api.layout_serializers import (
     SupportingItemSerializer,
     unknown_name_message,
 )
-from recall.api.serializers import MEMORY_BATCH_MAX, MemoryInputSerializer
+from recall.api.serializers import MEMORY_BATCH_MAX, QUERY_REQUIRED, MemoryInputSerializer
 from recall.layout import (
     KNOWN_SECTIONS,
     SEED_CHAT_FRAGMENT,
@@ -44,8 +46,12 @@ from recall.services import TOP_K_MAX
 _FIELD_ALIASES = {"actorId": "actor", "workloadId": "workload", "topK": "top_k"}
 
 
-def add_domain_error(form: forms.Form, exc: DomainError | PolicyError) -> None:
-    """Put a domain error's details next to the fields they name; the rest on the form."""
+def add_domain_error(
+    form: forms.Form, exc: DomainError | PolicyError, *, fallback: bool = True
+) -> bool:
+    """Put a domain error's details next to the fields they name; if none of them is on the
+    form, the message goes on the form itself (unless ``fallback`` is off). Returns whether
+    something was placed next to a field."""
     details = exc.details or {}
     placed = False
     for name in details.get("axes", []):  # USER_OVERRIDE_NOT_PERMITTED
@@ -59,8 +65,9 @@ def add_domain_error(form: forms.Form, exc: DomainError | PolicyError) -> None:
         if target in form.fields:
             form.add_error(target, str(message))
             placed = True
-    if not placed:
+    if not placed and fallback:
         form.add_error(None, exc.message)
+    return placed
 
 
 # --- the sandbox -------------------------------------------------------------------------------
@@ -68,13 +75,12 @@ def add_domain_error(form: forms.Form, exc: DomainError | PolicyError) -> None:
 
 @dataclass
 class AxisBlock:
-    """One override axis as the template shows it."""
+    """One relaxable axis of the draft override, as the template shows it."""
 
     axis: Axis
-    relaxable: bool
     toggle: forms.BoundField
     inputs: list[forms.BoundField] = field(default_factory=list)
-    saved: str = ""  # the saved effective value, as text
+    saved: str = ""  # the saved effective value, in words
 
     @property
     def name(self) -> str:
@@ -85,22 +91,26 @@ class AxisBlock:
         return self.axis.kind
 
     @property
+    def label(self) -> str:
+        return labels.axis_label(self.axis.name)
+
+    @property
+    def hint(self) -> str:
+        return labels.axis_hint(self.axis.name)
+
+    @property
     def errors(self) -> list[str]:
         return [str(e) for e in self.toggle.errors] + [
             str(e) for bf in self.inputs for e in bf.errors
         ]
 
 
-def show_value(value: Any) -> str:
-    if value is None:
-        return "no limit"
-    if isinstance(value, Mapping):
-        return ", ".join(f"{k}: {v}" for k, v in value.items()) or "(none)"
-    if isinstance(value, (list, tuple)):
-        return ", ".join(str(v) for v in value) or "(none)"
-    if isinstance(value, float):
-        return f"{value:g}"
-    return str(value)
+def _input_names(axis: Axis) -> list[str]:
+    """The names of an axis's inputs (a map axis has one per segment kind)."""
+    name = f"axis_{axis.name}"
+    if axis.kind in ("ceiling_map", "reservation_map"):
+        return [f"{name}_{kind}" for kind in SEGMENT_KINDS]
+    return [name]
 
 
 def _axis_fields(axis: Axis, value: Any) -> dict[str, forms.Field]:
@@ -109,7 +119,7 @@ def _axis_fields(axis: Axis, value: Any) -> dict[str, forms.Field]:
     if axis.kind in ("set", "superset"):
         return {
             name: forms.MultipleChoiceField(
-                choices=[(v, v.replace("_", " ")) for v in VOCABULARIES[axis.vocabulary or ""]],
+                choices=[(v, labels.value_label(v)) for v in VOCABULARIES[axis.vocabulary or ""]],
                 widget=forms.CheckboxSelectMultiple,
                 required=False,
                 initial=list(value or []),
@@ -124,15 +134,14 @@ def _axis_fields(axis: Axis, value: Any) -> dict[str, forms.Field]:
             )
         }
     if axis.kind == "ordered_max":
-        labels = VOCABULARIES[axis.vocabulary or ""]
-        return {
-            name: forms.ChoiceField(choices=[(v, v) for v in labels], initial=value, required=False)
-        }
+        choices = [(v, labels.value_label(v)) for v in VOCABULARIES[axis.vocabulary or ""]]
+        return {name: forms.ChoiceField(choices=choices, initial=value, required=False)}
     if axis.kind in ("max_age", "max_int"):
         return {
             name: forms.IntegerField(
                 required=False,
                 initial=value,
+                help_text="In seconds." if axis.kind == "max_age" else "",
                 widget=forms.NumberInput(
                     attrs={"min": 1, "placeholder": "no limit" if axis.kind == "max_age" else ""}
                 ),
@@ -142,7 +151,7 @@ def _axis_fields(axis: Axis, value: Any) -> dict[str, forms.Field]:
         placeholder = "no cap" if axis.kind == "ceiling_map" else "none"
         return {
             f"{name}_{kind}": forms.IntegerField(
-                label=kind,
+                label=labels.value_label(kind),
                 required=False,
                 initial=(value or {}).get(kind),
                 widget=forms.NumberInput(attrs={"min": 0, "placeholder": placeholder}),
@@ -159,11 +168,29 @@ def _axis_fields(axis: Axis, value: Any) -> dict[str, forms.Field]:
     }
 
 
+def draft_kept(params: QueryDict) -> dict[str, Any]:
+    """The ticked axes of a draft override as the page holds it, to redraw them unchanged.
+
+    Choosing another workload or environment redraws the override panel with that policy's
+    saved values; an axis the user ticked keeps what they typed instead.
+    """
+    kept: dict[str, Any] = {}
+    for axis in AXES.values():
+        toggle = f"override_{axis.name}"
+        if not params.get(toggle):
+            continue
+        kept[toggle] = True
+        for name in _input_names(axis):
+            many = axis.kind in ("set", "superset")
+            kept[name] = params.getlist(name) if many else params.get(name, "")
+    return kept
+
+
 class SandboxForm(forms.Form):
     """A recall request as an agent would send it, plus a draft override per relaxable axis.
 
     An axis enters the override only when its "override" box is ticked. Axes the floor does not
-    mark relaxable are disabled, so a value posted for them anyway is ignored.
+    mark relaxable have no fields at all, so a value posted for them anyway is ignored.
     """
 
     actor = forms.CharField(
@@ -172,7 +199,10 @@ class SandboxForm(forms.Form):
     workload = forms.ChoiceField(label="Workload")
     environment = forms.ChoiceField(label="Environment")
     query = forms.CharField(
-        label="Query", required=False, max_length=10_000, widget=forms.Textarea(attrs={"rows": 2})
+        label="Query",
+        max_length=10_000,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        error_messages={"required": QUERY_REQUIRED},
     )
     top_k = forms.IntegerField(label="Top K", min_value=1, max_value=TOP_K_MAX, initial=5)
     compare = forms.BooleanField(
@@ -201,16 +231,17 @@ class SandboxForm(forms.Form):
         environment_field.choices = [(e, e) for e in environments]
         self.relaxable = set(relaxable)
         self.saved_policy = dict(saved_policy)
+        # Registry order; the floor's locked axes are only named (``locked``), never fields.
+        self.locked = [name for name in AXES if name not in self.relaxable]
         self._axis_names: dict[str, list[str]] = {}
         for axis in AXES.values():
-            allowed = editable and axis.name in self.relaxable
-            toggle = forms.BooleanField(label="Override this axis", required=False)
-            toggle.disabled = not allowed
-            self.fields[f"override_{axis.name}"] = toggle
+            if axis.name not in self.relaxable:
+                continue
+            self.fields[f"override_{axis.name}"] = forms.BooleanField(
+                label="Override this axis", required=False
+            )
             inputs = _axis_fields(axis, saved_policy.get(axis.name))
-            for name, input_field in inputs.items():
-                input_field.disabled = not allowed
-                self.fields[name] = input_field
+            self.fields.update(inputs)
             self._axis_names[axis.name] = list(inputs)
         if not editable:
             for form_field in self.fields.values():
@@ -220,26 +251,20 @@ class SandboxForm(forms.Form):
         return self.workloads[self.cleaned_data["workload"]]
 
     def axis_blocks(self) -> list[AxisBlock]:
-        """Every axis, the relaxable ones first (registry order within each group)."""
-        blocks = [
+        """The relaxable axes, in registry order."""
+        return [
             AxisBlock(
-                axis=axis,
-                relaxable=axis.name in self.relaxable,
-                toggle=self[f"override_{axis.name}"],
-                inputs=[self[name] for name in self._axis_names[axis.name]],
-                saved=show_value(self.saved_policy.get(axis.name)),
+                axis=AXES[name],
+                toggle=self[f"override_{name}"],
+                inputs=[self[field_name] for field_name in names],
+                saved=labels.axis_value(name, self.saved_policy.get(name)),
             )
-            for axis in AXES.values()
+            for name, names in self._axis_names.items()
         ]
-        return sorted(blocks, key=lambda block: not block.relaxable)
 
     def override_touched(self) -> bool:
         """Whether the draft override section should start open: an axis ticked or in error."""
-        if not self.is_bound:
-            return False
-        return any(
-            block.errors or block.toggle.value() for block in self.axis_blocks() if block.relaxable
-        )
+        return any(block.errors or block.toggle.value() for block in self.axis_blocks())
 
     def overridden_axes(self) -> list[str]:
         if not self.is_bound:
@@ -613,6 +638,16 @@ def parse_supporting_lines(text: str) -> tuple[dict[str, list[SupportingItem]], 
     return sections, errors
 
 
+# Each textarea is as tall as its content (up to a cap); these are the fewest rows it shows.
+TEXTAREA_ROWS_LEAST = {"config": 4, "history": 3, "prior_history": 3, "supporting": 3, "query": 2}
+TEXTAREA_ROWS_MOST = 30
+
+
+def fit_rows(text: str, *, least: int) -> int:
+    """Rows that show ``text`` whole, one line each (the cap keeps a pasted log in bounds)."""
+    return max(least, min(len(text.splitlines()) + 1, TEXTAREA_ROWS_MOST))
+
+
 def _lines_field(label: str, help_text: str, rows: int, placeholder: str) -> forms.CharField:
     return forms.CharField(
         label=label,
@@ -710,6 +745,9 @@ class LayoutForm(forms.Form):
         # Not ``self.config``: that name is the YAML field (``form.config`` in templates).
         self.parsed_config: LayoutConfig | None = None
         self.config_errors: list[tuple[str, str]] = []
+        for name, least in TEXTAREA_ROWS_LEAST.items():
+            value = self.data.get(name) if self.is_bound else self.initial.get(name)
+            self.fields[name].widget.attrs["rows"] = fit_rows(str(value or ""), least=least)
 
     def _lines(self, name: str, parse: Any) -> Any:
         text = self.cleaned_data.get(name) or ""

@@ -3,7 +3,9 @@
 The memory browser's "recallable?" column is one CASE expression built from the recall
 filter's own SQL (``FAIL_CLOSED_SQL`` and ``POLICY_CHECKS``), so the page can never disagree
 with what recall would do. The sandbox's compare mode uses :func:`recall_preview`, the recall
-pipeline without its writes (no audit event, no hit counts).
+pipeline without its writes (no audit event, no hit counts); its decisions are grouped by
+outcome (:func:`decision_groups`), each filtered memory with the value that failed, read in one
+bounded query (:func:`memory_policy_fields`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from django.db.models.functions import Concat
 from django.utils import timezone
 
 from audit.models import AuditEvent, EventType
+from policies import labels
 from policies.models import Workload, Workspace
 from recall.models import Actor, MemoryRecord
 from recall.selectors import (
@@ -245,3 +248,204 @@ def memory_codes(
         .annotate(recall_code=RawSQL(sql, params))
     )
     return {row.pk: (row, row.recall_code) for row in rows}
+
+
+# --- the sandbox's decisions, grouped by outcome ------------------------------------------------
+
+# The policy filters' codes -> the axis each one enforces (the planner's forbidden kinds too).
+FILTER_AXES: dict[str, str] = {
+    "segment_kind_forbidden": "forbiddenSegmentKinds",
+    "memory_type_not_allowed": "memoryTypeAllowed",
+    "source_kind_not_allowed": "sourceKindAllowed",
+    "confirmation_status_not_allowed": "confirmationStatusAllowed",
+    "confidence_below_min": "confidenceMin",
+    "sensitivity_above_ceiling": "sensitivityCeiling",
+    "consent_not_allowed": "consentPolicyAllowed",
+    "older_than_max_age": "maxAgeSeconds",
+}
+assert {code for code, _ in POLICY_CHECKS} <= set(FILTER_AXES), "every filter names its axis"
+
+# A set axis's code -> (the field in words, the model field).
+_SET_FIELDS: dict[str, tuple[str, str]] = {
+    "memory_type_not_allowed": ("memory type", "memory_type"),
+    "source_kind_not_allowed": ("source", "source_kind"),
+    "confirmation_status_not_allowed": ("confirmation", "confirmation_status"),
+    "consent_not_allowed": ("consent", "consent_policy"),
+}
+# Why the budget dropped a ranked memory, after "Dropped by the budget".
+BUDGET_WHY: dict[str, str] = {
+    "budget_floor_hit": "its kind is held at its reserved floor",
+    "budget_drop_order": "its kind is cut first under budget pressure (drop order)",
+    "budget_ceiling_hit": "its kind reached its token ceiling",
+}
+# Outcomes the envelope counts but never lists, with what a page says after their number.
+COUNTED_WORDS: dict[str, str] = {
+    "below_top_k": "passed the policy but ranked below top K",
+    "embedding_pending": "waiting for the embedding job (not embedded by the configured "
+    "embedder yet)",
+    "lifecycle_excluded": "excluded by the fail-closed rules (not active, not current, expired "
+    "or consent withdrawn)",
+}
+# Rows shown per group before the rest collapse: what entered the context matters most.
+SHOWN_KEPT = 10
+SHOWN_DROPPED = 5
+POLICY_FIELDS = (
+    "memory_type",
+    "source_kind",
+    "confirmation_status",
+    "confidence",
+    "sensitivity",
+    "consent_policy",
+    "created_at",
+    "segment_kind",
+)
+
+
+@dataclass(frozen=True)
+class DecisionRow:
+    id: str
+    segment_kind: str
+    why: str = ""  # the value that failed, or why the budget dropped it
+    similarity: float | None = None
+    score: float | None = None
+    tokens: int | None = None
+    content: str | None = None
+
+
+@dataclass(frozen=True)
+class DecisionGroup:
+    """The memories that got one outcome (one filter, for the policy's)."""
+
+    key: str  # included, truncated, budget, or a filter's code
+    title: str
+    codes: tuple[str, ...]  # the decision codes it gathers, as the envelope names them
+    axis: str  # the policy axis a filter enforces; "" for the other outcomes
+    count: int  # memories with this outcome; more than the rows when the report was capped
+    rows: list[DecisionRow]
+    ranked: bool  # the rows were ranked: they have a similarity, a score and tokens
+    shown: int  # rows shown before the rest collapse
+
+    @property
+    def first(self) -> list[DecisionRow]:
+        return self.rows[: self.shown]
+
+    @property
+    def rest(self) -> list[DecisionRow]:
+        return self.rows[self.shown :]
+
+    @property
+    def unlisted(self) -> int:
+        return self.count - len(self.rows)
+
+
+@dataclass(frozen=True)
+class CountedOutcome:
+    code: str
+    words: str
+    n: int
+
+
+@dataclass(frozen=True)
+class SandboxDecisions:
+    groups: list[DecisionGroup]
+    counted: list[CountedOutcome]  # never listed: below top K, pending, fail-closed
+
+
+def failed_value(
+    code: str, row: Mapping[str, Any], policy: Mapping[str, Any], now: datetime
+) -> str:
+    """The row's value that failed a filter, against the policy's: "confidence 0.38 < 0.5"."""
+    axis = FILTER_AXES[code]
+    limit = policy.get(axis)
+    if code == "confidence_below_min":
+        return f"confidence {row['confidence']:g} < {limit:g}"
+    if code == "sensitivity_above_ceiling":
+        return f"sensitivity {row['sensitivity']} > {limit}"
+    if code == "older_than_max_age":
+        age = (now - row["created_at"]).total_seconds()
+        return f"age {labels.duration_label(age)} > {labels.duration_label(limit)}"
+    if code == "segment_kind_forbidden":
+        return f"segment kind {labels.value_label(row['segment_kind'])} is forbidden"
+    words, field = _SET_FIELDS[code]
+    allowed = labels.axis_value(axis, limit)
+    return f"{words} {labels.value_label(row[field])}; allowed: {allowed}"
+
+
+def decision_groups(
+    *,
+    envelope: Mapping[str, Any],
+    policy: Mapping[str, Any] | None,
+    fields: Mapping[str, Mapping[str, Any]],
+    now: datetime,
+) -> SandboxDecisions:
+    """An envelope's decisions grouped by outcome, each filtered row with the value that
+    failed (``fields``: the filtered memories' own values; ``policy``: the one the recall ran
+    under, or None when it is not known, and then no value is shown)."""
+    diagnostics = envelope["diagnostics"]
+    reasons: dict[str, int] = diagnostics.get("reasons", {})
+    contents = {e["id"]: e["content"] for e in envelope["entries"]}
+    rows: dict[str, list[DecisionRow]] = {}
+    for d in diagnostics.get("decisions", []):
+        code, pk = d["code"], d["id"]
+        own = fields.get(pk, {})
+        kind = d.get("segmentKind") or own.get("segment_kind", "")
+        why = BUDGET_WHY.get(code, "")
+        if code in FILTER_AXES and policy is not None and (own or "segmentKind" in d):
+            why = failed_value(code, {**own, "segment_kind": kind}, policy, now)
+        key = "budget" if code in BUDGET_WHY else code
+        rows.setdefault(key, []).append(
+            DecisionRow(
+                id=pk,
+                segment_kind=kind,
+                why=why,
+                similarity=d.get("similarity"),
+                score=d.get("score"),
+                tokens=d.get("tokens"),
+                content=contents.get(pk),
+            )
+        )
+    outlines = [
+        ("included", "Included in the context", ("included",), "", SHOWN_KEPT),
+        ("truncated", "Kept as truncated refs", ("truncated",), "", SHOWN_KEPT),
+        ("budget", "Dropped by the budget", tuple(BUDGET_WHY), "", SHOWN_DROPPED),
+        *(
+            (code, labels.axis_label(axis), (code,), axis, SHOWN_DROPPED)
+            for code, axis in FILTER_AXES.items()
+        ),
+    ]
+    groups = []
+    for key, title, codes, axis, shown in outlines:
+        listed = rows.get(key, [])
+        count = max(sum(reasons.get(code, 0) for code in codes), len(listed))
+        if count:
+            ranked = any(row.score is not None for row in listed)
+            groups.append(DecisionGroup(key, title, codes, axis, count, listed, ranked, shown))
+    counted = [
+        CountedOutcome(code, words, reasons[code])
+        for code, words in COUNTED_WORDS.items()
+        if reasons.get(code)
+    ]
+    return SandboxDecisions(groups, counted)
+
+
+def memory_policy_fields(*, workspace: Workspace, ids: list[str]) -> dict[str, dict[str, Any]]:
+    """What the policy filters read of these memories (never their content), by id: one
+    query, bounded by the decisions a recall reports (``DECISIONS_MAX``)."""
+    if not ids:
+        return {}
+    rows = MemoryRecord.objects.filter(workspace=workspace, pk__in=[int(pk) for pk in ids])
+    return {str(row.pop("pk")): row for row in rows.values("pk", *POLICY_FIELDS)}
+
+
+def sandbox_decisions(
+    *, workspace: Workspace, envelope: Mapping[str, Any], policy: Mapping[str, Any] | None
+) -> SandboxDecisions:
+    """The sandbox's decisions for one envelope, each filtered row with its failing value."""
+    filtered = [
+        d["id"]
+        for d in envelope["diagnostics"].get("decisions", [])
+        if d["code"] in FILTER_AXES and "segmentKind" not in d
+    ]
+    fields = memory_policy_fields(workspace=workspace, ids=filtered[:DECISIONS_MAX])
+    now = datetime.fromisoformat(envelope["generatedAt"])
+    return decision_groups(envelope=envelope, policy=policy, fields=fields, now=now)

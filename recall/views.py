@@ -26,6 +26,7 @@ from audit.models import AuditEvent
 from audit.selectors import memory_injection_summary
 from maintenance.models import MaintenanceItem
 from maintenance.selectors import memory_lifecycle
+from policies import labels
 from policies.algebra import AXES, PolicyError
 from policies.models import Workload, Workspace
 from policies.selectors import EffectivePolicy, effective_policy_for, workspace_policy_current
@@ -43,8 +44,8 @@ from recall.forms import (
     MemoryImportForm,
     SandboxForm,
     add_domain_error,
+    draft_kept,
     parse_jsonl,
-    show_value,
 )
 from recall.layout import PRUNING_STAGES, LayoutConfig, LayoutRequestError, LayoutResult
 from recall.models import Actor, LifecycleStatus, MemoryRecord
@@ -56,6 +57,7 @@ from recall.page_selectors import (
     memory_rows,
     recall_preview,
     recall_reason,
+    sandbox_decisions,
 )
 from recall.selectors import actor_lookup
 from recall.svg import LAYOUT_PARTS, budget_bar, kind_summary, layout_bar
@@ -64,11 +66,19 @@ PAGE_SIZE = 25
 UNPROCESSABLE = 422  # a submitted form with errors, re-rendered
 COMPARE_WIDTH = 560  # each side of the compare view's budget bars, in SVG user units
 DEFAULT_ENVIRONMENT = "prod"
+# The envelope's hashes in the order the result shows them, with their names in words.
+FINGERPRINTS = (
+    ("effectivePolicyHash", "Effective policy hash"),
+    ("effectiveBudgetHash", "Effective budget hash"),
+    ("prefixFingerprint", "Prefix fingerprint"),
+    ("digest", "Digest"),
+)
+# The recall funnel's counts (labels.COUNT_LABELS names them) and what each step keeps.
 FUNNEL_STEPS = (
-    ("candidates", "Candidates", "the actor's memories"),
-    ("afterPolicy", "After policy", "pass fail-closed rules and every axis"),
-    ("afterRanking", "After ranking", "best scores, cut to top K"),
-    ("afterBudgetAllocation", "After budget", "entries and truncated refs"),
+    ("candidates", "the actor's memories"),
+    ("afterPolicy", "pass fail-closed rules and every axis"),
+    ("afterRanking", "best scores, cut to top K"),
+    ("afterBudgetAllocation", "entries and truncated refs"),
 )
 
 
@@ -134,6 +144,9 @@ def sandbox(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     default_actor = source.get("actor") or next(
         iter(actor_suggestions(workspace=workspace, q="", limit=1)), ""
     )
+    # Redrawn for another workload or environment (htmx swaps only the parts that depend on
+    # them), the override panel keeps the axes the user ticked as they were.
+    kept = {} if posting else draft_kept(request.GET)
     form = SandboxForm(
         request.POST if posting else None,
         workloads=workloads,
@@ -147,6 +160,7 @@ def sandbox(request: HtmxHttpRequest, slug: str) -> HttpResponse:
             "environment": environment,
             "query": source.get("query", ""),
             "top_k": source.get("top_k") or 5,
+            **kept,
         },
     )
     outcome: dict[str, Any] = {}
@@ -156,6 +170,8 @@ def sandbox(request: HtmxHttpRequest, slug: str) -> HttpResponse:
         **access.context(),
         "form": form,
         "axis_blocks": form.axis_blocks(),
+        "locked_axes": form.locked,
+        "axes_total": len(AXES),
         "override_open": form.override_touched(),
         "relaxable": floor.relaxable_axes,
         "floor": floor,
@@ -208,13 +224,31 @@ def _sandbox_run(form: SandboxForm, access: PageAccess) -> dict[str, Any]:
             )
         )
     except (PolicyError, DomainError) as exc:
-        add_domain_error(form, exc)
+        drafted = isinstance(exc, PolicyError) and bool(override)
+        add_domain_error(form, exc, fallback=not drafted)
         touched = [name for name in overridden if f"override_{name}" in form.errors]
-        if isinstance(exc, PolicyError) and override and not touched:
-            # e.g. a smaller totalTokenBudget that the (locked) reservations no longer fit
-            form.add_error(None, f"The draft override cannot be applied: {exc.message}")
+        if drafted and not touched:
+            # e.g. a smaller totalTokenBudget that the locked reservations no longer fit: the
+            # locked axes have no fields, so what they say is told here.
+            fields = (exc.details or {}).get("fields") or {}
+            said = [
+                f"{labels.axis_label(name)} (not relaxable): {message}"
+                for name, message in fields.items()
+                if name in form.locked
+            ]
+            form.add_error(
+                None, " ".join([f"The draft override cannot be applied: {exc.message}", *said])
+            )
         return {}
-    result = _result_context(envelope, workspace)
+    policy: dict[str, Any] | None = None
+    if envelope["diagnostics"]["verbosity"] == "full":  # only decisions show policy values
+        policy = (
+            previews[0].policy
+            if previews is not None
+            else _run_policy(args, envelope, override=override or None)
+        )
+    result = _result_context(envelope, workspace, policy=policy)
+    result["ran_for"] = (args["workload"].name, args["environment"])
     if previews is not None:
         result["compare"] = _compare_context(envelope, *previews, override=override)
         result["budget_svg"] = budget_bar(
@@ -224,15 +258,32 @@ def _sandbox_run(form: SandboxForm, access: PageAccess) -> dict[str, Any]:
     return result
 
 
-def _override_rows(override: dict[str, Any]) -> list[tuple[str, str]]:
-    return [(name, show_value(value)) for name, value in override.items() if name in AXES]
+def _run_policy(
+    args: dict[str, Any], envelope: dict[str, Any], *, override: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """The effective policy a recall just ran under, read again (the envelope has only its
+    hash; a decision's failing value needs the policy's side too). None if it has changed
+    since: then no value is shown rather than a wrong one."""
+    try:
+        effective = effective_policy_for(
+            workload=args["workload"], environment=args["environment"], override=override
+        )
+    except PolicyError:
+        return None
+    return effective.policy if effective.policy_hash == envelope["effectivePolicyHash"] else None
+
+
+def _override_rows(override: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """``(API name, label, value in words)`` per overridden axis."""
+    return [
+        (name, labels.axis_label(name), labels.axis_value(name, value))
+        for name, value in override.items()
+        if name in AXES
+    ]
 
 
 def _funnel(counts: dict[str, int]) -> list[dict[str, Any]]:
-    return [
-        {"key": key, "label": label, "hint": hint, "n": counts.get(key, 0)}
-        for key, label, hint in FUNNEL_STEPS
-    ]
+    return [{"key": key, "hint": hint, "n": counts.get(key, 0)} for key, hint in FUNNEL_STEPS]
 
 
 def _budget_rows(budget: dict[str, Any]) -> list[dict[str, Any]]:
@@ -242,17 +293,17 @@ def _budget_rows(budget: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def _result_context(envelope: dict[str, Any], workspace: Workspace) -> dict[str, Any]:
-    entries = {e["id"]: e for e in envelope["entries"]}
+def _result_context(
+    envelope: dict[str, Any], workspace: Workspace, *, policy: dict[str, Any] | None
+) -> dict[str, Any]:
+    """``policy``: the effective policy the recall ran under (filtered rows show their failing
+    value against it); None when the decisions are not shown."""
     diagnostics = envelope["diagnostics"]
-    decisions = [
-        {
-            **decision,
-            "words": decision_words(decision["code"]),
-            "content": entries[decision["id"]]["content"] if decision["id"] in entries else None,
-        }
-        for decision in diagnostics.get("decisions", [])
-    ]
+    decisions = (
+        sandbox_decisions(workspace=workspace, envelope=envelope, policy=policy)
+        if diagnostics["verbosity"] == "full"
+        else None
+    )
     reasons = [
         {"code": code, "words": decision_words(code), "n": n}
         for code, n in diagnostics.get("reasons", {}).items()
@@ -265,6 +316,7 @@ def _result_context(envelope: dict[str, Any], workspace: Workspace) -> dict[str,
         "budget_rows": _budget_rows(envelope["budget"]),
         "decisions": decisions,
         "reasons": reasons,
+        "fingerprints": [(term, label, envelope[term]) for term, label in FINGERPRINTS],
         "verbosity": diagnostics["verbosity"],
         "warnings": diagnostics.get("warnings", []),
         "event_id": event_id,
@@ -366,15 +418,27 @@ def _pick_layout_workload(workloads: list[Workload], wanted: str | None) -> Work
 
 
 def _layout_initial(
-    params: Any, workload: Workload | None, current: layout_services.CurrentLayoutConfig | None
+    params: Any,
+    workloads: list[Workload],
+    workload: Workload | None,
+    current: layout_services.CurrentLayoutConfig | None,
 ) -> dict[str, Any]:
-    """A fresh form: an example (``?example=``), else the seed's example with any field given
-    in the query string; a chosen workload fills in its stored numbers and YAML."""
+    """A fresh form: an example (``?example=``), else the 32,000-token example with any field
+    given in the query string; a chosen workload fills in its stored numbers and YAML.
+
+    ``?copy_of=`` (the workload chosen before "The YAML below") starts the YAML as an
+    editable copy of that workload's: the page names it instead of sending the YAML itself
+    in a query string.
+    """
     example = LAYOUT_EXAMPLES.get(params.get("example", ""))
     if example is not None:
         return dict(example)
     initial = dict(SEED_EXAMPLE)
     initial.update({name: params[name] for name in LayoutForm.base_fields if name in params})
+    copied = _pick_layout_workload(workloads, params.get("copy_of"))
+    if workload is None and copied is not None:
+        config = layout_services.layout_config_current(workload=copied).config
+        initial["config"] = layout_services.layout_config_yaml(config)
     if workload is not None and current is not None:
         config = current.config
         initial.update(
@@ -409,19 +473,17 @@ def layout(request: HtmxHttpRequest, slug: str) -> HttpResponse:
             data = request.POST.copy()
             data["config"] = layout_services.layout_config_yaml(current.config)
         form = LayoutForm(data, workloads=workloads)
-        if form.is_valid():
-            config = current.config if current is not None else form.parsed_config
-            assert config is not None  # the form parsed the YAML when no workload was chosen
-            try:
-                preview = layout_services.layout_preview(request=form.layout_request(config))
-            except LayoutRequestError as exc:
-                form.add_planner_errors(exc)
-            else:
-                outcome = _layout_outcome(form, preview, config)
+        outcome = _layout_plan(form, current)
         if form.errors:
             status = UNPROCESSABLE
     else:
-        form = LayoutForm(workloads=workloads, initial=_layout_initial(params, workload, current))
+        # The tab opens planned: the example (or the chosen workload's numbers) with its
+        # accounting, cascade and severity already shown, not an empty result panel.
+        initial = _layout_initial(params, workloads, workload, current)
+        form = LayoutForm(_form_data(initial), workloads=workloads)
+        outcome = _layout_plan(form, current)
+        if form.errors:  # e.g. a malformed number in the query string: a fresh form instead
+            form = LayoutForm(workloads=workloads, initial=initial)
     context = {
         **access.context(),
         "form": form,
@@ -432,6 +494,30 @@ def layout(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     }
     template = "recall/_layout_body.html" if request.htmx else "recall/layout.html"
     return render(request, template, context, status=status)
+
+
+def _form_data(initial: dict[str, Any]) -> QueryDict:
+    """Initial values as a browser would submit them, to plan them as the form would."""
+    data = QueryDict(mutable=True)
+    for name, value in initial.items():
+        data[name] = "" if value is None else str(value)
+    return data
+
+
+def _layout_plan(
+    form: LayoutForm, current: layout_services.CurrentLayoutConfig | None
+) -> dict[str, Any]:
+    """The planned layout of a bound form, or nothing (its errors are then on the form)."""
+    if not form.is_valid():
+        return {}
+    config = current.config if current is not None else form.parsed_config
+    assert config is not None  # the form parsed the YAML when no workload was chosen
+    try:
+        preview = layout_services.layout_preview(request=form.layout_request(config))
+    except LayoutRequestError as exc:
+        form.add_planner_errors(exc)
+        return {}
+    return _layout_outcome(form, preview, config)
 
 
 def _ratio_text(ratio: float) -> str:

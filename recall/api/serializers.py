@@ -154,12 +154,22 @@ class MemorySerializer(serializers.ModelSerializer):
         ]  # fmt: skip
 
 
+# An empty query embeds to nothing in particular: every similarity would be 0 and the ranking
+# meaningless, so a recall without one is refused rather than answered.
+QUERY_REQUIRED = (
+    "Enter a query: recall ranks the actor's memories by how similar they are to it, and an "
+    "empty query would score every memory 0."
+)
+
+
 class RecallRequestSerializer(StrictSerializer):
     workloadId = StrictUUIDField()
     environment = StrictRegexField(
         r"^[a-z0-9][a-z0-9-]{0,49}$", error_messages={"invalid": "Not an environment slug."}
     )
-    query = StrictCharField(max_length=10_000, allow_blank=True)
+    query = StrictCharField(
+        max_length=10_000, error_messages={"blank": QUERY_REQUIRED, "required": QUERY_REQUIRED}
+    )
     topK = StrictIntegerField(min_value=1, max_value=TOP_K_MAX, default=10)
     policyOverride = serializers.DictField(required=False, allow_null=True)
 

@@ -27,11 +27,11 @@ class LayoutTabBrowserTests:
         tabs.get_by_role("link", name="Layout").click()
         page.wait_for_url("**/w/team-a/sandbox/layout/")
         assert tabs.get_by_role("link", name="Layout").get_attribute("aria-current") == "page"
-        assert page.get_by_label("Context window").input_value() == "32000"
+        assert page.get_by_label("Context window", exact=True).input_value() == "32000"
 
         page.get_by_role("button", name="Fill an example under pressure").click()
         page.wait_for_function("document.querySelector('#id_context_window').value === '4096'")
-        assert page.get_by_label("Tool schemas").input_value() == "1000"
+        assert page.get_by_label("Tool schemas", exact=True).input_value() == "1000"
         page.get_by_role("button", name="Plan layout").click()
         result = page.locator("#layout-result")
         result.wait_for()
@@ -67,20 +67,22 @@ class LayoutTabBrowserTests:
         login(page, "eddie", "pw-eddie")
         page.goto(f"{live_server.url}/w/team-a/sandbox/layout/")
 
-        page.get_by_label("Use").select_option(label="support-bot's stored configuration")
+        page.get_by_label("Use", exact=True).select_option(
+            label="support-bot's stored configuration"
+        )
         page.wait_for_function("document.querySelector('#id_context_window').value === '16000'")
-        assert page.get_by_label("Output buffer").input_value() == "1000"
+        assert page.get_by_label("Output buffer", exact=True).input_value() == "1000"
         assert "version 1" in page.locator("#config-source").inner_text()
         assert page.locator("#id_config").get_attribute("readonly") is not None
 
-        page.get_by_label("Budget ratio").fill("1.5")
+        page.get_by_label("Budget ratio", exact=True).fill("1.5")
         page.get_by_role("button", name="Plan layout").click()
         error = page.locator("#id_budget_ratio_error")
         error.wait_for()
         assert "less than or equal to 1" in error.inner_text()
         assert page.locator("#layout-result").count() == 0
 
-        page.get_by_label("Budget ratio").fill("0.5")
+        page.get_by_label("Budget ratio", exact=True).fill("0.5")
         page.get_by_role("button", name="Plan layout").click()
         page.locator("#layout-result").wait_for()
         assert (
@@ -88,3 +90,39 @@ class LayoutTabBrowserTests:
             in page.locator("#layout-result").inner_text()
         )
         assert page.locator("dl.figures data").first.get_attribute("value") == "3000"
+
+
+class LayoutTabOpensPlannedBrowserTests:
+    def test_the_tab_opens_with_the_32000_token_example_planned(
+        self, page, live_server, login, viewer, shot
+    ):
+        login(page, "vera", "pw-vera")
+        page.goto(f"{live_server.url}/w/team-a/sandbox/layout/")
+        result = page.locator("#layout-result")
+        assert result.is_visible()  # no click needed: the example is already planned
+        figures = page.locator("dl.figures data")
+        assert [figures.nth(i).get_attribute("value") for i in range(3)] == [
+            "4500",
+            "27500",
+            "8250",
+        ]
+        assert page.locator(".badge.sev").inner_text().lower() == "normal"
+        assert "No pruning needed" in result.inner_text()
+        assert "seed" not in page.locator("main").inner_text().lower()
+        assert page.get_by_role("button", name="Reset to the 32,000-token example").is_visible()
+        # every textarea shows its whole content: nothing to scroll inside it
+        for name in ("config", "history", "prior_history", "supporting"):
+            box = page.locator(f"#id_{name}")
+            scroll, client = box.evaluate("e => [e.scrollHeight, e.clientHeight]")
+            assert scroll <= client + 2, (name, scroll, client)
+        shot(page, "sandbox-layout-opens-planned")
+
+        page.get_by_role("button", name="Fill an example under pressure").click()
+        page.wait_for_function("document.querySelector('#id_context_window').value === '4096'")
+        assert page.locator("table#cascade tbody tr").count() == 5  # planned at once too
+        history = page.locator("#id_history")
+        scroll, client = history.evaluate("e => [e.scrollHeight, e.clientHeight]")
+        assert scroll <= client + 2
+        page.get_by_role("button", name="Reset to the 32,000-token example").click()
+        page.wait_for_function("document.querySelector('#id_context_window').value === '32000'")
+        assert "No pruning needed" in page.locator("#layout-result").inner_text()

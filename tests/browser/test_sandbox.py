@@ -51,9 +51,10 @@ class SandboxBrowserTests:
         assert f"used {used:,} of 3,200 tokens ({used * 100 / 3200:.0f}%)" in labels
         per_kind = event.payload["tokenCounts"]["perKind"]
         assert any(label.startswith(f"used {per_kind['memory']:,} ·") for label in labels)
-        decisions = page.locator("table.decisions")
-        assert decisions.locator("tr", has_text="Included in the context").count() >= 4
-        assert decisions.locator("tr", has_text="more sensitive than the ceiling").count() == 1
+        assert page.locator("#decisions-included tbody tr").count() >= 4
+        restricted = page.locator("#decisions-sensitivity_above_ceiling tbody tr")
+        assert restricted.count() == 1
+        assert restricted.locator("td.why").inner_text() == "sensitivity restricted > confidential"
         link = result.get_by_role("link", name=f"context.assembled #{event.pk}").first
         assert link.get_attribute("href") == f"/w/team-a/audit/{event.pk}/"
         shot(page, "sandbox-result")
@@ -76,3 +77,157 @@ class SandboxBrowserTests:
         assert page.locator("svg#budget-draft").is_visible()
         assert AuditEvent.objects.filter(type=EventType.ASSEMBLED).count() == 1
         shot(page, "sandbox-compare")
+
+
+@pytest.fixture
+def crowd(workspace_a, workload_a):
+    """Ada with a few memories that pass and many that fail one policy axis each."""
+    set_floor(workspace_a, diagnosticsVerbosity="full", confidenceMin=0.5)
+    return seed(
+        workspace_a,
+        {"content": "Ada prefers concise release summaries", "memory_type": "preference"},
+        {"content": "Ada decided release notes go out on Fridays", "memory_type": "decision"},
+        {"content": "Ada attended the release retro", "memory_type": "episode"},
+        *({"content": f"Ada might like release note {i}", "confidence": 0.38} for i in range(40)),
+        *({"content": f"Ada's payroll note {i}", "sensitivity": "restricted"} for i in range(3)),
+        {"content": "Ada's old release summary preference", "lifecycle_status": "suppressed"},
+    )
+
+
+class SandboxRequestBrowserTests:
+    def test_changing_workload_and_environment_keeps_what_was_typed(
+        self, page, live_server, login, editor, workspace_a, workload_a, scene, shot
+    ):
+        from policies.services import workload_create, workload_policy_save
+
+        other = workload_create(workspace=workspace_a, name="triage-bot", author="system:test")
+        workload_policy_save(
+            workload=other,
+            environment="dev",
+            document={"memoryTypeAllowed": ["preference", "decision"]},
+            author="system:test",
+        )
+        login(page, "eddie", "pw-eddie")
+        run(page, live_server, query="what does Ada want in a release summary?")
+        page.get_by_text("Policy override (draft)").click()
+        verbosity = page.locator("#axis-diagnosticsVerbosity")
+        verbosity.get_by_label("Override this axis").check()
+        verbosity.locator("select").select_option("summary")
+
+        page.get_by_label("Workload").select_option(label="triage-bot")
+        page.wait_for_function(
+            "document.querySelector('#saved-policy').textContent.includes('triage-bot')"
+        )
+        page.get_by_label("Environment").select_option("dev")
+        saved = page.locator("#saved-policy")
+        page.wait_for_function(
+            "document.querySelector('#saved-policy').textContent.includes('in dev')"
+        )
+        assert "narrowed by workload policy v1" in saved.inner_text()
+        # what was typed is untouched, the ticked axis too; the others follow the dev policy
+        assert (
+            page.get_by_label("Query").input_value() == "what does Ada want in a release summary?"
+        )
+        assert page.locator("#id_actor").input_value() == "user:ada"
+        assert page.get_by_label("Top K").input_value() == "6"
+        assert verbosity.get_by_label("Override this axis").is_checked()
+        assert verbosity.locator("select").input_value() == "summary"
+        types = page.locator("#axis-memoryTypeAllowed")
+        assert "Saved: preference, decision" in types.inner_text()
+        assert page.locator("details.overrides").get_attribute("open") is not None
+        shot(page, "sandbox-redrawn-for-another-workload")
+
+        page.get_by_role("button", name="Run recall").click()
+        result = page.locator("#sandbox-result")
+        result.wait_for()
+        assert "for triage-bot in dev" in result.locator("h2").inner_text()
+        event = AuditEvent.objects.get(type=EventType.ASSEMBLED)
+        assert event.environment == "dev" and event.workload_id == other.id
+        assert event.payload["counts"]["afterPolicy"] == 2
+
+    def test_an_empty_query_is_refused_next_to_the_field(
+        self, page, live_server, login, editor, scene, shot
+    ):
+        login(page, "eddie", "pw-eddie")
+        run(page, live_server, query="   ")
+        page.get_by_role("button", name="Run recall").click()
+        error = page.locator("#query-err")
+        error.wait_for()
+        assert error.inner_text().startswith("Enter a query:")
+        assert page.get_by_label("Query").get_attribute("aria-invalid") == "true"
+        assert page.locator("#sandbox-result").count() == 0
+        assert not AuditEvent.objects.filter(type=EventType.ASSEMBLED).exists()
+        shot(page, "sandbox-empty-query")
+
+    def test_the_override_panel_shows_only_the_relaxable_axes(
+        self, page, live_server, login, editor, scene, shot
+    ):
+        login(page, "eddie", "pw-eddie")
+        page.goto(f"{live_server.url}/w/team-a/sandbox/")
+        page.get_by_text("Policy override (draft)").click()
+        axes = page.locator("details.overrides fieldset.axis")
+        assert axes.count() == 3
+        legends = [legend.strip() for legend in axes.locator("legend").all_inner_texts()]
+        assert legends == ["Memory types allowed", "Total token budget", "Diagnostics detail"]
+        names = axes.locator("code.api-name").all_inner_texts()
+        assert names == ["memoryTypeAllowed", "totalTokenBudget", "diagnosticsVerbosity"]
+        note = page.locator("#locked-axes").inner_text()
+        assert note.startswith("Not relaxable in this workspace's floor")
+        assert "Sensitivity ceiling" in note and "Drop order under budget pressure" in note
+        assert page.get_by_text("Not relaxable in this workspace's floor.").count() == 0
+        shot(page, "sandbox-override-panel")
+
+
+class SandboxDecisionsBrowserTests:
+    def test_decisions_are_grouped_with_the_value_that_failed(
+        self, page, live_server, login, editor, crowd, shot
+    ):
+        login(page, "eddie", "pw-eddie")
+        run(page, live_server)
+        page.get_by_role("button", name="Run recall").click()
+        page.locator("#sandbox-result").wait_for()
+
+        included = page.locator("#decisions-included")
+        assert included.locator("tbody tr").count() == 3
+        low = page.locator("#decisions-confidence_below_min")
+        assert "Filtered by policy: Minimum confidence" in low.locator("h4").inner_text()
+        assert low.locator("h4 .group-count").inner_text() == "40"
+        visible = low.locator("tbody tr:visible")
+        assert visible.count() == 5
+        assert visible.first.locator("td.why").inner_text() == "confidence 0.38 < 0.5"
+        restricted = page.locator("#decisions-sensitivity_above_ceiling td.why")
+        assert restricted.all_inner_texts() == ["sensitivity restricted > confidential"] * 3
+        counted = page.locator("#decisions-counted").inner_text()
+        assert "1 excluded by the fail-closed rules" in counted
+        # the page stays short: the 35 other low-confidence rows wait behind one summary
+        height = page.evaluate("document.documentElement.scrollHeight")
+        assert height < 4200, height
+        shot(page, "sandbox-decisions-grouped")
+
+        low.get_by_text("Show the other 35").click()
+        assert low.locator("tbody tr:visible").count() == 40
+
+    def test_counts_and_fingerprints_are_in_words_with_their_hints(
+        self, page, live_server, login, editor, scene, shot
+    ):
+        login(page, "eddie", "pw-eddie")
+        run(page, live_server)
+        page.get_by_role("button", name="Run recall").click()
+        result = page.locator("#sandbox-result")
+        result.wait_for()
+        labels = result.locator("ol.funnel .label").all_inner_texts()
+        assert labels == ["Candidates", "After policy", "After ranking", "After budget"]
+        hashes = result.locator("dl.hashes")
+        terms = [t.strip() for t in hashes.locator("dt").all_inner_texts()]
+        assert terms[:5] == [
+            "Effective policy hash effectivePolicyHash",
+            "Effective budget hash effectiveBudgetHash",
+            "Prefix fingerprint prefixFingerprint",
+            "Digest digest",
+            "Reused reused",
+        ]
+        fingerprint = hashes.locator("abbr", has_text="Prefix fingerprint")
+        assert "prompt cache" in fingerprint.get_attribute("title")
+        assert "equal digests mean identical contexts" in hashes.inner_text()
+        hashes.scroll_into_view_if_needed()
+        shot(page, "sandbox-fingerprints")

@@ -18,7 +18,7 @@ GETS = [
 
 @pytest.mark.parametrize("path", GETS)
 @pytest.mark.parametrize("param", ["workspace", "environment", "q"])
-@pytest.mark.parametrize("char", ["%00", "%01", "%1b", "%7f"])
+@pytest.mark.parametrize("char", ["%00", "%01", "%1b", "%7f", "%0b"])
 def test_a_control_character_in_a_query_parameter_is_a_400_naming_it(operator, path, param, char):
     response = operator.session().get(f"{path}?{param}=team{char}a")
 
@@ -64,6 +64,7 @@ def test_only_ascii_digits_name_a_memory(editor, memory_id):
 
 def test_ordinary_text_with_spaces_and_accents_passes(operator):
     response = operator.session().get(
-        "/v1/memory/actors/user:ada/memories", {"workspace": "team-a", "q": "café au lait"}
+        "/v1/memory/actors/user:ada/memories", {"workspace": "team-a", "q": "café au lait\tand\r\nmore"}
     )
-    assert response.status_code in (200, 404)  # not a 400: spaces and accents are text
+    # not a 400: spaces, accents, tabs and line breaks (a textarea's value) are text
+    assert response.status_code in (200, 404)

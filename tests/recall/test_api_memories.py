@@ -230,10 +230,12 @@ class MemoryCreateTests:
             f"/v1/memory/actors/{actor_id}/memories", new_memory(), format="json"
         )
 
-        assert "actorId" in fields_of(response)
+        # a control character in the path is refused before any view (portal.input_guard)
+        field = "path" if "%00" in actor_id else "actorId"
+        assert field in fields_of(response)
         assert state(editor.workspace) == before
         listing = editor.api().get(f"/v1/memory/actors/{actor_id}/memories")
-        assert "actorId" in fields_of(listing)
+        assert field in fields_of(listing)
 
     def test_an_import_carries_its_history(self, editor):
         body = new_memory(

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
+from django.utils import timezone
 
 from audit.models import AuditEvent, EventType
 from policies.algebra import default_floor
@@ -63,6 +65,12 @@ def ada(workspace_a):
         {"content": "release pipeline tool output summary", "segment_kind": "tool_result"},
         {"content": "Ada attended the release retro", "memory_type": "episode"},
     )
+
+
+def section(html: str, dom_id: str, *, tag: str = "section") -> str:
+    """The element with ``dom_id``, up to its closing tag (sections here do not nest)."""
+    start = html.index(f'id="{dom_id}"')
+    return html[start : html.index(f"</{tag}>", start)]
 
 
 def recall_form(workload, **extra: Any) -> dict[str, Any]:
@@ -146,9 +154,14 @@ class SandboxPageTests:
         assert re.search(r'<span class="n">6</span><span class="label">Candidates', html)
         assert '<svg class="budget-bar"' in html
         assert f"used {event.payload['tokenCounts']['used']:,} of 3,200 tokens" in html
-        assert "Included in the context" in html
-        assert "Filtered: more sensitive than the ceiling" in html
-        assert "sensitivity_above_ceiling" in html
+        assert '<h4 id="decisions-included-h">Included in the context' in html
+        group = section(html, "decisions-sensitivity_above_ceiling")
+        assert "Filtered by policy: Sensitivity ceiling" in group
+        assert f'id="decision-{ada[2].pk}"' in group
+        assert "sensitivity restricted &gt; confidential" in group
+        # one memory failed the fail-closed rules: counted, never listed
+        assert "1 excluded by the fail-closed rules" in html
+        assert f'id="decision-{ada[3].pk}"' not in html
         # content is shown for included entries, never for a memory that failed policy
         assert "Ada prefers concise release summaries" in html
         assert "Ada salary band" not in html
@@ -174,10 +187,12 @@ class SandboxPageTests:
         html = html.content.decode()
         event = AuditEvent.objects.get(type=EventType.ASSEMBLED)
         assert event.payload["tokenCounts"]["used"] <= 200
-        assert "Dropped: kind held at its reserved floor" in html  # tool_result, at 50
-        assert "Dropped: kind cut in drop order under budget pressure" in html  # memory
-        assert "Kept as a truncated ref (id and metadata only)" in html
-        assert "<h3>Truncated refs</h3>" in html
+        budget = section(html, "decisions-budget")
+        assert "its kind is held at its reserved floor" in budget  # tool_result, at 50
+        assert "its kind is cut first under budget pressure (drop order)" in budget  # memory
+        assert re.search(r'<td class="num">0\.\d{3}</td>', budget)  # scores where they exist
+        truncated = section(html, "decisions-truncated")
+        assert "A memory sent as its id and metadata only" in truncated
         assert "under pressure (demand above the budget)" in html
         assert "reserved 50" in html and "ceiling" in html
 
@@ -200,13 +215,21 @@ class SandboxPageTests:
         assert "Included in the context" in html  # the reasons summary
         assert "Ada prefers concise release summaries" in html  # the entries table
 
-    def test_locked_axes_are_disabled_with_the_reason(self, editor, workload_a, ada):
+    def test_only_relaxable_axes_have_inputs_and_one_line_names_the_rest(
+        self, editor, workload_a, ada
+    ):
         html = client_for(editor).get("/w/team-a/sandbox/").content.decode()
-        assert 'id="why-sensitivityCeiling">Not relaxable in this workspace' in html
-        assert "why-memoryTypeAllowed" not in html
-        assert 'name="override_sensitivityCeiling"' not in html
-        assert '<select name="axis_sensitivityCeiling" disabled' in html
+        assert html.count('<fieldset class="axis') == len(RELAXABLE)
+        assert "3 of 14 axes relaxable in this workspace" in html
         assert re.search(r'<input type="checkbox" name="override_memoryTypeAllowed" id=', html)
+        assert "axis_sensitivityCeiling" not in html and "axis-sensitivityCeiling" not in html
+        block = section(html, "axis-memoryTypeAllowed", tag="fieldset")
+        assert "<legend>Memory types allowed</legend>" in block
+        assert '<code class="api-name">memoryTypeAllowed</code> · Memory types' in block
+        note = section(html, "locked-axes", tag="p")
+        assert "Not relaxable in this workspace's floor" in note
+        assert "Sensitivity ceiling, Maximum age, " in note and "sensitivityCeiling" not in note
+        assert "Memory types allowed" not in note
 
     def test_a_locked_axis_posted_anyway_is_ignored(self, editor, workload_a, ada):
         form = recall_form(
@@ -237,9 +260,13 @@ class SandboxPageTests:
     ):
         form = recall_form(workload_a, override_totalTokenBudget="on", axis_totalTokenBudget="1000")
         html = client_for(editor).post("/w/team-a/sandbox/", form).content.decode()
-        assert "The draft override cannot be applied: The token budget cannot be honoured" in html
-        block = html[html.index('id="axis-perSegmentReservation"') :]
-        assert "more than the totalTokenBudget of 1000" in block[: block.index("</fieldset>")]
+        errors = html[html.index('class="form-errors"') :]
+        errors = errors[: errors.index("</div>")]
+        assert errors.count("The token budget cannot be honoured") == 1
+        assert "The draft override cannot be applied: The token budget cannot be honoured" in errors
+        # the reservations are locked (no fields): what they say is told at the top, in words
+        assert "Tokens reserved per segment kind (not relaxable):" in errors
+        assert "more than the totalTokenBudget of 1000" in errors
         assert assembled_count(editor.workspace) == 0
 
     def test_a_malformed_override_value_is_an_error_next_to_the_field(
@@ -267,10 +294,14 @@ class SandboxPageTests:
             axis_memoryTypeAllowed=["preference", "decision"],
         )
         html = client_for(editor).post("/w/team-a/sandbox/", form).content.decode()
-        assert "<code>memoryTypeAllowed</code> = preference, decision" in html
+        assert (
+            'Memory types allowed <code class="api-name">memoryTypeAllowed</code>'
+            " = preference, decision" in html
+        )
         event = AuditEvent.objects.get(type=EventType.ASSEMBLED)
         assert event.payload["counts"]["afterPolicy"] == 2
-        assert "Filtered: memory type not allowed" in html
+        group = section(html, "decisions-memory_type_not_allowed")
+        assert "memory type episode; allowed: preference, decision" in group
 
     def test_compare_lists_what_enters_and_leaves_and_writes_one_audit_event(
         self, editor, workload_a, ada
@@ -321,10 +352,156 @@ class SandboxPageTests:
         assert response.content.decode().strip() == '<option value="user:ada"></option>'
         html = client_for(editor).get("/w/team-a/sandbox/actors?actor=agent").content.decode()
         assert "agent:planner" in html
+        # A control character never reaches the database (portal.input_guard).
         nul = client_for(editor).get("/w/team-a/sandbox/actors?q=a%00d", **HTMX)
-        assert nul.status_code == 200 and nul.content.decode().strip() == ""
+        assert nul.status_code == 400 and "q parameter holds a control" in nul.content.decode()
         page = client_for(editor).get("/w/team-a/memories/?actor=user:a%00d")
-        assert page.status_code == 200 and "Use kind:name" in page.content.decode()
+        assert page.status_code == 400 and "actor parameter" in page.content.decode()
+
+
+class SandboxQueryTests:
+    @pytest.mark.parametrize("query", ["", "   \n  "])
+    def test_an_empty_query_is_refused_next_to_the_field_and_nothing_runs(
+        self, editor, workload_a, ada, query
+    ):
+        response = client_for(editor).post(
+            "/w/team-a/sandbox/", recall_form(workload_a, query=query)
+        )
+        html = response.content.decode()
+        assert response.status_code == 200
+        assert '<p class="field-error" id="query-err">Enter a query: recall ranks' in html
+        assert 'id="sandbox-result"' not in html
+        assert assembled_count(editor.workspace) == 0
+        assert not MemoryRecord.objects.filter(hit_count__gt=0).exists()
+
+
+class SandboxRedrawTests:
+    """Another workload or environment redraws the policy parts only (htmx ``hx-select``)."""
+
+    def test_the_page_asks_htmx_to_swap_only_the_policy_parts(self, editor, workload_a, ada):
+        html = client_for(editor).get("/w/team-a/sandbox/").content.decode()
+        trigger = re.search(r'<div class="row-group"[^>]*>', html)
+        assert trigger
+        assert 'hx-select="#saved-policy" hx-target="#saved-policy"' in trigger.group(0)
+        assert 'hx-select-oob="#override-axes"' in trigger.group(0)
+        # the typed fields are outside what is swapped, so they are never redrawn
+        assert 'hx-include="#id_workload, #id_environment, #override-axes"' in trigger.group(0)
+        policy_parts = section(html, "saved-policy", tag="div") + section(
+            html, "override-axes", tag="details"
+        )
+        assert 'name="query"' not in policy_parts and 'name="actor"' not in policy_parts
+
+    def test_a_ticked_axis_keeps_its_value_and_the_others_take_the_new_policys(
+        self, editor, workspace_a, workload_a, ada
+    ):
+        workload_policy_save(
+            workload=workload_a,
+            environment="dev",
+            document={"memoryTypeAllowed": ["preference", "decision"], "totalTokenBudget": 3000},
+            author="system:test",
+        )
+        params = {
+            "workload": str(workload_a.pk),
+            "environment": "dev",
+            "override_diagnosticsVerbosity": "on",
+            "axis_diagnosticsVerbosity": "summary",
+            "axis_memoryTypeAllowed": ["fact"],  # not ticked: redrawn from the dev policy
+        }
+        response = client_for(editor).get("/w/team-a/sandbox/", params, **HTMX)
+        html = response.content.decode()
+        assert "Saved policy for <strong>support-bot</strong> in <strong>dev</strong>" in html
+        assert "narrowed by workload policy v1" in html
+        verbosity = section(html, "axis-diagnosticsVerbosity", tag="fieldset")
+        assert re.search(r'name="override_diagnosticsVerbosity" id="[^"]+" checked', verbosity)
+        assert '<option value="summary" selected>' in verbosity
+        types = section(html, "axis-memoryTypeAllowed", tag="fieldset")
+        checked = re.findall(r'value="(\w+)"[^>]*checked', types)
+        assert checked == ["preference", "decision"]
+        assert "Saved: 3,000" in section(html, "axis-totalTokenBudget", tag="fieldset")
+
+
+@pytest.fixture
+def crowd(workspace_a):
+    """Ada with a few good memories and many that fail one axis each."""
+    set_floor(
+        workspace_a,
+        diagnosticsVerbosity="full",
+        confidenceMin=0.5,
+        maxAgeSeconds=30 * 86_400,
+        consentPolicyAllowed=["explicit", "contractual"],
+    )
+    old = timezone.now() - timedelta(days=45)
+    return seed(
+        workspace_a,
+        {"content": "Ada prefers concise release summaries", "memory_type": "preference"},
+        {"content": "Ada decided release notes go out on Fridays", "memory_type": "decision"},
+        *({"content": f"Ada maybe likes release note {i}", "confidence": 0.38} for i in range(12)),
+        {"content": "Ada salary band and release bonus", "sensitivity": "restricted"},
+        {"content": "Ada's release retro, long ago", "created_at": old},
+        {"content": "Ada's release habit, unknown consent", "consent_policy": "unknown"},
+        {"content": "Ada's old release preference", "lifecycle_status": "suppressed"},
+    )
+
+
+class SandboxDecisionGroupTests:
+    def test_decisions_are_grouped_by_outcome_and_long_groups_collapse(
+        self, editor, workload_a, crowd
+    ):
+        html = client_for(editor).post("/w/team-a/sandbox/", recall_form(workload_a)).content
+        html = html.decode()
+        included = section(html, "decisions-included")
+        assert '<span class="group-count">2</span>' in included and "<details" not in included
+        assert "Ada prefers concise release summaries" in included
+        assert re.search(r'<td class="num">0\.\d{3}</td>', included)  # similarity and score
+        low = section(html, "decisions-confidence_below_min")
+        assert "Filtered by policy: Minimum confidence" in low
+        assert '<code class="api-name">confidenceMin</code>' in low
+        assert '<span class="group-count">12</span>' in low
+        assert low.count("confidence 0.38 &lt; 0.5") == 12
+        shown, rest = low.split('<details class="group-rest">')
+        assert shown.count('<tr id="decision-') == 5 and rest.count('<tr id="decision-') == 7
+        assert "Show the other 7" in rest
+        assert "maybe likes" not in low  # content never leaves the database
+        assert "sensitivity restricted &gt; confidential" in section(
+            html, "decisions-sensitivity_above_ceiling"
+        )
+        assert "age 45 days &gt; 30 days" in section(html, "decisions-older_than_max_age")
+        assert "consent unknown; allowed: explicit, contractual" in section(
+            html, "decisions-consent_not_allowed"
+        )
+        counted = section(html, "decisions-counted", tag="p")
+        assert "1 excluded by the fail-closed rules" in counted
+        # one word per outcome: no row repeats its label next to its code
+        assert "Included in the context</span> <code" not in html
+        assert html.count("Filtered: memory type not allowed") == 0
+
+    def test_the_run_reads_the_filtered_rows_in_one_bounded_query(
+        self, editor, workspace_a, workload_a, crowd, django_assert_num_queries
+    ):
+        client = client_for(editor)
+        client.post("/w/team-a/sandbox/", recall_form(workload_a))  # warm the session
+        with django_assert_num_queries(NUM_RUN_QUERIES):
+            client.post("/w/team-a/sandbox/", recall_form(workload_a))
+        seed(workspace_a, *({"content": f"weak {i}", "confidence": 0.1} for i in range(40)))
+        with django_assert_num_queries(NUM_RUN_QUERIES):
+            html = client.post("/w/team-a/sandbox/", recall_form(workload_a)).content.decode()
+        assert '<span class="group-count">52</span>' in section(
+            html, "decisions-confidence_below_min"
+        )
+
+    def test_summary_verbosity_shows_reasons_instead_of_groups(
+        self, editor, workspace_a, workload_a, crowd
+    ):
+        set_floor(workspace_a, diagnosticsVerbosity="summary", confidenceMin=0.5)
+        html = client_for(editor).post("/w/team-a/sandbox/", recall_form(workload_a)).content
+        html = html.decode()
+        assert "decisions-confidence_below_min" not in html
+        assert 'Filtered: confidence below the minimum <code class="api-name">' in html
+
+
+# One run of the sandbox page at full diagnostics, pinned: the page, the recall and its append,
+# then one policy re-read and one read of the filtered rows' fields, however many there are.
+NUM_RUN_QUERIES = 15
 
 
 @pytest.fixture

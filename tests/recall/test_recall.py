@@ -529,11 +529,20 @@ class RecallRequestTests:
         assert default["diagnostics"]["counts"]["afterRanking"] == 10
         assert widest["diagnostics"]["counts"]["afterRanking"] == 12
 
-    @pytest.mark.parametrize("actor", ["robot:x", "user:a%00b", "user:a%1Fb"])
-    def test_a_malformed_actor_id_is_a_400(self, editor, workload_a, actor):
+    @pytest.mark.parametrize(
+        ("actor", "field"),
+        [
+            ("robot:x", "actorId"),
+            ("user:a\u200bb", "actorId"),
+            # a control character in the path is refused before any view (portal.input_guard)
+            ("user:a%00b", "path"),
+            ("user:a%1Fb", "path"),
+        ],
+    )
+    def test_a_malformed_actor_id_is_a_400(self, editor, workload_a, actor, field):
         response = post_recall(editor, workload_a, actor=actor)
 
-        assert "actorId" in error_of(response, 400)["details"]["fields"]
+        assert field in error_of(response, 400)["details"]["fields"]
 
     def test_an_unknown_workload_is_not_found(self, editor, workload_a):
         response = post_recall(editor, workload_a, workloadId=str(uuid.uuid4()))
