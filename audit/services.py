@@ -3,6 +3,8 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
 from itertools import islice
@@ -10,6 +12,7 @@ from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
+from django.db.models import Max
 from django.utils import timezone
 
 from audit.chain import GENESIS_HASH, ChainLink, ChainVerdict, event_hash, verify_links
@@ -70,6 +73,40 @@ SELECT (SELECT id FROM inserted)
 """
 
 APPEND_ATTEMPTS = 8
+
+# While set (``audit_backdated``): the slug of the workspace whose events are recorded at a
+# past time, and that time. Unset, an event occurs when it is appended.
+_backdated: ContextVar[tuple[str, datetime] | None] = ContextVar("audit_backdated", default=None)
+
+
+@contextmanager
+def audit_backdated(*, slug: str, at: datetime) -> Iterator[None]:
+    """Record the events of workspace ``slug`` appended inside the block as occurring ``at``.
+
+    For the demo's history only (``load_demo``), which is played oldest first: ``at`` may be
+    neither in the future nor before the workspace's latest event, so the chain's times never
+    go backwards along its order. By slug, so that the block can create the workspace too.
+    """
+    if at > timezone.now():
+        raise ValueError(f"cannot record events in the future ({at.isoformat()})")
+    latest = AuditEvent.objects.filter(workspace__slug=slug).aggregate(last=Max("occurred_at"))
+    if latest["last"] is not None and at < latest["last"]:
+        raise ValueError(
+            f"cannot record events at {at.isoformat()}, before the chain's latest event"
+            f" ({latest['last'].isoformat()})"
+        )
+    token = _backdated.set((slug, at))
+    try:
+        yield
+    finally:
+        _backdated.reset(token)
+
+
+def _occurred_at(workspace: Workspace) -> datetime:
+    backdated = _backdated.get()
+    if backdated is not None and backdated[0] == workspace.slug:
+        return backdated[1]
+    return timezone.now()
 
 
 def audit_event_record(
@@ -170,7 +207,7 @@ def _append(
     # datetime in a payload becomes its string in both).
     payload_json = json.dumps(payload, cls=DjangoJSONEncoder)
     payload = json.loads(payload_json)
-    occurred_at = timezone.now()
+    occurred_at = _occurred_at(workspace)
     fields = _hashed_fields(
         workspace_slug=workspace.slug,
         type=type,

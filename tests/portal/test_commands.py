@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from io import StringIO
 from typing import Any
 
@@ -9,10 +10,16 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.db.models import Count
+from django.utils import timezone
 from rest_framework.test import APIClient
 
+from audit.models import Injection
+from audit.selectors import assembled_per_day
 from audit.services import audit_chain_verify
+from maintenance.models import MaintenanceRun
 from policies.models import Workload, Workspace
+from policies.selectors import memory_policy_impact
 from policies.services import workspace_create
 from portal.models import ApiToken, Membership, Role
 from portal.services import api_token_create
@@ -36,61 +43,101 @@ def create_token(*args: str) -> tuple[str, str]:
     return out.getvalue(), err.getvalue()
 
 
+def event_counts(workspace: Workspace) -> dict[str, int]:
+    return dict(workspace.audit_events.values_list("type").annotate(n=Count("id")).order_by("type"))
+
+
 @pytest.fixture
 def demo(db: Any) -> Workspace:
-    call_command("load_demo", "--memories-per-actor", "60", stdout=StringIO())
+    call_command("load_demo", stdout=StringIO())
     return Workspace.objects.get(slug="acme")
 
 
 class LoadDemoTests:
-    def test_it_creates_the_acme_workspace(self, demo):
+    def test_it_creates_the_workspace_its_workloads_actors_and_users(self, demo):
         assert demo.name == "Acme Corp"
-        assert {"prod", "staging"} <= set(demo.environments.values_list("slug", flat=True))
+        assert set(demo.environments.values_list("slug", flat=True)) == {"dev", "staging", "prod"}
         assert sorted(demo.workloads.values_list("name", flat=True)) == [
+            "onboarding-guide",
             "release-planner",
             "support-assistant",
         ]
-        assert Actor.objects.filter(workspace=demo).count() == 5
-        ada = Actor.objects.get(workspace=demo, kind="user", name="ada")
-        assert ada.external_id == "user:ada"
-        # and two insights that repeat each other, for the dedup sweep
-        assert MemoryRecord.objects.filter(workspace=demo, actor=ada).count() == 60 + 2
-        assert MemoryRecord.objects.filter(workspace=demo).count() == (60 + 2) * 5
-
-    def test_it_creates_an_operator_who_can_log_in(self, demo):
+        actors = set(Actor.objects.filter(workspace=demo).values_list("kind", "name"))
+        assert {("user", "ada"), ("user", "priya"), ("agent", "planner")} <= actors
+        assert len(actors) == 8
+        assert 250 <= MemoryRecord.objects.filter(workspace=demo).count() <= 1000
         operator = get_user_model().objects.get(username="operator")
-
         assert Membership.objects.get(user=operator, workspace=demo).role == Role.OPERATOR
         assert operator.check_password("acme-demo-pass")
         assert {m.role for m in Membership.objects.filter(workspace=demo)} == set(Role.values)
 
-    def test_the_demo_policies_are_saved_and_audited(self, demo):
-        floor = demo.policy_versions.order_by("-version").first()
+    def test_the_floor_is_a_real_operator_s_and_was_edited_with_comments(self, demo):
+        versions = list(demo.policy_versions.order_by("version"))
+        floor = versions[-1]
 
-        assert floor.version == 2
+        assert [v.version for v in versions] == [1, 2, 3]
+        assert all(v.comment for v in versions)
+        assert floor.document["confidenceMin"] >= 0.5
+        assert floor.document["consentPolicyAllowed"] == [
+            "contractual",
+            "explicit",
+            "legitimate_interest",
+        ]
+        assert floor.document["maxAgeSeconds"] == 365 * 24 * 3600
+        assert floor.document["sensitivityCeiling"] == "confidential"
         assert "memoryTypeAllowed" in floor.relaxable_axes
-        support = demo.workloads.get(name="support-assistant")
-        assert support.policy_versions.get().environment == "prod"
-        planner = demo.workloads.get(name="release-planner")
-        assert planner.policy_versions.get().environment == ""
+        # A real operator's floor lets a fair share through: neither nearly all, nor nothing.
+        [(recallable, _)] = memory_policy_impact(
+            workspace=demo, pairs=[(floor.document, floor.document)], now=timezone.now()
+        )
+        assert 0.3 <= recallable / MemoryRecord.objects.filter(workspace=demo).count() <= 0.6
+        # Each version dated when its event says it was saved, oldest first.
+        events = demo.audit_events.filter(type="context.workspace_policy_set").order_by("id")
+        assert [v.created_at for v in versions] == [e.occurred_at for e in events]
+
+    def test_a_week_of_recalls_went_through_the_recall_service(self, demo):
+        assembled = demo.audit_events.filter(type="context.assembled")
+        chart = assembled_per_day(workspace=demo, since=timezone.now() - timedelta(days=14))
+        workloads = set(assembled.values_list("workload_id", flat=True))
+
+        assert assembled.count() >= 100
+        assert len([day for day, n in chart.items() if n]) >= 6
+        assert workloads == set(demo.workloads.values_list("id", flat=True))
+        assert set(assembled.values_list("environment", flat=True)) == {"dev", "staging", "prod"}
+        assert Injection.objects.filter(workspace=demo).exists()
+        assert MemoryRecord.objects.filter(workspace=demo, hit_count__gt=0).exists()
+        # The trail has more than recalls: policy edits, memory changes, tokens, a preview.
+        assert {
+            "context.workload_policy_set",
+            "memory.changed",
+            "token.issued",
+            "workspace.settings_set",
+            "maintenance.previewed",
+        } <= set(event_counts(demo))
+        # The preview made at the end finds the two insights the agents wrote twice.
+        run = MaintenanceRun.objects.get(workspace=demo)
+        assert (run.sweep, run.mode, run.status, run.total) == ("dedup", "preview", "succeeded", 2)
+
+    def test_the_chain_verifies_and_every_time_is_the_week_s(self, demo):
+        times = list(demo.audit_events.order_by("id").values_list("occurred_at", flat=True))
+        last = Injection.objects.filter(workspace=demo, truncated=False).latest("event_id")
+        memory = MemoryRecord.objects.get(pk=last.memory_id)
+
         assert audit_chain_verify(workspace=demo).ok
+        assert times == sorted(times)
+        assert times[0] < timezone.now() - timedelta(days=6)
+        # Recall counted the hit at the real time; the demo dates it with its context.
+        assert memory.last_accessed_at == last.event.occurred_at
 
     def test_running_it_twice_changes_nothing(self, demo):
         before = counts()
-        events = demo.audit_events.count()
+        events = event_counts(demo)
 
-        call_command("load_demo", "--memories-per-actor", "60", stdout=StringIO())
-
-        assert counts() == before
-        assert demo.audit_events.count() == events
-        assert demo.policy_versions.count() == 2
-
-    def test_the_default_load_has_a_few_hundred_memories(self, db):
         out = StringIO()
-
         call_command("load_demo", stdout=out)
 
-        assert 200 <= MemoryRecord.objects.count() <= 1000
+        assert counts() == before
+        assert event_counts(demo) == events
         assert "ready" in out.getvalue()
 
 

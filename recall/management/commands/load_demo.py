@@ -1,89 +1,78 @@
-"""Load the demo workspace ``acme``. Safe to run again: nothing is duplicated."""
+"""Load the demo workspace ``acme``: a week of its life, played through the services.
+
+Safe to run again (``make run`` runs it on every start): once the workspace exists, nothing
+is added to it; a second run only makes sure the demo users can log in.
+"""
 
 from __future__ import annotations
 
-import random
-from datetime import timedelta
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import transaction
+from django.core.management.base import BaseCommand, CommandError
+from django.db import models, transaction
+from django.db.models import F
 from django.utils import timezone
 
-from policies import algebra, services
-from policies.models import Environment, Workload, Workspace
+from audit.services import audit_backdated
+from maintenance.services import maintenance_start
+from policies import services
+from policies.models import Workload, Workspace
+from policies.selectors import workspace_policy_current
 from portal.models import Membership, Role
-from recall.models import MemoryRecord
-from recall.services import actor_get_or_create, memory_create_many
+from portal.services import api_token_create
+from recall.demo.history import (
+    OPERATOR,
+    SLUG,
+    ChangeMemory,
+    CreateWorkload,
+    CreateWorkspace,
+    ImportMemories,
+    IssueToken,
+    Recall,
+    SaveFloor,
+    SavePolicy,
+    Step,
+    StoreQueries,
+    week,
+)
+from recall.demo.memories import demo_data
+from recall.models import Actor, MemoryRecord
+from recall.services import (
+    RecallRequest,
+    actor_parse,
+    memory_embed,
+    memory_import,
+    memory_set_status,
+    memory_update,
+    recall_assemble,
+)
 
 DEMO_PASSWORD = "acme-demo-pass"
 USERS = [("operator", Role.OPERATOR), ("editor", Role.EDITOR), ("viewer", Role.VIEWER)]
-ACTORS = ["user:ada", "user:grace", "user:linus", "agent:planner", "team:platform"]
-TOPICS = [
-    "release summary",
-    "deployment window",
-    "code review",
-    "on-call rotation",
-    "billing export",
-    "quarterly roadmap",
-    "incident postmortem",
-    "database migration",
-    "API rate limits",
-    "design review",
-    "customer escalation",
-    "holiday schedule",
-    "test coverage",
-    "security audit",
-]
-PHRASES = {
-    "fact": "{actor} owns the {topic} process for the platform team.",
-    "preference": "{actor} prefers short bullet-point updates about the {topic}.",
-    "decision": "It was decided that the {topic} happens on Tuesdays after standup.",
-    "instruction": "Always link the {topic} ticket when writing to {actor}.",
-    "episode": "Last week {actor} asked for help with the {topic} and it was resolved.",
-    "summary": "Summary: the {topic} thread closed with three follow-ups for {actor}.",
-    "insight": "{actor} responds faster when the {topic} notes include a deadline.",
-    "entity": "The {topic} dashboard is maintained in the ops workspace.",
-}
-INSIGHT_REPEATS = "{actor} reads release notes faster when they open with the deadline"
-SEGMENTS = ["memory"] * 6 + ["retrieval"] * 2 + ["tool_result", "system_policy"]
 
 
 class Command(BaseCommand):
-    help = "Create (or complete) the demo workspace 'acme' with users, workloads and memories."
-
-    def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--memories-per-actor", type=int, default=80)
+    help = "Create the demo workspace 'acme': users, workloads, memories and a week of recalls."
 
     @transaction.atomic
     def handle(self, *args: Any, **options: Any) -> None:
         if settings.PRODUCTION:
             # The demo users share a published password: never on a production deployment.
             raise CommandError("load_demo refuses to run with DJANGO_PRODUCTION=true.")
-        workspace = Workspace.objects.filter(slug="acme").first()
+        workspace = Workspace.objects.filter(slug=SLUG).first()
         if workspace is None:
-            workspace = services.workspace_create(
-                slug="acme", name="Acme Corp", author="system:demo"
-            )
-            floor = {
-                **algebra.default_floor(),
-                "diagnosticsVerbosity": "full",
-                "relaxableAxes": ["memoryTypeAllowed", "diagnosticsVerbosity", "confidenceMin"],
-            }
-            services.workspace_policy_save(
-                workspace=workspace,
-                document=floor,
-                author="system:demo",
-                comment="Let agents narrow memory types and ask for full diagnostics",
-            )
-        for env in ("prod", "staging"):
-            Environment.objects.get_or_create(workspace=workspace, slug=env)
+            demo = DemoWeek()
+            workspace = demo.play(week(demo_data(), now=timezone.now()))
+            # Now, after the week: the agents wrote two insights again, which dedup would merge.
+            maintenance_start(workspace=workspace, sweep="dedup", mode="preview", author=OPERATOR)
+            summary = f"{demo.memories} memories, {demo.recalls} recalls over the last week"
+        else:
+            summary = "already loaded; nothing added"
         self._users(workspace)
-        self._workloads(workspace)
-        created = self._memories(workspace, options["memories_per_actor"])
-        self.stdout.write(f"Demo workspace 'acme' ready ({created} new memories).")
+        self.stdout.write(f"Demo workspace '{SLUG}' ready ({summary}).")
 
     def _users(self, workspace: Workspace) -> None:
         User = get_user_model()
@@ -96,104 +85,136 @@ class Command(BaseCommand):
                 user=user, workspace=workspace, defaults={"role": role}
             )
 
-    def _workloads(self, workspace: Workspace) -> None:
-        if not Workload.objects.filter(workspace=workspace, name="support-assistant").exists():
-            support = services.workload_create(
-                workspace=workspace,
-                name="support-assistant",
-                author="system:demo",
-                description="Answers customer questions",
-            )
-            services.workload_policy_save(
-                workload=support,
-                environment="prod",
-                author="system:demo",
-                document={
-                    "sensitivityCeiling": "internal",
-                    "confidenceMin": 0.5,
-                    "memoryTypeAllowed": [
-                        "fact",
-                        "preference",
-                        "decision",
-                        "instruction",
-                        "summary",
-                    ],
-                },
-                comment="Support sees internal memory only",
-            )
-        if not Workload.objects.filter(workspace=workspace, name="release-planner").exists():
-            planner = services.workload_create(
-                workspace=workspace,
-                name="release-planner",
-                author="system:demo",
-                description="Drafts release plans",
-            )
-            services.workload_policy_save(
-                workload=planner,
-                environment=None,
-                author="system:demo",
-                document={"diagnosticsVerbosity": "summary", "totalTokenBudget": 3000},
-                comment="Planner default for every environment",
-            )
 
-    def _memories(self, workspace: Workspace, per_actor: int) -> int:
-        rng = random.Random(20261202)
-        now = timezone.now()
-        created = 0
-        for actor_id in ACTORS:
-            actor = actor_get_or_create(workspace=workspace, actor_id=actor_id)
-            if MemoryRecord.objects.filter(actor=actor).exists():
-                continue
-            items = []
-            for n in range(per_actor):
-                memory_type = rng.choice(list(PHRASES))
-                content = PHRASES[memory_type].format(
-                    actor=actor.name.capitalize(), topic=rng.choice(TOPICS)
+def _dated(row: models.Model, at: datetime) -> None:
+    """Give a row the demo time it was made at (``auto_now_add`` wrote the real one)."""
+    type(row)._default_manager.filter(pk=row.pk).update(created_at=at)
+
+
+class DemoWeek:
+    """Carries the week's steps out in order, each recorded at its time."""
+
+    def __init__(self) -> None:
+        self._workspace: Workspace | None = None
+        self.workloads: dict[str, Workload] = {}
+        self.last_recalled: dict[int, datetime] = {}
+        self.memories = 0
+        self.recalls = 0
+
+    @property
+    def workspace(self) -> Workspace:
+        assert self._workspace is not None, "the week starts by creating the workspace"
+        return self._workspace
+
+    def play(self, steps: list[Step]) -> Workspace:
+        for step in steps:
+            with audit_backdated(slug=SLUG, at=step.at):
+                self._play(step)
+        # Recall counted each hit at the real time; the memories were last recalled in the week.
+        MemoryRecord.objects.bulk_update(
+            [MemoryRecord(pk=pk, last_accessed_at=at) for pk, at in self.last_recalled.items()],
+            ["last_accessed_at"],
+            batch_size=500,
+        )
+        return self.workspace
+
+    def _play(self, step: Step) -> None:
+        match step:
+            case CreateWorkspace():
+                self._create_workspace(step)
+            case Recall():
+                self._recall(step)
+            case ImportMemories():
+                self._import(step)
+            case ChangeMemory():
+                self._change_memory(step)
+            case SaveFloor():
+                self._save_floor(step)
+            case CreateWorkload():
+                workload = services.workload_create(
+                    workspace=self.workspace,
+                    name=step.name,
+                    author=step.author,
+                    description=step.description,
                 )
-                made_at = now - timedelta(hours=rng.uniform(0, 24 * 120))
-                hits = rng.choice([0, 0, 1, 2, 3, 5, 8, 12, 20])
-                # Most recalled memories were recalled lately; a few not for weeks, so the
-                # decay preview has something to show.
-                recalled = (
-                    min(now, made_at + timedelta(hours=rng.uniform(0, 48)))
-                    if rng.random() < 0.15
-                    else max(made_at, now - timedelta(hours=rng.uniform(0, 96)))
+                _dated(workload, step.at)
+                self.workloads[step.name] = workload
+            case SavePolicy():
+                version = services.workload_policy_save(
+                    workload=self.workloads[step.workload],
+                    environment=step.environment,
+                    document=step.document,
+                    author=step.author,
+                    comment=step.comment,
                 )
-                status = rng.choices(["active", "stale", "suppressed"], weights=[18, 1, 1])[0]
-                expires = now - timedelta(days=rng.uniform(1, 20)) if n % 29 == 0 else None
-                items.append(
-                    {
-                        "content": content,
-                        "memory_type": memory_type,
-                        "source_kind": rng.choice(algebra.VOCABULARIES["sourceKind"]),
-                        "confirmation_status": rng.choice(
-                            algebra.VOCABULARIES["confirmationStatus"]
-                        ),
-                        "confidence": round(rng.uniform(0.3, 1.0), 2),
-                        "sensitivity": rng.choices(
-                            algebra.VOCABULARIES["sensitivity"], weights=[4, 4, 2, 1]
-                        )[0],
-                        "consent_policy": rng.choices(
-                            algebra.VOCABULARIES["consentPolicy"], weights=[4, 2, 2, 2, 1, 1]
-                        )[0],
-                        "segment_kind": rng.choice(SEGMENTS),
-                        "lifecycle_status": status,
-                        "created_at": made_at,
-                        "hit_count": hits,
-                        "last_accessed_at": recalled if hits else None,
-                        "expires_at": expires,
-                        "stale_since": now - timedelta(days=rng.uniform(1, 60))
-                        if status == "stale"
-                        else None,
-                    }
+                _dated(version, step.at)
+            case IssueToken():
+                token, _ = api_token_create(
+                    workspace=self.workspace, name=step.name, role=step.role, author=step.author
                 )
-            # Two insights that say the same thing, for the dedup sweep.
-            repeated = INSIGHT_REPEATS.format(actor=actor.name.capitalize())
-            for days, text in ((20, repeated), (3, repeated + " again")):
-                items.append(
-                    {**items[0], "content": text, "memory_type": "insight",
-                     "lifecycle_status": "active", "expires_at": None, "stale_since": None,
-                     "created_at": now - timedelta(days=days)}
-                )  # fmt: skip
-            created += len(memory_create_many(workspace=workspace, actor=actor, items=items))
-        return created
+                _dated(token, step.at)
+            case StoreQueries():
+                # The recalls read the flag from the workspace they are given.
+                self._workspace = services.workspace_store_queries_set(
+                    workspace=self.workspace, enabled=step.enabled, author=step.author
+                )
+            case _:
+                raise TypeError(f"no way to play {type(step).__name__}")
+
+    def _create_workspace(self, step: CreateWorkspace) -> None:
+        self._workspace = services.workspace_create(
+            slug=step.slug, name=step.name, author=step.author
+        )
+        _dated(self._workspace, step.at)
+        _dated(self._workspace.policy_versions.get(), step.at)
+
+    def _recall(self, step: Recall) -> None:
+        envelope = recall_assemble(
+            request=RecallRequest(
+                workspace=self.workspace,
+                workload=self.workloads[step.workload],
+                environment=step.environment,
+                actor_id=step.actor_id,
+                query=step.query,
+                top_k=step.top_k,
+                override=step.override,
+                author=step.author,
+            )
+        )
+        for entry in envelope["entries"]:
+            self.last_recalled[int(entry["id"])] = step.at
+        self.recalls += 1
+
+    def _import(self, step: ImportMemories) -> None:
+        rows = memory_import(
+            workspace=self.workspace, actor_id=step.actor_id, items=step.items, author=step.author
+        )
+        ids = [row.pk for row in rows]
+        # With a broker the embedding job runs after the commit; the week's recalls need the
+        # vectors now (embedding is idempotent: the job then finds nothing left to do).
+        memory_embed(ids=ids)
+        MemoryRecord.objects.filter(pk__in=ids).update(updated_at=F("created_at"))
+        Actor.objects.filter(pk=rows[0].actor_id, created_at__gt=step.at).update(created_at=step.at)
+        self.memories += len(rows)
+
+    def _change_memory(self, step: ChangeMemory) -> None:
+        kind, name = actor_parse(step.actor_id)
+        memory = MemoryRecord.objects.select_related("actor", "workspace").get(
+            workspace=self.workspace,
+            actor__kind=kind,
+            actor__name=name,
+            content__startswith=step.starts_with,
+        )
+        if step.status:
+            memory_set_status(memory=memory, status=step.status, author=step.author)
+        if step.changes:
+            memory_update(memory=memory, changes=step.changes, author=step.author)
+        MemoryRecord.objects.filter(pk=memory.pk).update(updated_at=step.at)
+
+    def _save_floor(self, step: SaveFloor) -> None:
+        current = workspace_policy_current(workspace=self.workspace)
+        document = {**current.document, "relaxableAxes": current.relaxable_axes, **step.changes}
+        version = services.workspace_policy_save(
+            workspace=self.workspace, document=document, author=step.author, comment=step.comment
+        )
+        _dated(version, step.at)
