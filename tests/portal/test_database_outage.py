@@ -75,32 +75,34 @@ def stack(tmp_path: Path) -> Any:
         "DATABASE_CONN_MAX_AGE": "60",
     }
     manage = [sys.executable, str(ROOT / "manage.py")]
-    subprocess.run([*manage, "migrate", "--noinput"], env=env, check=True, capture_output=True)
-    out = subprocess.run(
-        [*manage, "shell", "-c", SETUP], env=env, check=True, capture_output=True, text=True
-    ).stdout
-    token = next(line[6:] for line in out.splitlines() if line.startswith("TOKEN="))
-    port = _free_port()
-    web = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "portal.wsgi", "-b", f"127.0.0.1:{port}", "-w", "1"],
-        env=env,
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            urllib.request.urlopen(base + "/healthz", timeout=5)
-            break
-        except OSError:  # not listening yet (refused, reset or timed out)
-            time.sleep(0.2)
-    try:
+    web: subprocess.Popen[bytes] | None = None
+    try:  # whatever fails on the way, nothing started here outlives the test
+        subprocess.run([*manage, "migrate", "--noinput"], env=env, check=True, capture_output=True)
+        out = subprocess.run(
+            [*manage, "shell", "-c", SETUP], env=env, check=True, capture_output=True, text=True
+        ).stdout
+        token = next(line[6:] for line in out.splitlines() if line.startswith("TOKEN="))
+        port = _free_port()
+        web = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "portal.wsgi", "-b", f"127.0.0.1:{port}", "-w", "1"],
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                urllib.request.urlopen(base + "/healthz", timeout=5)
+                break
+            except OSError:  # not listening yet (refused, reset or timed out)
+                time.sleep(0.2)
         yield server, base, token
     finally:
-        web.terminate()
-        web.wait(10)
+        if web is not None:
+            web.terminate()
+            web.wait(10)
         server.cleanup()
 
 
