@@ -3,34 +3,37 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
-STAMP := $(VENV)/.installed
+# What is installed, one stamp per set, so nothing is reinstalled until pyproject.toml changes:
+# serving needs the package alone; the tests, lint and benchmarks add the test extras.
+SERVE_STAMP := $(VENV)/.installed-serve
+TEST_STAMP := $(VENV)/.installed-test
+SEMANTIC_STAMP := $(VENV)/.installed-semantic
 
-.PHONY: run test install test-install lint bench bench-maintenance clean-db browser-deps redis-deps test-external-db \
-	worker beat install-semantic test-semantic
+.PHONY: run test install test-install lint bench bench-maintenance bench-provenance bench-docs clean-db browser-deps \
+	redis-deps test-external-db worker beat install-semantic test-semantic
 
 $(PY):
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "Python 3.11 is required ($(PYTHON) not found)"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
-$(STAMP): pyproject.toml | $(PY)
+$(SERVE_STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e .
+	@touch $@
+
+# The test extras come with the package itself, so they satisfy the serving stamp too.
+$(TEST_STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet -e ".[test]"
-	@touch $(STAMP)
+	@touch $(SERVE_STAMP) $@
 
-install: $(STAMP)
+install: $(SERVE_STAMP)
 
+test-install: $(TEST_STAMP)
+
+# Migrate, load the demo, print how to log in, serve until Ctrl-C (portal/management/commands/
+# run_portal.py). `exec` so that the SIGTERM make passes on reaches the run, not a shell.
 run: install
-	$(PY) manage.py migrate --noinput
-	$(PY) manage.py load_demo
-	@TOKEN=$$($(PY) manage.py create_api_token --workspace acme --role editor --name make-run --replace 2>/dev/null | tail -n 1); \
-	echo ""; \
-	echo "  Portal:    http://127.0.0.1:$(PORT)/   log in as operator / acme-demo-pass"; \
-	echo "             (also editor / acme-demo-pass and viewer / acme-demo-pass)"; \
-	echo "  API docs:  http://127.0.0.1:$(PORT)/v1/docs/"; \
-	echo "  API token (workspace acme, editor): $$TOKEN"; \
-	echo "  Try:       curl -H \"Authorization: Bearer $$TOKEN\" http://127.0.0.1:$(PORT)/v1/workspaces/"; \
-	echo ""
-	DJANGO_DEBUG=true $(PY) manage.py runserver 127.0.0.1:$(PORT)
+	DJANGO_DEBUG=true exec $(PY) manage.py run_portal --port $(PORT)
 
 # Debian's headless Chromium for the browser tests (root installs it; others must have it).
 browser-deps:
@@ -46,7 +49,7 @@ redis-deps:
 		else echo "Install Debian's redis-server package to run the worker tests"; exit 1; fi; \
 	fi
 
-test: install browser-deps redis-deps
+test: test-install browser-deps redis-deps
 	$(PY) -m ruff check .
 	$(PY) -m mypy
 	$(PY) -m pytest -q
@@ -63,33 +66,49 @@ beat: install
 
 # The semantic embedder (RECALL_EMBEDDER=semantic): PyTorch's CPU build first (a plain
 # `torch` would pull a CUDA build of several GB), then the extra.
-install-semantic: install
+$(SEMANTIC_STAMP): pyproject.toml | $(TEST_STAMP)
 	$(PY) -m pip install --quiet "torch==2.13.0"
 	$(PY) -m pip install --quiet -e ".[test,semantic]"
+	@touch $@
+
+install-semantic: $(SEMANTIC_STAMP)
 
 test-semantic: install-semantic
 	$(PY) -m pytest -q tests/recall/test_semantic.py
 	$(PY) bench/embedder_quality.py
 
-test-external-db: install
+test-external-db: test-install
 	$(PY) tests/run_against_second_server.py
 
+# Benchmarks write their results to bench/results/latest/ (git-ignored). UPDATE_DOCS=1, or
+# `make bench-docs` after a run, copies them to bench/results/ and rewrites the tables of
+# docs/performance.md from there.
 BENCH_SIZE ?= 100000
 BENCH_LARGE ?= 20000
 BENCH_LABEL ?= 100k
-bench: install
-	$(PY) -m pip install --quiet -e ".[test]"
+UPDATE_DOCS ?=
+bench: test-install
 	$(PY) bench/generate.py --memories $(BENCH_SIZE) --large-actor $(BENCH_LARGE) --label $(BENCH_LABEL)
 	$(PY) bench/recall_bench.py --label $(BENCH_LABEL)
-	$(PY) bench/update_readme.py
+	$(if $(filter 1,$(UPDATE_DOCS)),$(PY) bench/update_docs.py recall-$(BENCH_LABEL).json)
 
 # Each sweep's preview and execute on the benchmark dataset (generated once, as for `make bench`).
-bench-maintenance: install
-	$(PY) -m pip install --quiet -e ".[test]"
+bench-maintenance: test-install
 	$(PY) bench/generate.py --memories $(BENCH_SIZE) --large-actor $(BENCH_LARGE) --label $(BENCH_LABEL)
 	$(PY) bench/maintenance_bench.py --label $(BENCH_LABEL)
+	$(if $(filter 1,$(UPDATE_DOCS)),$(PY) bench/update_docs.py maintenance-$(BENCH_LABEL).json)
 
-lint: install
+# The provenance readers (both directions) and the append at 1M assembled events, on a
+# dataset of its own (bench/data/pg-provenance-1m, generated once in ~3-4 minutes).
+PROVENANCE_EVENTS ?= 1000000
+bench-provenance: test-install
+	$(PY) bench/provenance_bench.py --events $(PROVENANCE_EVENTS)
+	$(if $(filter 1,$(UPDATE_DOCS)),$(PY) bench/update_docs.py 'provenance-*.json')
+
+bench-docs: | $(PY)
+	$(PY) bench/update_docs.py
+
+lint: test-install
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy

@@ -6,7 +6,10 @@ cosine similarity per query and report hit@1, hit@5 and MRR; then the time to lo
 embedder and to embed a memory, in a batch of 100 and one text per call (medians).
 
     .venv/bin/python bench/embedder_quality.py [--embedders hashing,semantic]
-        [--out bench/results/embedders.json]
+        [--out bench/results/latest/embedders.json]
+
+The results go to ``bench/results/latest/`` (git-ignored) unless ``--out`` says otherwise;
+``bench/update_docs.py embedders.json`` publishes them.
 
 No Django: it imports ``recall.embedding`` alone.
 """
@@ -30,6 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench.common import RESULTS  # noqa: E402
 from recall.embedding import Embedder, HashingEmbedder, SemanticEmbedder  # noqa: E402
 
 LABELLED = ROOT / "bench" / "labelled_queries.json"
@@ -135,7 +139,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--embedders", default="hashing,semantic")
-    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "embedders.json"))
+    parser.add_argument("--out", default=str(RESULTS / "embedders.json"))
     parser.add_argument("--runs", type=int, default=7, help="timing runs; the median is kept")
     parser.add_argument(
         "--torch-threads", type=int, default=None, help="torch.set_num_threads (default: torch's)"

@@ -9,7 +9,8 @@ it was and each sweep sees the same rows. (Inside that transaction an execute's 
 savepoints rather than commits: the WAL flush of each batch's commit is not counted.) The
 bare SQL is one UPDATE/DELETE with the rule written in SQL: what the sweep costs beyond the
 change itself is listing, fingerprints, items, archives and progress. Writes
-``bench/results/maintenance-<label>.json``.
+``bench/results/latest/maintenance-<label>.json`` (git-ignored; ``bench/update_docs.py``
+publishes it).
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ Measures, in one run: (a) the ranking SQL alone through psycopg (the floor no en
 beat); (b) ``POST /v1/memory/actors/{id}/recall`` over HTTP under gunicorn with 2 workers at
 concurrency 1 and 8; (c) for the large actor, recall@10 of the HNSW index (iterative scan)
 against exact search with the same filters, and of the endpoint's chosen path. Writes
-``bench/results/recall-<label>.json`` and prints a Markdown table.
+``bench/results/latest/recall-<label>.json`` (git-ignored; ``bench/update_docs.py``
+publishes it) and prints a Markdown table.
 """
 
 from __future__ import annotations

