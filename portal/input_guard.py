@@ -15,7 +15,6 @@ from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonR
 
 from portal.api.errors import error_body, is_api_path
 
-
 # A textarea's value (a GET form may carry one) has line breaks and tabs: those are text.
 _TEXT_CONTROLS = frozenset("\t\n\r")
 

@@ -193,6 +193,7 @@ class MemoryRestoreView(MemorySuppressView):
 
 class RecallView(ApiView):
     throttle_scope = "recall"  # its own per-token limit (portal.throttling)
+
     @extend_schema(
         parameters=[WORKSPACE_PARAM],
         request=RecallRequestSerializer,

@@ -12,7 +12,6 @@ from tests.recall import factories
 from tests.recall.test_api_memories import new_memory
 
 
-
 @pytest.mark.parametrize(
     "actor_id",
     [

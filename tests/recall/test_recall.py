@@ -245,9 +245,7 @@ class RecallAxisTests:
         assert entry_ids(envelope) == ids(mine)
         assert envelope["diagnostics"]["counts"]["candidates"] == 1
 
-    def test_an_actor_that_does_not_exist_is_a_404_and_nothing_is_written(
-        self, editor, workload_a
-    ):
+    def test_an_actor_that_does_not_exist_is_a_404_and_nothing_is_written(self, editor, workload_a):
         before = state(editor.workspace)
 
         response = post_recall(editor, workload_a)
