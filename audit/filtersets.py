@@ -20,11 +20,15 @@ class AuditEventFilterSet(django_filters.FilterSet):
     until = django_filters.IsoDateTimeFilter(field_name="occurred_at", lookup_expr="lte")
     memory = django_filters.NumberFilter(method="filter_memory", min_value=1)
 
+    workspace: Any = None  # set by audit.selectors.audit_events: the events' workspace
+
     def filter_memory(self, queryset: QuerySet[AuditEvent], name: str, value: Any) -> Any:
         """The contexts that carried this memory (as an entry or a truncated ref)."""
-        return queryset.filter(
-            id__in=Injection.objects.filter(memory_id=int(value)).values("event_id")
-        )
+        # Naming the workspace lets the injection index (workspace, memory, event) answer.
+        carried = Injection.objects.filter(memory_id=int(value))
+        if self.workspace is not None:
+            carried = carried.filter(workspace=self.workspace)
+        return queryset.filter(id__in=carried.values("event_id"))
 
     class Meta:
         model = AuditEvent

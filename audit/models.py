@@ -101,14 +101,22 @@ class Injection(models.Model):
     Written by the same statement that appends the event, so an event and its rows exist
     together or not at all. Ids only, never content: an erased memory's rows stay, and the
     pages show its id as erased. ``truncated`` marks a memory sent as a truncated reference
-    rather than an entry. The primary key (memory, event) is the only index: the lookup is
-    always "this memory's envelopes, newest first".
+    rather than an entry. The primary key (workspace, memory, event) is the only index: the
+    lookup is always "this memory's envelopes in this workspace, newest first", counted from
+    the index alone. (Nothing indexes the event: events are never deleted.)
     """
 
-    pk = models.CompositePrimaryKey("memory_id", "event_id")
+    pk = models.CompositePrimaryKey("workspace_id", "memory_id", "event_id")
     memory_id = models.BigIntegerField()
-    event = models.ForeignKey(AuditEvent, on_delete=models.PROTECT, db_index=False)
-    workspace = models.ForeignKey("policies.Workspace", on_delete=models.PROTECT, db_index=False)
+    # No foreign-key constraints: each would fire a check per row on the recall hot path, and
+    # the rows are only ever written by the statement that appends their event (to the same
+    # workspace), which the application never deletes.
+    event = models.ForeignKey(
+        AuditEvent, on_delete=models.DO_NOTHING, db_index=False, db_constraint=False
+    )
+    workspace = models.ForeignKey(
+        "policies.Workspace", on_delete=models.DO_NOTHING, db_index=False, db_constraint=False
+    )
     truncated = models.BooleanField(default=False)
 
     def __str__(self) -> str:

@@ -5,6 +5,7 @@ from typing import Any
 
 from django.db import connection
 from django.db.models import Count, QuerySet
+from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import TruncDate
 
 from audit.filtersets import AuditEventFilterSet
@@ -18,6 +19,7 @@ def audit_events(*, workspace: Workspace, filters: Any) -> QuerySet[AuditEvent]:
     filterset = AuditEventFilterSet(
         filters, queryset=AuditEvent.objects.filter(workspace=workspace).select_related("workspace")
     )
+    filterset.workspace = workspace
     if not filterset.is_valid():
         raise ValidationFailed(
             {field: " ".join(errors) for field, errors in filterset.errors.items()},
@@ -42,7 +44,8 @@ def assembled_per_day(*, workspace: Workspace, since: datetime) -> dict[date, in
 
 def memory_injections(*, workspace: Workspace, memory_id: int) -> QuerySet[Injection]:
     """The envelopes that carried a memory, newest first (the primary key's order), each with
-    its event: when, workload, environment, caller."""
+    its event: when, workload, environment, caller, and ``envelope_id`` (read out of the
+    payload by the database, not the whole payload decoded per row)."""
     return (
         Injection.objects.filter(workspace=workspace, memory_id=memory_id)
         .select_related("event")
@@ -54,8 +57,8 @@ def memory_injections(*, workspace: Workspace, memory_id: int) -> QuerySet[Injec
             "event__author",
             "event__workload_id",
             "event__environment",
-            "event__payload",
         )  # fmt: skip
+        .annotate(envelope_id=KeyTextTransform("envelopeId", "event__payload"))
         .order_by("-event_id")
     )
 

@@ -533,7 +533,7 @@ def appends(workspace: Any, info: dict[str, Any], count: int) -> dict[str, Any]:
     from audit.models import AuditChainHead, EventType
     from audit.services import ChainTip, _append
     from policies.models import Workload
-    from recall.services import HITS_SQL, INJECTIONS_SQL
+    from recall.services import HITS_SQL, INJECTIONS_SQL, sql_array
 
     rng = random.Random(7)
     p = info["pools"]
@@ -559,10 +559,12 @@ def appends(workspace: Any, info: dict[str, Any], count: int) -> dict[str, Any]:
         included, truncated = ids[:-1], ids[-1:]
         guarded: list[tuple[str, list[Any]]] = []
         if variant != "event":
-            guarded.append((HITS_SQL, [now, included]))
+            guarded.append((HITS_SQL, [now, sql_array(included)]))
         if variant == "eventHitsInjections":
             flags = [False] * len(included) + [True] * len(truncated)
-            guarded.append((INJECTIONS_SQL, [workspace.pk, included + truncated, flags]))
+            guarded.append(
+                (INJECTIONS_SQL, [workspace.pk, sql_array(included + truncated), sql_array(flags)])
+            )
         payload = {
             "envelopeId": f"bench-{i}", "effectivePolicyHash": "0" * 64,
             "effectiveBudgetHash": "1" * 64, "prefixFingerprint": "2" * 64, "digest": "3" * 64,

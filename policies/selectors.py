@@ -84,7 +84,8 @@ SELECT
         SELECT 1 FROM policies_environment e WHERE e.workspace_id = %(ws)s AND e.slug = %(env)s
     ),
     EXISTS (SELECT 1 FROM policies_workload x WHERE x.id = %(wl)s AND x.workspace_id = %(ws)s),
-    (SELECT x.archived_at FROM policies_workload x WHERE x.id = %(wl)s),
+    -- a boolean, not the time: a timestamp column costs psycopg a loader on every recall
+    (SELECT x.archived_at IS NOT NULL FROM policies_workload x WHERE x.id = %(wl)s),
     f.id, f.version, f.document, f.relaxable_axes,
     w.id, w.version, w.document, w.environment
 FROM (
@@ -156,7 +157,7 @@ def effective_policy_for(
     (
         env_ok,
         workload_ok,
-        archived_at,
+        archived,
         floor_id,
         floor_version,
         floor_doc,
@@ -171,11 +172,12 @@ def effective_policy_for(
             f"No workload {workload.pk} in this workspace.",
             {"fields": {"workloadId": "Unknown workload."}},
         )
-    if archived_at is not None and not allow_archived:
+    if archived and not allow_archived:
+        archived_at = Workload.objects.values_list("archived_at", flat=True).get(pk=workload.pk)
         raise ConflictError(
             f"Workload {workload.pk} was archived on {archived_at:%Y-%m-%d %H:%M} UTC: recall "
             "for it is refused. Its policies stay readable.",
-            {"workloadId": str(workload.pk), "archivedAt": archived_at.isoformat()},
+            {"workloadId": str(workload.pk), "archivedAt": archived_at and archived_at.isoformat()},
             code="WORKLOAD_ARCHIVED",
         )
     # Django reads jsonb as text on raw cursors; the ORM would parse it for us.

@@ -1,8 +1,8 @@
 """Throttling: failed logins per account and per address, API calls per token.
 
-Fixed windows counted in Django's cache (one increment per request, whatever the rate), so the
-check costs the recall hot path no database statement. With one web process the default local
-memory cache is enough; with several, point ``CACHE_URL`` at Redis so they share the counts.
+Fixed windows, one increment per request whatever the rate, so the check costs the recall
+hot path no database statement: counted in the process's memory by default, or in Django's
+cache when ``CACHE_URL`` points at Redis (several web processes then share the counts).
 
 - Logins: after ``LOGIN_FAILURES_PER_ACCOUNT`` failed attempts on one username, or
   ``LOGIN_FAILURES_PER_ADDRESS`` from one address, within ``LOGIN_WINDOW_SECONDS``, further
@@ -16,6 +16,7 @@ memory cache is enough; with several, point ``CACHE_URL`` at Redis so they share
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
 from typing import Any
 
@@ -40,15 +41,54 @@ def _key(*parts: Any) -> str:
     return f"throttle:{digest}"
 
 
+class _LocalCounters:
+    """This process's counts, when no shared cache is configured: a dict under a lock, none
+    of the cache's pickling on the hot path. Keys carry their window, so old ones are dropped
+    when the dict grows."""
+
+    LIMIT = 50_000
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: dict[str, tuple[float, int]] = {}
+
+    def count(self, key: str, seconds: int, *, add: bool) -> int:
+        now = time.monotonic()
+        with self._lock:
+            expires, n = self._counts.get(key, (0.0, 0))
+            if expires <= now:
+                n = 0
+            if not add:
+                return n
+            self._counts[key] = (now + seconds + 1 if n == 0 else expires, n + 1)
+            if len(self._counts) > self.LIMIT:
+                self._counts = {k: v for k, v in self._counts.items() if v[0] > now}
+            return n + 1
+
+    def clear(self) -> None:
+        with self._lock:
+            self._counts.clear()
+
+
+_local = _LocalCounters()
+
+
+def reset() -> None:
+    """Forget every count (tests start each case afresh)."""
+    _local.clear()
+    cache.clear()
+
+
 def _count(key: str, seconds: int, *, add: bool) -> int:
+    if not settings.CACHE_URL:
+        return _local.count(key, seconds, add=add)
     if add:
-        if cache.add(key, 1, timeout=seconds + 1):
-            return 1
-        try:
+        try:  # the usual case, one cache operation: the window's counter exists
             return int(cache.incr(key))
-        except ValueError:  # expired between add and incr
-            cache.add(key, 1, timeout=seconds + 1)
-            return 1
+        except ValueError:  # the window's first call (or its counter just expired)
+            if cache.add(key, 1, timeout=seconds + 1):
+                return 1
+            return int(cache.incr(key))
     return int(cache.get(key, 0))
 
 

@@ -174,8 +174,19 @@ class RecallRequest:
 HITS_SQL = (
     f"UPDATE {MemoryRecord._meta.db_table}"
     " SET hit_count = hit_count + 1, last_accessed_at = %s"
-    " WHERE id = ANY(%s) AND EXISTS (SELECT 1 FROM appended)"
+    " WHERE id = ANY(%s::bigint[]) AND EXISTS (SELECT 1 FROM appended)"
 )
+
+
+def sql_array(values: Sequence[Any]) -> str:
+    """A PostgreSQL array literal of ints or bools: psycopg would inspect every element of a
+    list to choose its type, on every recall."""
+    return (
+        "{"
+        + ",".join(("t" if v else "f") if isinstance(v, bool) else str(int(v)) for v in values)
+        + "}"
+    )
+
 
 # The event's memories, written with it (``inserted`` is the event's row in the append).
 INJECTIONS_SQL = (
@@ -260,11 +271,13 @@ def recall_assemble(*, request: RecallRequest) -> dict[str, Any]:
     effective = assembly.effective
     guarded: list[tuple[str, list[Any]]] = []
     if included:
-        guarded.append((HITS_SQL, [assembly.now, included]))
+        guarded.append((HITS_SQL, [assembly.now, sql_array(included)]))
     if included or truncated:
         carried = included + truncated
         flags = [False] * len(included) + [True] * len(truncated)
-        guarded.append((INJECTIONS_SQL, [request.workspace.pk, carried, flags]))
+        guarded.append(
+            (INJECTIONS_SQL, [request.workspace.pk, sql_array(carried), sql_array(flags)])
+        )
     audit_event_append(
         workspace=request.workspace,
         tip=ChainTip(assembly.found.chain_tip) if assembly.found.chain_tip else None,

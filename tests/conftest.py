@@ -52,11 +52,11 @@ def close_stray_connections(django_db_setup: Any, django_db_blocker: Any) -> Any
 @pytest.fixture(autouse=True)
 def fresh_throttles() -> Any:
     """Each test starts with no throttle counts (they live in the process's cache)."""
-    from django.core.cache import cache
+    from portal import throttling
 
-    cache.clear()
+    throttling.reset()
     yield
-    cache.clear()
+    throttling.reset()
 
 
 @pytest.fixture(autouse=True)

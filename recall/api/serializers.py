@@ -178,16 +178,12 @@ class InjectionSerializer(serializers.Serializer):
     """One envelope that carried a memory (read from the audit trail's injection index)."""
 
     eventId = serializers.IntegerField(source="event_id")
-    envelopeId = serializers.SerializerMethodField()
+    envelopeId = serializers.CharField(source="envelope_id", allow_null=True)
     occurredAt = serializers.DateTimeField(source="event.occurred_at")
     workloadId = serializers.UUIDField(source="event.workload_id", allow_null=True)
     environment = serializers.CharField(source="event.environment")
     caller = serializers.CharField(source="event.author")
     truncated = serializers.BooleanField(help_text="Carried as a truncated ref, not an entry.")
-
-    def get_envelopeId(self, row: Any) -> str | None:
-        payload = row.event.payload
-        return payload.get("envelopeId") if isinstance(payload, dict) else None
 
 
 class ActorEraseSerializer(StrictSerializer):

@@ -104,3 +104,13 @@ class ApiThrottleTests:
             "/v1/workspaces/team-a/", {"recallRatePerMinute": None}, format="json"
         )
         assert reset.status_code == 200 and reset.json()["recallRatePerMinute"] is None
+
+
+def test_the_shared_cache_counts_the_same_way(viewer, settings):
+    """With CACHE_URL set, counts live in Django's cache (Redis in production; the test's
+    local-memory cache here) instead of the process's own dict."""
+    settings.CACHE_URL = "redis://shared-in-production"
+    settings.API_RATE_PER_MINUTE = 2
+    api = viewer.api()
+    codes = [api.get("/v1/workspaces/").status_code for _ in range(3)]
+    assert codes == [200, 200, 429]
