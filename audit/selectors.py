@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, date, datetime
 from typing import Any
 
@@ -43,24 +44,32 @@ def assembled_per_day(*, workspace: Workspace, since: datetime) -> dict[date, in
 
 
 def memory_injections(*, workspace: Workspace, memory_id: int) -> QuerySet[Injection]:
-    """The envelopes that carried a memory, newest first (the primary key's order), each with
-    its event: when, workload, environment, caller, and ``envelope_id`` (read out of the
-    payload by the database, not the whole payload decoded per row)."""
+    """The envelopes that carried a memory, newest first (the primary key's order): the
+    index's rows alone, so that counting them never touches the events. ``with_events`` then
+    reads the events of one page."""
     return (
         Injection.objects.filter(workspace=workspace, memory_id=memory_id)
-        .select_related("event")
-        .only(
-            "memory_id",
-            "truncated",
-            "event__id",
-            "event__occurred_at",
-            "event__author",
-            "event__workload_id",
-            "event__environment",
-        )  # fmt: skip
-        .annotate(envelope_id=KeyTextTransform("envelopeId", "event__payload"))
+        .only("memory_id", "event_id", "workspace_id", "truncated")
         .order_by("-event_id")
     )
+
+
+def with_events(rows: Sequence[Injection]) -> list[Injection]:
+    """Attach each row's event (when, workload, environment, caller) and ``envelope_id`` (read
+    out of the payload by the database, not the whole payload decoded), in one query."""
+    rows = list(rows)
+    events = {
+        event.pk: event
+        for event in AuditEvent.objects.filter(pk__in=[row.event_id for row in rows])
+        .only("id", "occurred_at", "author", "workload_id", "environment")
+        .annotate(envelope_id=KeyTextTransform("envelopeId", "payload"))
+    }
+    for row in rows:
+        event = events.get(row.event_id)
+        if event is not None:
+            row.event = event
+            row.envelope_id = event.envelope_id  # type: ignore[attr-defined]
+    return rows
 
 
 _SUMMARY_SQL = f"""

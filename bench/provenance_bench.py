@@ -451,7 +451,12 @@ def readers(workspace: Any, memory_id: int, runs: int) -> dict[str, Any]:
     from django.core.paginator import Paginator
     from django.http import QueryDict
 
-    from audit.selectors import audit_events, memory_injection_summary, memory_injections
+    from audit.selectors import (
+        audit_events,
+        memory_injection_summary,
+        memory_injections,
+        with_events,
+    )
     from recall.api.serializers import InjectionSerializer
 
     bind = {"m": memory_id, "ws": workspace.pk}
@@ -460,7 +465,7 @@ def readers(workspace: Any, memory_id: int, runs: int) -> dict[str, Any]:
         # What MemoryInjectionsView does below HTTP: DRF's paginator is Django's Paginator.
         paginator = Paginator(memory_injections(workspace=workspace, memory_id=memory_id), PAGE)
         page = paginator.page(1)
-        return paginator.count, InjectionSerializer(page.object_list, many=True).data
+        return paginator.count, InjectionSerializer(with_events(page.object_list), many=True).data
 
     def summary() -> Any:
         return memory_injection_summary(workspace=workspace, memory_id=memory_id)

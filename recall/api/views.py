@@ -8,7 +8,7 @@ from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from audit.selectors import memory_injections
+from audit.selectors import memory_injections, with_events
 from policies.models import Workload
 from portal.access import Caller, require_role, workspace_for, workspaces_for
 from portal.api.views import WORKSPACE_PARAM, ApiView, json_object
@@ -172,7 +172,7 @@ class MemoryInjectionsView(ApiView):
         memory = _memory(self.caller(request), memory_id)
         paginator = self.pagination_class()
         rows = memory_injections(workspace=memory.workspace, memory_id=memory.pk)
-        page = paginator.paginate_queryset(rows, request, view=self)
+        page = with_events(paginator.paginate_queryset(rows, request, view=self) or [])
         return paginator.get_paginated_response(InjectionSerializer(page, many=True).data)
 
 
