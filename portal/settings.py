@@ -52,6 +52,7 @@ MIDDLEWARE = [
     # Before anything reads a parameter: control characters in a path or query are a 400.
     "portal.input_guard.ControlCharacterGuardMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "portal.security_headers.SecurityHeadersMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",

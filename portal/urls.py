@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import URLPattern, URLResolver, include, path, re_path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from portal import views
 from portal.api.errors import UNKNOWN_API_PATH, unknown_api_path
@@ -16,7 +16,8 @@ api_patterns: list[URLPattern | URLResolver] = [
     path("", include("recall.api.layout_urls")),
     path("", include("maintenance.api.urls")),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    # The split view serves its start-up script at a URL of its own: no inline script (CSP).
+    path("docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
     # Last: any other /v1/ path is a JSON 404 (Django's DEBUG 404 page ignores handler404).
     re_path(r"^", unknown_api_path, name=UNKNOWN_API_PATH),
 ]

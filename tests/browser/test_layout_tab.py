@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from playwright.sync_api import expect
 
 from recall.layout_services import layout_config_save
 
@@ -30,7 +31,7 @@ class LayoutTabBrowserTests:
         assert page.get_by_label("Context window", exact=True).input_value() == "32000"
 
         page.get_by_role("button", name="Fill an example under pressure").click()
-        page.wait_for_function("document.querySelector('#id_context_window').value === '4096'")
+        expect(page.locator("#id_context_window")).to_have_value("4096")
         assert page.get_by_label("Tool schemas", exact=True).input_value() == "1000"
         page.get_by_role("button", name="Plan layout").click()
         result = page.locator("#layout-result")
@@ -70,7 +71,7 @@ class LayoutTabBrowserTests:
         page.get_by_label("Use", exact=True).select_option(
             label="support-bot's stored configuration"
         )
-        page.wait_for_function("document.querySelector('#id_context_window').value === '16000'")
+        expect(page.locator("#id_context_window")).to_have_value("16000")
         assert page.get_by_label("Output buffer", exact=True).input_value() == "1000"
         assert "version 1" in page.locator("#config-source").inner_text()
         assert page.locator("#id_config").get_attribute("readonly") is not None
@@ -118,11 +119,11 @@ class LayoutTabOpensPlannedBrowserTests:
         shot(page, "sandbox-layout-opens-planned")
 
         page.get_by_role("button", name="Fill an example under pressure").click()
-        page.wait_for_function("document.querySelector('#id_context_window').value === '4096'")
+        expect(page.locator("#id_context_window")).to_have_value("4096")
         assert page.locator("table#cascade tbody tr").count() == 5  # planned at once too
         history = page.locator("#id_history")
         scroll, client = history.evaluate("e => [e.scrollHeight, e.clientHeight]")
         assert scroll <= client + 2
         page.get_by_role("button", name="Reset to the 32,000-token example").click()
-        page.wait_for_function("document.querySelector('#id_context_window').value === '32000'")
+        expect(page.locator("#id_context_window")).to_have_value("32000")
         assert "No pruning needed" in page.locator("#layout-result").inner_text()

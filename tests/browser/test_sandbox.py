@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from playwright.sync_api import expect
 
 from audit.models import AuditEvent, EventType
 from tests.recall.test_pages import seed, set_floor
@@ -115,14 +116,11 @@ class SandboxRequestBrowserTests:
         verbosity.locator("select").select_option("summary")
 
         page.get_by_label("Workload").select_option(label="triage-bot")
-        page.wait_for_function(
-            "document.querySelector('#saved-policy').textContent.includes('triage-bot')"
-        )
+        # expect(), not wait_for_function: the page's CSP forbids evaluating strings
+        expect(page.locator("#saved-policy")).to_contain_text("triage-bot")
         page.get_by_label("Environment").select_option("dev")
         saved = page.locator("#saved-policy")
-        page.wait_for_function(
-            "document.querySelector('#saved-policy').textContent.includes('in dev')"
-        )
+        expect(saved).to_contain_text("in dev")
         assert "narrowed by workload policy v1" in saved.inner_text()
         # what was typed is untouched, the ticked axis too; the others follow the dev policy
         assert (
