@@ -9,7 +9,7 @@ SERVE_STAMP := $(VENV)/.installed-serve
 TEST_STAMP := $(VENV)/.installed-test
 SEMANTIC_STAMP := $(VENV)/.installed-semantic
 
-.PHONY: run test install test-install lint bench bench-maintenance bench-provenance bench-docs clean-db browser-deps \
+.PHONY: run serve test install test-install lint bench bench-maintenance bench-provenance bench-docs clean-db browser-deps \
 	redis-deps test-external-db worker beat install-semantic test-semantic
 
 $(PY):
@@ -53,6 +53,17 @@ test: test-install browser-deps redis-deps
 	$(PY) -m ruff check .
 	$(PY) -m mypy
 	$(PY) -m pytest -q
+
+# The production server: gunicorn (SERVE_WORKERS workers) with static files collected and
+# served by WhiteNoise, DEBUG off; the embedded PostgreSQL unless DATABASE_URL is set. For a
+# real deployment add DJANGO_PRODUCTION=true, DJANGO_SECRET_KEY and DJANGO_ALLOWED_HOSTS behind
+# a TLS proxy (docs/deployment.md). `make run` stays the zero-set-up demo.
+SERVE_WORKERS ?= 2
+serve: install
+	$(PY) manage.py collectstatic --noinput --verbosity 0
+	$(PY) manage.py migrate --noinput
+	exec $(PY) -m gunicorn portal.wsgi --workers $(SERVE_WORKERS) --bind 127.0.0.1:$(PORT) \
+		--access-logfile - --access-logformat '%(h)s "%(m)s %(U)s %(H)s" %(s)s %(b)s %(M)sms'
 
 # Background tasks with a broker: CELERY_BROKER_URL=redis://127.0.0.1:6379/0 make worker
 # (and make beat for the schedule). Without CELERY_BROKER_URL tasks run in the web process.

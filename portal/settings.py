@@ -6,6 +6,7 @@ defaults are for local development with the embedded PostgreSQL.
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,9 @@ MIDDLEWARE = [
     "portal.input_guard.ControlCharacterGuardMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "portal.security_headers.SecurityHeadersMiddleware",
+    # Static files from the app server itself (make serve): collected files in production,
+    # the apps' own folders otherwise.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -131,7 +135,13 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = BASE_DIR / "staticfiles"
+STATIC_ROOT = Path(env_str("DJANGO_STATIC_ROOT") or BASE_DIR / "staticfiles")
+# Without collectstatic (development, tests) WhiteNoise serves from the apps' static folders.
+WHITENOISE_USE_FINDERS = env_bool("WHITENOISE_USE_FINDERS", default=not PRODUCTION)
+if not PRODUCTION and not STATIC_ROOT.exists():
+    # Nothing collected yet, and nothing needs to be: the finders serve. (In production the
+    # warning stays: a missing STATIC_ROOT there means collectstatic was not run.)
+    warnings.filterwarnings("ignore", message="No directory at", category=UserWarning)
 
 # A full memory batch (1,000 memories of up to 20,000 characters, JSON-escaped) must fit.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 48 * 1024 * 1024, minimum=1)
