@@ -168,43 +168,41 @@ def workspace_rename(*, workspace: Workspace, name: str, author: str) -> Workspa
     return workspace
 
 
+# Workspace settings an operator switches, by their API name: the model field each sets.
+WORKSPACE_SETTINGS = {
+    # Whether assembled events keep the query text (replays then need no pasted query). Off
+    # by default: a query may be personal data; switching it off keeps those already stored.
+    "storeQueries": "store_queries",
+    # Recalls a minute per API token of this workspace; None: the server's default.
+    "recallRatePerMinute": "recall_rate_per_minute",
+}
+
+
 @transaction.atomic
+def workspace_setting_set(*, workspace: Workspace, name: str, value: Any, author: str) -> Workspace:
+    """Change one workspace setting (``WORKSPACE_SETTINGS``), audited with its before and
+    after; setting it to what it is changes and records nothing."""
+    field = WORKSPACE_SETTINGS[name]
+    locked = Workspace.objects.select_for_update().get(pk=workspace.pk)
+    before = getattr(locked, field)
+    if before == value:
+        return locked
+    setattr(locked, field, value)
+    locked.save(update_fields=[field])
+    audit_event_record(
+        workspace=locked,
+        type=EventType.WORKSPACE_SETTINGS_SET,
+        author=author,
+        payload={name: {"before": before, "after": value}},
+    )
+    return locked
+
+
 def workspace_store_queries_set(*, workspace: Workspace, enabled: bool, author: str) -> Workspace:
-    """Whether assembled events keep the query text (for replays without a pasted query).
-
-    Off by default: a query may be personal data. Only events recorded while it is on hold
-    their query; switching it off does not remove queries already stored.
-    """
-    locked = Workspace.objects.select_for_update().get(pk=workspace.pk)
-    if locked.store_queries == enabled:
-        return locked
-    locked.store_queries = enabled
-    locked.save(update_fields=["store_queries"])
-    audit_event_record(
-        workspace=locked,
-        type=EventType.WORKSPACE_SETTINGS_SET,
-        author=author,
-        payload={"storeQueries": {"before": not enabled, "after": enabled}},
+    """``workspace_setting_set`` for ``storeQueries`` (the audit page's switch)."""
+    return workspace_setting_set(
+        workspace=workspace, name="storeQueries", value=enabled, author=author
     )
-    return locked
-
-
-@transaction.atomic
-def workspace_recall_rate_set(*, workspace: Workspace, rate: int | None, author: str) -> Workspace:
-    """Recalls a minute per API token of this workspace (None: the server's default)."""
-    locked = Workspace.objects.select_for_update().get(pk=workspace.pk)
-    if locked.recall_rate_per_minute == rate:
-        return locked
-    before = locked.recall_rate_per_minute
-    locked.recall_rate_per_minute = rate
-    locked.save(update_fields=["recall_rate_per_minute"])
-    audit_event_record(
-        workspace=locked,
-        type=EventType.WORKSPACE_SETTINGS_SET,
-        author=author,
-        payload={"recallRatePerMinute": {"before": before, "after": rate}},
-    )
-    return locked
 
 
 @transaction.atomic

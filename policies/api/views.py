@@ -154,14 +154,11 @@ class WorkspaceDetailView(ApiView):
                 workspace = services.workspace_rename(
                     workspace=workspace, name=changes["name"], author=caller.label
                 )
-            if "storeQueries" in changes:
-                workspace = services.workspace_store_queries_set(
-                    workspace=workspace, enabled=changes["storeQueries"], author=caller.label
-                )
-            if "recallRatePerMinute" in changes:
-                workspace = services.workspace_recall_rate_set(
-                    workspace=workspace, rate=changes["recallRatePerMinute"], author=caller.label
-                )
+            for name in services.WORKSPACE_SETTINGS:
+                if name in changes:
+                    workspace = services.workspace_setting_set(
+                        workspace=workspace, name=name, value=changes[name], author=caller.label
+                    )
         return Response(WorkspaceSerializer(workspace).data)
 
 
