@@ -32,6 +32,11 @@ def json_object(request: Request) -> dict[str, Any]:
     return data
 
 
+def json_object_or_empty(request: Request) -> dict[str, Any]:
+    """``json_object`` for endpoints whose body is optional: no body reads as ``{}``."""
+    return json_object(request) if request.data else {}
+
+
 def reject_unknown(data: dict[str, Any], allowed: set[str]) -> None:
     unknown = sorted(set(data) - allowed)
     if unknown:

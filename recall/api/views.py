@@ -11,7 +11,7 @@ from rest_framework.response import Response
 from audit.selectors import memory_injections, with_events
 from policies.models import Workload
 from portal.access import Caller, require_role, workspace_for, workspaces_for
-from portal.api.views import WORKSPACE_PARAM, ApiView, json_object
+from portal.api.views import WORKSPACE_PARAM, ApiView, json_object, json_object_or_empty
 from portal.errors import NotFoundError, ValidationFailed
 from portal.ids import numeric_id
 from portal.models import Role
@@ -242,7 +242,7 @@ class ActorEraseView(ApiView):
         workspace = workspace_for(
             caller, request.query_params.get("workspace"), required=Role.OPERATOR
         )
-        serializer = ActorEraseSerializer(data=json_object(request) if request.data else {})
+        serializer = ActorEraseSerializer(data=json_object_or_empty(request))
         serializer.is_valid(raise_exception=True)
         done = erasure.actor_erase(
             workspace=workspace,
@@ -266,7 +266,7 @@ class EventReplayView(ApiView):
         workspace = workspace_for(
             caller, request.query_params.get("workspace"), required=Role.EDITOR
         )
-        serializer = ReplayRequestSerializer(data=json_object(request) if request.data else {})
+        serializer = ReplayRequestSerializer(data=json_object_or_empty(request))
         serializer.is_valid(raise_exception=True)
         result = replay.replay_event(
             workspace=workspace, event_id=event_id, query=serializer.validated_data.get("query")
