@@ -88,15 +88,32 @@ TEMPLATES = [
 ]
 
 # --- Database -------------------------------------------------------------------------------
+# Two roles (portal/db/roles.py): the application connects as one that owns nothing and may
+# not change the audit trail; migrations run as the owner. DATABASE_URL names the application
+# role, DATABASE_OWNER_URL the owner (same server and database); without the latter, one role
+# does both. The embedded server has both: "portal_app", created by the first migrate, and
+# its superuser "postgres" as the owner.
 DATABASE_URL = env_str("DATABASE_URL")
 if DATABASE_URL:
     _default_db: dict[str, Any] = parse_database_url(DATABASE_URL)
+    _default_db["ENGINE"] = "portal.db"
+    DATABASE_OWNER_URL = env_str("DATABASE_OWNER_URL")
+    if DATABASE_OWNER_URL:
+        _owner_db = parse_database_url(DATABASE_OWNER_URL)
+        if (_owner_db["HOST"], _owner_db["PORT"], _owner_db["NAME"]) != (
+            _default_db["HOST"], _default_db["PORT"], _default_db["NAME"]
+        ):
+            raise ImproperlyConfigured(
+                "DATABASE_OWNER_URL must name the same server and database as DATABASE_URL."
+            )
+        _default_db["OWNER"] = {"USER": _owner_db["USER"], "PASSWORD": _owner_db["PASSWORD"]}
 else:
     _default_db = {
         "ENGINE": "portal.db",
         "NAME": "postgres",
-        "USER": "postgres",
+        "USER": "portal_app",
         "PASSWORD": "",
+        "OWNER": {"USER": "postgres", "PASSWORD": ""},
         "HOST": "",
         "PORT": "",
         "EMBEDDED_PGDATA": env_str("EMBEDDED_PGDATA", str(BASE_DIR / ".pgdata")),

@@ -42,10 +42,37 @@ def close_stray_connections(django_db_setup: Any, django_db_blocker: Any) -> Any
     yield
     from django.db import connection
 
-    with django_db_blocker.unblock(), connection.cursor() as cursor:
+    from portal.db.roles import as_owner
+
+    # As the owner: it may end any session, the application role only its own.
+    with django_db_blocker.unblock(), as_owner(), connection.cursor() as cursor:
         cursor.execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
             " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def owner_role_for_tests(django_db_setup: Any, django_db_blocker: Any) -> None:
+    """On the test cluster only, the application role may switch to the owner's role (SET
+    ROLE, without inheriting its privileges): tests that play someone with the owner's access
+    do so on their own connection, inside their transaction (tests/helpers.py
+    ``database_owner``). Production grants nothing of the kind (portal/db/roles.py)."""
+    from django.conf import settings
+    from django.db import connection
+    from psycopg import sql
+
+    from portal.db.roles import as_owner, owner_settings
+
+    db = settings.DATABASES["default"]
+    owner = owner_settings(db)
+    if owner is None:
+        return
+    with django_db_blocker.unblock(), as_owner(), connection.cursor() as cursor:
+        cursor.execute(
+            sql.SQL("GRANT {} TO {} WITH INHERIT FALSE, SET TRUE").format(
+                sql.Identifier(owner["USER"]), sql.Identifier(db["USER"])
+            )
         )
 
 

@@ -17,6 +17,7 @@ from audit.chain import GENESIS_HASH, ChainLink, event_hash, verify_links
 from audit.models import AuditChainHead, AuditCheckpoint, AuditEvent
 from audit.services import audit_chain_check, audit_chain_verify
 from policies.services import workload_create, workload_policy_save
+from tests.helpers import database_owner
 
 
 def chain(length: int) -> list[ChainLink]:
@@ -141,7 +142,8 @@ class VerifyLinksTests:
 
 
 def _raw(sql: str, params: list[Any]) -> None:
-    with connection.cursor() as cursor:
+    """Tamper as someone with the database owner's access: the application may not."""
+    with database_owner(), connection.cursor() as cursor:
         cursor.execute(sql, params)
 
 

@@ -23,6 +23,7 @@ from policies.services import workload_create, workload_policy_save
 from recall import selectors
 from recall.models import Actor, FunnelCache, MemoryRecord
 from recall.runtime import embedder
+from tests.helpers import database_owner
 from tests.recall import factories
 
 QUERY = "release summary preferences"
@@ -232,7 +233,7 @@ class FunnelCacheTests:
             MemoryRecord.objects.filter(pk=target.pk).update(memory_type="preference")
             response = None
         elif change == "truncate the table":
-            with connection.cursor() as cursor:
+            with database_owner(), connection.cursor() as cursor:
                 # TRUNCATE refuses to run while deferred foreign-key checks are pending.
                 cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
                 cursor.execute("TRUNCATE recall_memoryrecord CASCADE")
