@@ -7,7 +7,7 @@ lets the test suite point the connection at a temporary cluster before anything 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -19,7 +19,7 @@ from portal.db import roles
 
 
 class DatabaseOperations(operations.DatabaseOperations):
-    def execute_sql_flush(self, sql_list: list[str]) -> None:
+    def execute_sql_flush(self, sql_list: Iterable[str]) -> None:
         # Emptying every table (the test suite's flush) is the owner's to do: the application
         # role may not truncate, and may never empty the audit trail.
         if roles.owner_settings(self.connection.settings_dict) is None or roles.owner_mode():
