@@ -57,7 +57,7 @@ test: test-install browser-deps redis-deps
 # The production server: gunicorn (SERVE_WORKERS workers) with static files collected and
 # served by WhiteNoise, DEBUG off; the embedded PostgreSQL unless DATABASE_URL is set. For a
 # real deployment add DJANGO_PRODUCTION=true, DJANGO_SECRET_KEY and DJANGO_ALLOWED_HOSTS behind
-# a TLS proxy (docs/deployment.md). `make run` stays the zero-set-up demo.
+# a TLS proxy (docs/deploy.md). `make run` stays the zero-set-up demo.
 SERVE_WORKERS ?= 2
 serve: install
 	$(PY) manage.py collectstatic --noinput --verbosity 0
