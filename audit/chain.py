@@ -3,14 +3,22 @@
 Each event's hash covers its own fields and its predecessor's hash, so editing, deleting or
 reordering any row breaks every later link. Numbers are normalised before hashing because
 PostgreSQL's jsonb may hand back an integral float (``1e20``) as an integer.
+
+The hash is keyed: an HMAC-SHA256 under a secret that lives outside the database, named by
+the event's key id (also covered), so someone who can rewrite the table cannot recompute the
+hashes. An unkeyed event (key id "", a plain SHA-256) is never accepted: the chains recorded
+before keys were sealed with the key when it came (migration ``audit.0014``). Anchors
+(``audit.anchors``) catch a rewrite made with the key itself: the chain must still pass
+through every signed checkpoint taken of its head.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from policies.algebra import canonical_json
@@ -41,8 +49,20 @@ def _normalise(value: Any) -> Any:
     return value
 
 
-def event_hash(prev_hash: str, fields: Mapping[str, Any]) -> str:
+@dataclass(frozen=True)
+class ChainKey:
+    """A secret the chain is keyed with, and the id events name it by."""
+
+    id: str
+    secret: bytes = field(repr=False)
+
+
+def event_hash(prev_hash: str, fields: Mapping[str, Any], key: ChainKey | None = None) -> str:
+    """The event's hash: an HMAC under ``key`` (whose id it covers), or a plain SHA-256 for
+    the events recorded before the chain was keyed."""
     normalised = {"prevHash": prev_hash, **_normalise(dict(fields))}
+    if key is not None:
+        normalised["keyId"] = key.id
     try:
         # What canonical_json produces for plain data, without its second walk of the tree.
         body = json.dumps(
@@ -50,6 +70,8 @@ def event_hash(prev_hash: str, fields: Mapping[str, Any]) -> str:
         )
     except TypeError:  # a set, which canonical_json writes as a sorted list
         body = canonical_json(normalised)
+    if key is not None:
+        return hmac.new(key.secret, body.encode(), hashlib.sha256).hexdigest()
     return hashlib.sha256(body.encode()).hexdigest()
 
 
@@ -59,6 +81,16 @@ class ChainLink:
     prev_hash: str
     hash: str
     fields: Mapping[str, Any]
+    key_id: str = ""  # "" for an event recorded before the chain was keyed
+
+
+@dataclass(frozen=True)
+class AnchorPoint:
+    """What a signed checkpoint saw at one position of the chain (1 is the first event)."""
+
+    event_id: int
+    hash: str
+    at: str  # when the anchor was taken, as written in it
 
 
 @dataclass(frozen=True)
@@ -74,15 +106,22 @@ class ChainVerdict:
 def verify_links(
     links: Iterable[ChainLink],
     *,
+    keys: Mapping[str, ChainKey] | None = None,
+    anchored: Mapping[int, AnchorPoint] | None = None,
     after_hash: str = GENESIS_HASH,
     after_count: int = 0,
     after_id: int | None = None,
 ) -> ChainVerdict:
     """Walk links in append order; stop at the first that does not hold.
 
-    By default from the start of the chain; ``after_*`` resumes after an event already found
-    to hold (its hash, its position, its id), for a walk of only the events appended since.
+    ``keys`` are the secrets by id that keyed events name; ``anchored`` what signed
+    checkpoints saw at positions of the chain: the link at each such position must be that
+    very event. By default from the start of the chain; ``after_*`` resumes after an event
+    already found to hold (its hash, its position, its id), for a walk of only the events
+    appended since.
     """
+    keys = keys or {}
+    anchored = anchored or {}
     expected_prev, checked, last_id = after_hash, after_count, after_id
     for link in links:
         checked += 1
@@ -90,7 +129,26 @@ def verify_links(
             return ChainVerdict(
                 False, checked, link.id, "prevHash does not match the previous event"
             )
-        if event_hash(link.prev_hash, link.fields) != link.hash:
+        if not link.key_id:
+            return ChainVerdict(False, checked, link.id, "the event's hash is not keyed")
+        key = keys.get(link.key_id)
+        if key is None:
+            return ChainVerdict(
+                False,
+                checked,
+                link.id,
+                f"the event is keyed with {link.key_id!r}, a key this server does not hold",
+            )
+        if event_hash(link.prev_hash, link.fields, key) != link.hash:
             return ChainVerdict(False, checked, link.id, "hash does not match the event's content")
+        point = anchored.get(checked)
+        if point is not None and (point.event_id, point.hash) != (link.id, link.hash):
+            return ChainVerdict(
+                False,
+                checked,
+                link.id,
+                f"the chain differs from the anchor taken at {point.at}: event {point.event_id}"
+                f" with hash {point.hash[:12]}... was at this position",
+            )
         expected_prev, last_id = link.hash, link.id
     return ChainVerdict(True, checked, None, last_id=last_id, last_hash=expected_prev)

@@ -42,6 +42,9 @@ class AuditEvent(models.Model):
     payload = models.JSONField(default=dict)
     prev_hash = models.CharField(max_length=64)
     hash = models.CharField(max_length=64)
+    # The id of the key the hash is an HMAC under (audit/keys.py); "" for the plain SHA-256 of
+    # events recorded before the chain was keyed.
+    key_id = models.CharField(max_length=32, blank=True, default="", db_default="")
 
     class Meta:
         ordering = ["-id"]

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -15,7 +15,15 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from audit.chain import GENESIS_HASH, ChainLink, ChainVerdict, event_hash, verify_links
+from audit.chain import (
+    GENESIS_HASH,
+    AnchorPoint,
+    ChainLink,
+    ChainVerdict,
+    event_hash,
+    verify_links,
+)
+from audit.keys import chain_keys, signing_key
 from audit.models import AuditChainHead, AuditCheckpoint, AuditEvent
 from policies.models import Workspace
 from portal.db.cursors import prepared_cursor
@@ -65,8 +73,8 @@ WITH appended AS (
 inserted AS (
     INSERT INTO {AuditEvent._meta.db_table}
         (workspace_id, type, occurred_at, author, workload_id, environment, actor_id, payload,
-         prev_hash, hash)
-    SELECT %s, %s, %s::timestamptz, %s, %s::uuid, %s, %s, %s::jsonb, %s, %s FROM appended
+         prev_hash, hash, key_id)
+    SELECT %s, %s, %s::timestamptz, %s, %s::uuid, %s, %s, %s::jsonb, %s, %s, %s FROM appended
     RETURNING id
 ){{guarded}}
 SELECT (SELECT id FROM inserted)
@@ -218,12 +226,13 @@ def _append(
         actor_id=actor_id,
         payload=payload,
     )
-    digest = event_hash(tip.last_hash, fields)
+    key = signing_key()
+    digest = event_hash(tip.last_hash, fields, key)
     ctes = "".join(f",\nguarded_{i} AS ({sql})" for i, (sql, _) in enumerate(guarded))
     params: list[Any] = [
         digest, workspace.pk, tip.last_hash,
         workspace.pk, type, occurred_at, author, workload_id, environment, actor_id,
-        payload_json, tip.last_hash, digest,
+        payload_json, tip.last_hash, digest, key.id,
     ]  # fmt: skip
     for _, guarded_params in guarded:
         params.extend(guarded_params)
@@ -244,6 +253,7 @@ def _append(
         payload=payload,
         prev_hash=tip.last_hash,
         hash=digest,
+        key_id=key.id,
     )
 
 
@@ -258,12 +268,13 @@ def _links(workspace: Workspace, *, after_id: int | None = None) -> Iterator[Cha
     chain = AuditEvent.objects.filter(workspace=workspace)
     if after_id is not None:
         chain = chain.filter(id__gt=after_id)
-    events = chain.order_by("id").values_list("id", "prev_hash", "hash", *_HASHED_COLUMNS)
-    for pk, prev, digest, *hashed in events.iterator(chunk_size=5000):
+    events = chain.order_by("id").values_list("id", "prev_hash", "hash", "key_id", *_HASHED_COLUMNS)
+    for pk, prev, digest, key_id, *hashed in events.iterator(chunk_size=5000):
         yield ChainLink(
             id=pk,
             prev_hash=prev,
             hash=digest,
+            key_id=key_id,
             fields=_hashed_fields(
                 workspace_slug=workspace.slug, **dict(zip(_HASHED_COLUMNS, hashed, strict=True))
             ),
@@ -278,18 +289,28 @@ class ChainCheck:
     full_at: datetime | None  # when a walk of the whole chain last held
 
 
-def audit_chain_verify(*, workspace: Workspace) -> ChainVerdict:
-    """Walk the whole chain: every event's link and hash, and that it ends at the head."""
-    return audit_chain_check(workspace=workspace, full=True).verdict
+def audit_chain_verify(
+    *, workspace: Workspace, anchors: Mapping[int, AnchorPoint] | None = None
+) -> ChainVerdict:
+    """Walk the whole chain: every event's link and hash, that it passes through every
+    anchor, and that it ends at the head."""
+    return audit_chain_check(workspace=workspace, full=True, anchors=anchors).verdict
 
 
-def audit_chain_check(*, workspace: Workspace, full: bool) -> ChainCheck:
+def audit_chain_check(
+    *, workspace: Workspace, full: bool, anchors: Mapping[int, AnchorPoint] | None = None
+) -> ChainCheck:
     """Verify the chain, all of it (``full``) or the events after the last checkpoint.
 
     The chain checked is the one the head described when the check began: its length and
     tip are read first, so events appended while the walk runs are neither missing nor
     counted. A walk that holds moves the workspace's checkpoint to its last event.
+    ``anchors`` (by position, ``audit.anchors``) are what signed checkpoints kept outside
+    the database saw; without them, those of ``AUDIT_ANCHOR_FILE`` when it is set.
     """
+    problems: list[str] = []
+    if anchors is None:
+        anchors, problems = anchored_positions(workspace)
     head = AuditChainHead.objects.filter(workspace=workspace).values_list("length", "last_hash")
     length, tip = head.first() or (None, None)
     checkpoint = None
@@ -304,7 +325,27 @@ def audit_chain_check(*, workspace: Workspace, full: bool) -> ChainCheck:
     links = _links(workspace, after_id=start_id)
     if length is not None:
         links = islice(links, length - start_count)
-    verdict = verify_links(links, after_hash=start_hash, after_count=start_count, after_id=start_id)
+    verdict = verify_links(
+        links,
+        keys=chain_keys(),
+        anchored=anchors,
+        after_hash=start_hash,
+        after_count=start_count,
+        after_id=start_id,
+    )
+    furthest = max(anchors, default=0)
+    if verdict.ok and problems:
+        verdict = ChainVerdict(False, verdict.checked, None, problems[0])
+    elif verdict.ok and furthest > verdict.checked:
+        # Events an anchor saw are gone (a deleted tail with the head moved back to match).
+        point = anchors[furthest]
+        verdict = ChainVerdict(
+            False,
+            verdict.checked,
+            None,
+            f"events are missing from the end: the anchor taken at {point.at} saw"
+            f" {furthest} events, the chain has {verdict.checked}",
+        )
     if verdict.ok and length is not None:
         # A deleted tail leaves a valid-looking chain; the head remembers where it ends.
         if verdict.checked != length:
@@ -326,3 +367,13 @@ def audit_chain_check(*, workspace: Workspace, full: bool) -> ChainCheck:
             },
         )
     return ChainCheck(verdict, checkpoint is None, walked, full_at)
+
+
+def anchored_positions(workspace: Workspace) -> tuple[dict[int, AnchorPoint], list[str]]:
+    """What the anchors of ``AUDIT_ANCHOR_FILE`` saw of this workspace's chain, by position,
+    and the file's lines that failed (a forged or damaged anchor is a failure, not a pass);
+    nothing when no file is set."""
+    from audit.anchors import anchor_file_read
+
+    anchors = anchor_file_read()
+    return anchors.positions(workspace.pk), anchors.problems_for(workspace.pk)

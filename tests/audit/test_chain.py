@@ -13,11 +13,21 @@ from django.db import connection
 from hypothesis import given
 from hypothesis import strategies as st
 
-from audit.chain import GENESIS_HASH, ChainLink, event_hash, verify_links
+from audit.chain import (
+    GENESIS_HASH,
+    AnchorPoint,
+    ChainKey,
+    ChainLink,
+    event_hash,
+    verify_links,
+)
 from audit.models import AuditChainHead, AuditCheckpoint, AuditEvent
 from audit.services import audit_chain_check, audit_chain_verify
 from policies.services import workload_create, workload_policy_save
 from tests.helpers import database_owner
+
+KEY = ChainKey("k1", b"a secret of the chain, never in the database")
+KEYS = {KEY.id: KEY}
 
 
 def chain(length: int) -> list[ChainLink]:
@@ -25,8 +35,8 @@ def chain(length: int) -> list[ChainLink]:
     prev = GENESIS_HASH
     for n in range(1, length + 1):
         fields = {"type": "context.assembled", "author": "token:bot", "payload": {"n": n}}
-        digest = event_hash(prev, fields)
-        links.append(ChainLink(id=n, prev_hash=prev, hash=digest, fields=fields))
+        digest = event_hash(prev, fields, KEY)
+        links.append(ChainLink(id=n, prev_hash=prev, hash=digest, fields=fields, key_id=KEY.id))
         prev = digest
     return links
 
@@ -60,7 +70,7 @@ class EventHashTests:
 
 class VerifyLinksTests:
     def test_an_intact_chain_is_ok(self):
-        verdict = verify_links(chain(5))
+        verdict = verify_links(chain(5), keys=KEYS)
 
         assert (verdict.ok, verdict.checked, verdict.first_broken_id) == (True, 5, None)
 
@@ -75,28 +85,76 @@ class VerifyLinksTests:
             links[2], fields={**links[2].fields, "author": "token:someone-else"}
         )
 
-        verdict = verify_links(links)
+        verdict = verify_links(links, keys=KEYS)
 
         assert (verdict.ok, verdict.checked, verdict.first_broken_id) == (False, 3, 3)
         assert "content" in verdict.reason
 
-    def test_it_detects_an_edit_whose_hash_was_recomputed(self):
+    def test_an_edit_whose_hash_was_recomputed_without_the_key_is_caught_at_that_row(self):
+        links = chain(5)
+        forged_fields = {**links[1].fields, "payload": {"n": 99}}
+        for guess in (None, ChainKey(KEY.id, b"a guess at the secret")):
+            forged = dataclasses.replace(
+                links[1],
+                fields=forged_fields,
+                hash=event_hash(links[1].prev_hash, forged_fields, guess),
+            )
+
+            verdict = verify_links([links[0], forged, *links[2:]], keys=KEYS)
+
+            assert (verdict.ok, verdict.first_broken_id) == (False, 2)
+            assert "content" in verdict.reason
+
+    def test_an_edit_recomputed_with_the_key_itself_breaks_the_next_link(self):
         links = chain(5)
         forged_fields = {**links[1].fields, "payload": {"n": 99}}
         links[1] = dataclasses.replace(
-            links[1], fields=forged_fields, hash=event_hash(links[1].prev_hash, forged_fields)
+            links[1], fields=forged_fields, hash=event_hash(links[1].prev_hash, forged_fields, KEY)
         )
 
-        verdict = verify_links(links)
+        verdict = verify_links(links, keys=KEYS)
 
         assert (verdict.ok, verdict.first_broken_id) == (False, 3)
         assert "prevHash" in verdict.reason
+
+    def test_an_unkeyed_event_is_never_accepted(self):
+        links = chain(3)
+        fields = links[2].fields
+        links[2] = dataclasses.replace(
+            links[2], key_id="", hash=event_hash(links[2].prev_hash, fields)
+        )
+
+        verdict = verify_links(links, keys=KEYS)
+
+        assert (verdict.ok, verdict.first_broken_id) == (False, 3)
+        assert "not keyed" in verdict.reason
+
+    def test_an_event_keyed_with_a_key_not_held_is_reported(self):
+        verdict = verify_links(chain(2), keys={})
+
+        assert (verdict.ok, verdict.first_broken_id) == (False, 1)
+        assert "'k1'" in verdict.reason
+
+    def test_a_rewrite_with_the_key_is_caught_at_the_first_anchored_position(self):
+        links = chain(6)
+        anchored = {4: AnchorPoint(links[3].id, links[3].hash, "2026-12-01T00:00:00+00:00")}
+        rewritten, prev = [], GENESIS_HASH
+        for link in links:
+            fields = {**link.fields, "author": "user:mallory"}
+            digest = event_hash(prev, fields, KEY)
+            rewritten.append(dataclasses.replace(link, fields=fields, prev_hash=prev, hash=digest))
+            prev = digest
+
+        assert verify_links(rewritten, keys=KEYS).ok  # the key alone lets it pass
+        verdict = verify_links(rewritten, keys=KEYS, anchored=anchored)
+        assert (verdict.ok, verdict.first_broken_id) == (False, 4)
+        assert "anchor taken at 2026-12-01" in verdict.reason
 
     def test_it_detects_reordered_rows(self):
         links = chain(5)
         links[1], links[2] = links[2], links[1]
 
-        verdict = verify_links(links)
+        verdict = verify_links(links, keys=KEYS)
 
         assert (verdict.ok, verdict.first_broken_id) == (False, 3)
 
@@ -104,7 +162,7 @@ class VerifyLinksTests:
         links = chain(5)
         del links[1]
 
-        verdict = verify_links(links)
+        verdict = verify_links(links, keys=KEYS)
 
         assert (verdict.ok, verdict.checked, verdict.first_broken_id) == (False, 2, 3)
 
@@ -112,7 +170,7 @@ class VerifyLinksTests:
         links = chain(3)
         links[0] = dataclasses.replace(links[0], prev_hash="f" * 64)
 
-        verdict = verify_links(links)
+        verdict = verify_links(links, keys=KEYS)
 
         assert (verdict.ok, verdict.checked, verdict.first_broken_id) == (False, 1, 1)
         assert "prevHash" in verdict.reason
@@ -122,7 +180,7 @@ class VerifyLinksTests:
         for index in (1, 4):
             links[index] = dataclasses.replace(links[index], fields={"type": "forged"})
 
-        assert verify_links(links).first_broken_id == 2
+        assert verify_links(links, keys=KEYS).first_broken_id == 2
 
     @given(
         length=st.integers(min_value=1, max_value=12),
@@ -135,7 +193,7 @@ class VerifyLinksTests:
         edited = {**links[index].fields, "payload": {"n": index + 1, "extra": value}}
         links[index] = dataclasses.replace(links[index], fields=edited)
 
-        verdict = verify_links(links)
+        verdict = verify_links(links, keys=KEYS)
 
         assert not verdict.ok
         assert verdict.first_broken_id == index + 1

@@ -13,7 +13,7 @@ from audit.models import AuditEvent, EventType
 from policies import algebra
 from policies.models import Environment, WorkloadPolicyVersion
 from policies.services import workload_policy_save, workspace_policy_save
-from tests.helpers import error_of
+from tests.helpers import database_owner, error_of
 
 
 def state(workspace: Any) -> dict[str, Any]:
@@ -167,8 +167,9 @@ class WorkloadPolicySaveTests:
 
     def test_a_failing_audit_write_rolls_the_policy_version_back(self, editor, workload_a):
         # A real database failure inside the audit insert (no mocks): the version row written
-        # just before it in the same transaction must disappear with it.
-        with connection.cursor() as cursor:
+        # just before it in the same transaction must disappear with it. The trigger is the
+        # owner's to create (tests/policies/test_policy_change_faults.py goes further).
+        with database_owner(), connection.cursor() as cursor:
             cursor.execute(
                 "CREATE FUNCTION test_refuse_audit() RETURNS trigger AS $$ "
                 "BEGIN RAISE EXCEPTION 'audit refused'; END $$ LANGUAGE plpgsql"

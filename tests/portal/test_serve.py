@@ -26,6 +26,7 @@ def test_gunicorn_serves_the_collected_static_files(tmp_path: Path):
         **{k: v for k, v in os.environ.items() if k != "DJANGO_ALLOW_ASYNC_UNSAFE"},
         "DJANGO_PRODUCTION": "true",
         "DJANGO_SECRET_KEY": "s" * 30 + "-serve-test-" + "t" * 20,
+        "AUDIT_HMAC_KEYS": "serve-test:" + "h" * 40,
         "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
         "DJANGO_SECURE_SSL_REDIRECT": "false",  # plain HTTP on the loopback, for the test
         "DJANGO_STATIC_ROOT": str(tmp_path / "static"),

@@ -22,6 +22,7 @@ class DeploySettingsTests:
             "DJANGO_PRODUCTION": "true",
             "DJANGO_SECRET_KEY": "k" * 30 + "-production-secret-" + "z" * 20,
             "DJANGO_ALLOWED_HOSTS": "portal.example.com",
+            "AUDIT_HMAC_KEYS": "2026-12:" + "a" * 40,
         }
         result = subprocess.run(
             [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
@@ -32,6 +33,36 @@ class DeploySettingsTests:
             timeout=120,
         )
         assert result.returncode == 0, result.stdout + result.stderr
+
+    @pytest.mark.parametrize(
+        ("keys", "key_id", "complaint"),
+        [
+            ("", "", "AUDIT_HMAC_KEYS must be set in production"),
+            ("k1:short", "", "at least 32 characters"),
+            ("k1" + "x" * 40, "", "must be id:secret"),
+            ("k1:" + "x" * 40 + ",k1:" + "y" * 40, "", "appears twice"),
+            ("k1:" + "x" * 40, "k2", "names no key"),
+        ],
+    )
+    def test_production_refuses_to_start_without_sound_audit_keys(self, keys, key_id, complaint):
+        env = {
+            **os.environ,
+            "DJANGO_PRODUCTION": "true",
+            "DJANGO_SECRET_KEY": "k" * 30 + "-production-secret-" + "z" * 20,
+            "AUDIT_HMAC_KEYS": keys,
+            "AUDIT_HMAC_KEY_ID": key_id,
+        }
+        result = subprocess.run(
+            [sys.executable, "manage.py", "check"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert result.returncode != 0
+        assert complaint in result.stderr
+        assert "x" * 40 not in result.stderr  # a secret is never echoed
 
     def test_production_refuses_to_start_without_a_secret_key(self):
         env = {**os.environ, "DJANGO_PRODUCTION": "true", "DJANGO_SECRET_KEY": ""}

@@ -23,6 +23,7 @@ from policies.models import Workspace
 from recall.models import Actor, MemoryRecord
 from recall.selectors import embedder_model
 from recall.services import actor_get_or_create, memory_create_many
+from tests.helpers import database_owner
 
 HNSW_INDEX = "memory_embedding_hnsw"
 
@@ -64,14 +65,15 @@ def hnsw_index_built_afterwards() -> Iterator[None]:
 
     Each row inserted into a live HNSW index costs a graph insertion (milliseconds at 384
     dimensions); one CREATE INDEX over the finished table is an order of magnitude faster.
-    The DDL runs inside the test's transaction, so the rollback restores the original index.
+    The DDL runs inside the test's transaction, so the rollback restores the original index;
+    as the database owner, whose index it is (the application's role may not).
     """
-    with connection.cursor() as cursor:
+    with database_owner(), connection.cursor() as cursor:
         cursor.execute(f"SELECT pg_get_indexdef('{HNSW_INDEX}'::regclass)")
         (definition,) = cursor.fetchone()
         cursor.execute(f"DROP INDEX {HNSW_INDEX}")
     yield
-    with connection.cursor() as cursor:
+    with database_owner(), connection.cursor() as cursor:
         # CREATE INDEX refuses to run while deferred foreign-key checks are pending.
         cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
         cursor.execute(definition)
