@@ -8,9 +8,10 @@ PORT ?= 8000
 SERVE_STAMP := $(VENV)/.installed-serve
 TEST_STAMP := $(VENV)/.installed-test
 SEMANTIC_STAMP := $(VENV)/.installed-semantic
+LOAD_STAMP := $(VENV)/.installed-load
 
 .PHONY: run serve test install test-install lint bench bench-maintenance bench-provenance bench-docs clean-db browser-deps \
-	redis-deps test-external-db worker beat install-semantic test-semantic
+	redis-deps test-external-db worker beat install-semantic test-semantic load
 
 $(PY):
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "Python 3.11 is required ($(PYTHON) not found)"; exit 1; }
@@ -115,6 +116,20 @@ PROVENANCE_EVENTS ?= 1000000
 bench-provenance: test-install
 	$(PY) bench/provenance_bench.py --events $(PROVENANCE_EVENTS)
 	$(if $(filter 1,$(UPDATE_DOCS)),$(PY) bench/update_docs.py 'provenance-*.json')
+
+# The load scenario (bench/load/): locust, headless, against gunicorn as `make serve` runs it,
+# on a throw-away embedded PostgreSQL with the demo loaded; never the demo's .pgdata. Writes
+# bench/results/latest/load.json. locust comes with the `load` extra, not the test extras.
+LOAD_USERS ?= 50
+LOAD_DURATION ?= 2m
+LOAD_SPAWN_RATE ?= 5
+$(LOAD_STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e ".[load]"
+	@touch $(SERVE_STAMP) $@
+
+load: $(LOAD_STAMP)
+	exec $(PY) bench/load/run_load.py --users $(LOAD_USERS) --duration $(LOAD_DURATION) \
+		--spawn-rate $(LOAD_SPAWN_RATE) --workers $(SERVE_WORKERS)
 
 bench-docs: | $(PY)
 	$(PY) bench/update_docs.py
