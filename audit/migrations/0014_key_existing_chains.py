@@ -31,7 +31,7 @@ def seal(apps, schema_editor):
         )
         old_prev, new_prev, rehashed, holds = GENESIS_HASH, GENESIS_HASH, [], True
         for pk, prev, digest, key_id, *values in events.iterator(chunk_size=BATCH):
-            row = dict(zip(columns, values))
+            row = dict(zip(columns, values, strict=True))
             fields = {
                 "type": row["type"],
                 "occurredAt": row["occurred_at"].isoformat(),

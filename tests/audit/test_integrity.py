@@ -273,3 +273,34 @@ class SealingLegacyChainsTests:
         verdict = audit_chain_verify(workspace=operator.workspace)
         assert (verdict.ok, verdict.first_broken_id) == (False, history[0].pk)
         assert "not keyed" in verdict.reason
+
+
+def test_the_anchor_task_appends_an_anchor_of_every_chain(operator, outsider, history, anchors):
+    """What beat sends every AUDIT_ANCHOR_SECONDS (run in process here, as without a broker)."""
+    from audit.tasks import anchor
+
+    assert anchor.apply().get() == 2  # team-a and the outsider's team-b
+    assert anchor.apply().get() == 2
+    assert len(anchors.read_text().splitlines()) == 4
+    assert audit_chain_verify(workspace=operator.workspace).ok
+
+
+def test_beat_schedules_the_anchor_only_when_a_file_is_set():
+    import os
+    import subprocess
+    import sys
+
+    from django.conf import settings
+
+    script = "from django.conf import settings; print(sorted(settings.CELERY_BEAT_SCHEDULE))"
+    env = {**os.environ, "AUDIT_ANCHOR_FILE": "/tmp/anchors.log", "AUDIT_ANCHOR_SECONDS": "60"}
+    shown = subprocess.run(
+        [sys.executable, "-c", f"import django; django.setup(); {script}"],
+        env={**env, "DJANGO_SETTINGS_MODULE": "portal.settings"},
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    assert "audit-anchor" in shown
+    assert "audit-anchor" not in settings.CELERY_BEAT_SCHEDULE
