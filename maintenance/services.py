@@ -87,7 +87,7 @@ def lifecycle_settings_save(
         raise ValidationFailed(exc.fields, "The lifecycle settings are not valid.") from None
     comment = change_comment(comment)
     # Lock the workspace row so two concurrent saves cannot both become version n+1.
-    Workspace.objects.select_for_update().filter(pk=workspace.pk).first()
+    Workspace.objects.select_for_update(no_key=True).filter(pk=workspace.pk).first()
     previous = lifecycle_settings_current(workspace=workspace)
     if previous.document == normalized:
         return previous

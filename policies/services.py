@@ -81,7 +81,7 @@ def workspace_policy_save(
     comment = change_comment(comment)
     # Lock the workspace row so two concurrent saves cannot both become version n+1, and
     # two saves from the same base cannot both pass the version check.
-    Workspace.objects.select_for_update().filter(pk=workspace.pk).first()
+    Workspace.objects.select_for_update(no_key=True).filter(pk=workspace.pk).first()
     previous = workspace.policy_versions.order_by("-version").first()
     base_version_check(
         what="The operator floor",
@@ -183,7 +183,7 @@ def workspace_setting_set(*, workspace: Workspace, name: str, value: Any, author
     """Change one workspace setting (``WORKSPACE_SETTINGS``), audited with its before and
     after; setting it to what it is changes and records nothing."""
     field = WORKSPACE_SETTINGS[name]
-    locked = Workspace.objects.select_for_update().get(pk=workspace.pk)
+    locked = Workspace.objects.select_for_update(no_key=True).get(pk=workspace.pk)
     before = getattr(locked, field)
     if before == value:
         return locked
@@ -247,7 +247,7 @@ def workload_archive(*, workload: Workload, author: str) -> Workload:
     """Archive a workload: it leaves the lists and recall refuses it (409), but it and its
     policy versions stay, so the audit trail and replays can still read them. Archiving an
     archived workload changes nothing."""
-    locked = Workload.objects.select_for_update().get(pk=workload.pk)
+    locked = Workload.objects.select_for_update(no_key=True).get(pk=workload.pk)
     if locked.archived_at is not None:
         return locked
     locked.archived_at = timezone.now()
@@ -301,8 +301,8 @@ def workload_policy_save(
     comment = change_comment(comment)
     # Lock the floor while validating against it, so a concurrent floor change cannot slip in;
     # the lock also serialises this workload's saves for the version check.
-    Workspace.objects.select_for_update().filter(pk=workload.workspace_id).first()
-    workload_check_live(Workload.objects.select_for_update().get(pk=workload.pk))
+    Workspace.objects.select_for_update(no_key=True).filter(pk=workload.workspace_id).first()
+    workload_check_live(Workload.objects.select_for_update(no_key=True).get(pk=workload.pk))
     floor_version = workspace_policy_current(workspace=workload.workspace)
     normalized = algebra.validate_workload(floor_version.document, document)
     previous = workload_policy_current(workload=workload, environment=environment)

@@ -127,7 +127,7 @@ def layout_config_save(
     normalized = layout_config_to_dict(layout_config_validate(document))
     # Lock the workload row so two concurrent saves cannot both become version n+1, and two
     # saves from the same base cannot both pass the version check.
-    locked = Workload.objects.select_for_update().filter(pk=workload.pk).first()
+    locked = Workload.objects.select_for_update(no_key=True).filter(pk=workload.pk).first()
     if locked is not None:
         workload_check_live(locked)
     previous = layout_config_latest(workload=workload)
