@@ -293,7 +293,8 @@ def _parse_section_priority(value: Any, path: str) -> _Parsed:
             errors[sub] = _unknown_key_message(name, KNOWN_SECTIONS, "section")
         elif name in seen:
             errors[sub] = f"section {name!r} is listed twice"
-        seen.add(name)
+        else:
+            seen.add(name)  # a known name: an unknown one may not be hashable ({})
     return tuple(value), errors
 
 

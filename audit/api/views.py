@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -9,13 +9,10 @@ from audit.filtersets import AuditEventFilterSet
 from audit.selectors import audit_events
 from audit.services import audit_chain_verify
 from portal.access import workspace_for
-from portal.api.views import WORKSPACE_PARAM, ApiView
+from portal.api.views import WORKSPACE_PARAM, ApiView, filter_parameters
 from portal.errors import NotFoundError
 
-FILTER_PARAMS = [
-    OpenApiParameter(name, str, description=f"Filter by {name}.")
-    for name in AuditEventFilterSet.base_filters
-]
+FILTER_PARAMS = filter_parameters(AuditEventFilterSet)
 
 
 class AuditEventListView(ApiView):

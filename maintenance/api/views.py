@@ -16,6 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from maintenance import services
+from maintenance.api.schemas import lifecycle_settings_schema
 from maintenance.api.serializers import (
     ItemSerializer,
     LifecycleSettingsSerializer,
@@ -69,7 +70,7 @@ class LifecycleSettingsView(ApiView):
         return Response(LifecycleSettingsSerializer(version).data)
 
     @extend_schema(
-        request=OpenApiTypes.OBJECT,
+        request={"application/json": lifecycle_settings_schema()},
         responses=LifecycleSettingsSerializer,
         summary="Replace the lifecycle settings (a new version; missing keys take defaults)",
         description='`{"settings": {...}, "comment": "..."}` or the settings object itself.',
@@ -84,7 +85,7 @@ class LifecycleSettingsView(ApiView):
         return Response(LifecycleSettingsSerializer(version).data)
 
     @extend_schema(
-        request=OpenApiTypes.OBJECT,
+        request={"application/json": lifecycle_settings_schema()},
         responses=LifecycleSettingsSerializer,
         summary="Change some lifecycle settings (a new version)",
     )

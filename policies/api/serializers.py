@@ -42,6 +42,8 @@ class WorkspaceCreateSerializer(serializers.Serializer):
 
 
 class WorkspaceUpdateSerializer(serializers.Serializer):
+    min_fields = 1  # a PATCH changing nothing is refused (the schema's minProperties)
+
     name = StrictCharField(max_length=200, required=False)
     storeQueries = StrictBooleanField(
         required=False,

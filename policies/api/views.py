@@ -6,12 +6,13 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Prefetch
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from policies import algebra, services
+from policies.api.schemas import policy_save_schema
 from policies.api.serializers import (
     EffectivePolicySerializer,
     WorkloadPolicySerializer,
@@ -30,6 +31,7 @@ from policies.selectors import (
     workspace_policy_current,
 )
 from portal.access import workload_for, workspace_for, workspaces_for
+from portal.api.errors import ErrorSerializer
 from portal.api.versioning import (
     BASE_VERSION_DOC,
     ETAG_HEADER,
@@ -98,7 +100,9 @@ class WorkspaceListView(ApiView):
         workspaces = workspaces_for(self.caller(request)).prefetch_related(
             Prefetch("environments", queryset=Environment.objects.order_by("slug"))
         )
-        return Response(WorkspaceSerializer(workspaces, many=True).data)
+        paginator = self.pagination_class()
+        page = paginator.paginate_queryset(workspaces.order_by("slug"), request, view=self)
+        return paginator.get_paginated_response(WorkspaceSerializer(page, many=True).data)
 
     @extend_schema(
         request=WorkspaceCreateSerializer,
@@ -175,7 +179,7 @@ class WorkspacePolicyView(ApiView):
 
     @extend_schema(
         parameters=[IF_MATCH_PARAM, ETAG_HEADER],
-        request=OpenApiTypes.OBJECT,
+        request={"application/json": policy_save_schema(floor=True)},
         responses={200: WorkspacePolicySerializer, 409: VERSION_CONFLICT_RESPONSE},
         summary="Replace the operator floor (a new version)",
         description=POLICY_BODY_DOC + " Every axis is required." + BASE_VERSION_DOC,
@@ -294,8 +298,16 @@ class WorkloadPolicyView(ApiView):
 
     @extend_schema(
         parameters=[ENVIRONMENT_PARAM, IF_MATCH_PARAM, ETAG_HEADER],
-        request=OpenApiTypes.OBJECT,
-        responses={200: WorkloadPolicySerializer, 409: VERSION_CONFLICT_RESPONSE},
+        request={"application/json": policy_save_schema(floor=False)},
+        responses={
+            200: WorkloadPolicySerializer,
+            409: VERSION_CONFLICT_RESPONSE,
+            422: OpenApiResponse(
+                ErrorSerializer,
+                description="WORKLOAD_RELAXES_OPERATOR_FLOOR: `details` lists the axes wider "
+                "than the floor; nothing was saved.",
+            ),
+        },
         summary="Save the workload's policy for an environment (a new version)",
         description=POLICY_BODY_DOC
         + " Any subset of axes; each must be narrower than or equal to the floor, else 422 "

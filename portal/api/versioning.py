@@ -29,6 +29,8 @@ IF_MATCH_PARAM = OpenApiParameter(
     "If-Match",
     str,
     location=OpenApiParameter.HEADER,
+    # One entity tag of a whole number of at most 9 digits (parse_base_version), or "*".
+    pattern=r'^\s*(\*|(W/)?"\s*[0-9]{1,9}\s*")\s*$',
     description='The ETag of the version this save is based on, e.g. `"3"` (`"0"`: none saved '
     "yet). A stale one is refused with 409 VERSION_CONFLICT and nothing is saved. The body's "
     "`baseVersion` does the same; without either the save is not checked, so send one.",
@@ -40,6 +42,14 @@ ETAG_HEADER = OpenApiParameter(
     response=[200],
     description='The version shown, e.g. `"3"` (`"0"`: none saved yet); send it back as If-Match.',
 )
+# The body's baseVersion, for request schemas written by hand (base_version_of checks it).
+BASE_VERSION_SCHEMA = {
+    "type": "integer",
+    "minimum": 0,
+    "maximum": 10**9 - 1,
+    "nullable": True,
+    "description": "The version this change is based on (as If-Match).",
+}
 VERSION_CONFLICT_RESPONSE = OpenApiResponse(
     ErrorSerializer,
     description="VERSION_CONFLICT: someone saved since the base version; nothing was saved. "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import django_filters
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework.request import Request
 from rest_framework.views import APIView
@@ -11,6 +12,7 @@ from rest_framework.views import APIView
 from portal.access import Caller, caller_of
 from portal.api.pagination import Pagination
 from portal.errors import ValidationFailed
+from portal.schema import ApiAutoSchema
 
 # The ?workspace= parameter of endpoints whose path names no workspace (SPEC section 10).
 WORKSPACE_PARAM = OpenApiParameter(
@@ -18,8 +20,38 @@ WORKSPACE_PARAM = OpenApiParameter(
 )
 
 
+def _or_empty(schema: dict[str, Any]) -> dict[str, Any]:
+    # An empty value filters nothing, as on the pages' forms.
+    return {"anyOf": [schema, {"type": "string", "maxLength": 0}]}
+
+
+def filter_parameters(
+    filterset: type[django_filters.FilterSet], descriptions: dict[str, str] | None = None
+) -> list[OpenApiParameter]:
+    """The query parameters of a FilterSet, typed as the FilterSet checks them."""
+    parameters = []
+    for name, field in filterset.base_filters.items():
+        schema: dict[str, Any]
+        if isinstance(field, django_filters.ChoiceFilter):
+            schema = {"type": "string", "enum": ["", *(str(v) for v, _ in field.extra["choices"])]}
+        elif isinstance(field, django_filters.UUIDFilter):
+            schema = _or_empty({"type": "string", "format": "uuid"})
+        elif isinstance(field, django_filters.IsoDateTimeFilter):
+            schema = _or_empty({"type": "string", "format": "date-time"})
+        elif isinstance(field, django_filters.NumberFilter):
+            bound = {"minimum": field.extra["min_value"]} if "min_value" in field.extra else {}
+            schema = _or_empty({"type": "number", **bound})
+        else:
+            schema = {"type": "string"}
+        description = (descriptions or {}).get(name, f"Filter by {name}.")
+        parameters.append(OpenApiParameter(name, schema, description=description))
+    return parameters
+
+
 class ApiView(APIView):
     pagination_class = Pagination
+    # Every operation documents the error responses it can answer (portal.schema).
+    schema = ApiAutoSchema()
 
     def caller(self, request: Request) -> Caller:
         return caller_of(request)

@@ -23,6 +23,7 @@ from portal.api.fields import (
     StrictIntegerField,
     StrictUUIDField,
 )
+from recall.api.layout_schemas import layout_config_field_schema
 from recall.layout import KNOWN_SECTIONS, LEGACY_NAMES, PASSAGE_TERMS, LayoutConfigError
 from recall.layout_services import MAX_TOKENS, layout_config_parse
 
@@ -141,7 +142,20 @@ class PassageSerializer(SupportingItemSerializer):
     term = StrictChoiceField(choices=PASSAGE_TERMS)
 
 
-@extend_schema_field(serializers.DictField(child=SupportingItemSerializer(many=True)))
+# For the schema: the known sections, each a list of items (passages with their term).
+SupportingSectionsSerializer = type(
+    "SupportingSectionsSerializer",
+    (serializers.Serializer,),
+    {
+        name: (PassageSerializer if name == "passages" else SupportingItemSerializer)(
+            many=True, required=False
+        )
+        for name in KNOWN_SECTIONS
+    },
+)
+
+
+@extend_schema_field(SupportingSectionsSerializer)
 class SupportingField(serializers.Field):
     """Section name -> items, in the caller's ranking order."""
 
@@ -171,7 +185,7 @@ class SupportingField(serializers.Field):
 
 @extend_schema_field(
     {
-        "oneOf": [{"type": "object", "additionalProperties": True}, {"type": "string"}],
+        **layout_config_field_schema(),
         "description": "The seed's `memory:` fragment as an object or YAML text, with or "
         "without the top-level `memory` key. Unknown keys are rejected by dotted path.",
     }

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from policies.api.schemas import COMMENT_SCHEMA
 from policies.models import Workload, Workspace
 from portal.access import workload_for, workspace_for
 from portal.api.versioning import (
     BASE_VERSION_DOC,
+    BASE_VERSION_SCHEMA,
     ETAG_HEADER,
     IF_MATCH_PARAM,
     VERSION_CONFLICT_RESPONSE,
@@ -23,6 +24,7 @@ from portal.api.views import WORKSPACE_PARAM, ApiView, json_object, reject_unkno
 from portal.errors import NotFoundError, ValidationFailed
 from portal.models import Role
 from recall import layout_services
+from recall.api.layout_schemas import layout_config_save_schema
 from recall.api.layout_serializers import (
     LayoutConfigVersionSerializer,
     LayoutRequestSerializer,
@@ -255,7 +257,13 @@ class WorkloadLayoutConfigView(ApiView):
 
     @extend_schema(
         parameters=[IF_MATCH_PARAM, ETAG_HEADER],
-        request=OpenApiTypes.OBJECT,
+        request={
+            "application/json": layout_config_save_schema(
+                comment=COMMENT_SCHEMA,
+                base_version=BASE_VERSION_SCHEMA,
+                read_only=sorted(READ_ONLY_KEYS),
+            )
+        },
         responses={200: LayoutConfigVersionSerializer, 409: VERSION_CONFLICT_RESPONSE},
         summary="Save the workload's layout configuration (a new version)",
         description=CONFIG_BODY_DOC + BASE_VERSION_DOC,

@@ -2,9 +2,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema_field
 from rest_framework import serializers
 
 from policies.algebra import VOCABULARIES
+from policies.api.schemas import policy_axes_schema
 from portal.api.fields import (
     StrictCharField,
     StrictFloatField,
@@ -55,6 +57,14 @@ class StrictSerializer(serializers.Serializer):
         return super().to_internal_value(data)
 
 
+@extend_schema_field(
+    {
+        "oneOf": [
+            {"type": "string", "pattern": "^[1-9][0-9]{0,17}$"},
+            {"type": "integer", "minimum": 1, "maximum": 2**63 - 1},
+        ]
+    }
+)
 class MemoryIdField(serializers.Field):
     """A memory id as the API writes it (a string of ASCII digits) or as a JSON integer."""
 
@@ -93,7 +103,7 @@ class MemoryInputSerializer(StrictSerializer):
     createdAt = serializers.DateTimeField(required=False)
     lastAccessedAt = serializers.DateTimeField(required=False, allow_null=True)
     hitCount = serializers.IntegerField(min_value=0, max_value=2_000_000_000, default=0)
-    tier = serializers.ChoiceField(choices=Tier.values, default=Tier.SHORT_TERM)
+    tier = serializers.ChoiceField(choices=Tier.choices, default=Tier.SHORT_TERM)
     staleSince = serializers.DateTimeField(required=False, allow_null=True)
     id = MemoryIdField(required=False)
     actorId = serializers.CharField(required=False, max_length=250)
@@ -154,12 +164,43 @@ class MemorySerializer(serializers.ModelSerializer):
         ]  # fmt: skip
 
 
+class MemoryBatchInputSerializer(StrictSerializer):
+    """For the schema: the view's ``_validate_batch`` checks a batch item by item."""
+
+    memories: serializers.ListSerializer = serializers.ListSerializer(
+        child=MemoryInputSerializer(), min_length=1, max_length=MEMORY_BATCH_MAX
+    )
+
+
+class MemoryBatchSerializer(serializers.Serializer):
+    memories = MemorySerializer(many=True)
+    count = serializers.IntegerField()
+
+
+# The memory import takes one memory or a batch, and answers in the same form.
+MEMORY_IMPORT_REQUEST = PolymorphicProxySerializer(
+    component_name="MemoryImport",
+    serializers=[MemoryInputSerializer, MemoryBatchInputSerializer],
+    resource_type_field_name=None,
+)
+MEMORY_IMPORT_RESPONSE = PolymorphicProxySerializer(
+    component_name="MemoryImported",
+    serializers=[MemorySerializer, MemoryBatchSerializer],
+    resource_type_field_name=None,
+)
+
+
 # An empty query embeds to nothing in particular: every similarity would be 0 and the ranking
 # meaningless, so a recall without one is refused rather than answered.
 QUERY_REQUIRED = (
     "Enter a query: recall ranks the actor's memories by how similar they are to it, and an "
     "empty query would score every memory 0."
 )
+
+
+@extend_schema_field({**policy_axes_schema(every_axis=False), "nullable": True})
+class PolicyOverrideField(serializers.DictField):
+    """Axes this recall narrows (or, where the floor lets it, relaxes); the algebra checks."""
 
 
 class RecallRequestSerializer(StrictSerializer):
@@ -171,7 +212,7 @@ class RecallRequestSerializer(StrictSerializer):
         max_length=10_000, error_messages={"blank": QUERY_REQUIRED, "required": QUERY_REQUIRED}
     )
     topK = StrictIntegerField(min_value=1, max_value=TOP_K_MAX, default=10)
-    policyOverride = serializers.DictField(required=False, allow_null=True)
+    policyOverride = PolicyOverrideField(required=False, allow_null=True)
 
 
 class InjectionSerializer(serializers.Serializer):

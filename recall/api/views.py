@@ -3,7 +3,7 @@ from __future__ import annotations
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -11,13 +11,22 @@ from rest_framework.response import Response
 from audit.selectors import memory_injections, with_events
 from policies.models import Workload
 from portal.access import Caller, require_role, workspace_for, workspaces_for
-from portal.api.views import WORKSPACE_PARAM, ApiView, json_object, json_object_or_empty
+from portal.api.errors import ErrorSerializer
+from portal.api.views import (
+    WORKSPACE_PARAM,
+    ApiView,
+    filter_parameters,
+    json_object,
+    json_object_or_empty,
+)
 from portal.errors import NotFoundError, ValidationFailed
 from portal.ids import numeric_id
 from portal.models import Role
 from recall import erasure, replay, services
 from recall.api.serializers import (
     MEMORY_BATCH_MAX,
+    MEMORY_IMPORT_REQUEST,
+    MEMORY_IMPORT_RESPONSE,
     ActorEraseSerializer,
     ErasureSerializer,
     InjectionSerializer,
@@ -28,22 +37,23 @@ from recall.api.serializers import (
     ReplayRequestSerializer,
     ReplaySerializer,
 )
+from recall.filtersets import MemoryFilterSet
 from recall.models import LifecycleStatus, MemoryRecord
 from recall.selectors import actor_lookup, memory_list
 
-MEMORY_FILTER_PARAMS = [
-    OpenApiParameter(name, str, description=text)
-    for name, text in [
-        ("type", "memoryType"),
-        ("source", "sourceKind"),
-        ("status", "lifecycleStatus"),
-        ("sensitivity", "sensitivity label"),
-        ("segment", "segmentKind"),
-        ("q", "text the content contains (case-insensitive)"),
-        ("createdAfter", "ISO 8601 datetime"),
-        ("createdBefore", "ISO 8601 datetime"),
-    ]
-]
+MEMORY_FILTER_PARAMS = filter_parameters(
+    MemoryFilterSet,
+    {
+        "type": "memoryType",
+        "source": "sourceKind",
+        "status": "lifecycleStatus",
+        "sensitivity": "sensitivity label",
+        "segment": "segmentKind",
+        "q": "text the content contains (case-insensitive)",
+        "createdAfter": "ISO 8601 datetime",
+        "createdBefore": "ISO 8601 datetime",
+    },
+)
 
 
 def _memory(caller: Caller, memory_id: Any, *, required: str = Role.VIEWER) -> MemoryRecord:
@@ -118,8 +128,8 @@ class ActorMemoriesView(ApiView):
 
     @extend_schema(
         parameters=[WORKSPACE_PARAM],
-        request=OpenApiTypes.OBJECT,
-        responses={201: MemorySerializer(many=True)},
+        request=MEMORY_IMPORT_REQUEST,
+        responses={201: MEMORY_IMPORT_RESPONSE},
         summary='Add one memory, or up to 1,000 as {"memories": [...]} (all or nothing)',
     )
     def post(self, request: Request, actor_id: str) -> Response:
@@ -257,7 +267,13 @@ class EventReplayView(ApiView):
     @extend_schema(
         parameters=[WORKSPACE_PARAM],
         request=ReplayRequestSerializer,
-        responses={200: ReplaySerializer},
+        responses={
+            200: ReplaySerializer,
+            422: OpenApiResponse(
+                ErrorSerializer,
+                description="QUERY_MISMATCH: the query sent is not the one the event recorded.",
+            ),
+        },
         summary="Run a context.assembled event's recall again now (recording nothing) and "
         "compare: each memory entered, left or stayed, with the reason",
     )

@@ -41,14 +41,15 @@ class WorkspaceListTests:
         response = operator.api().get("/v1/workspaces/")
 
         assert response.status_code == 200
-        assert response.json() == [
+        assert response.json()["count"] == 1
+        assert response.json()["results"] == [
             {
                 "slug": "team-a",
                 "name": "Team A",
                 "environments": ["dev", "prod", "staging"],
                 "storeQueries": False,
                 "recallRatePerMinute": None,
-                "createdAt": response.json()[0]["createdAt"],
+                "createdAt": response.json()["results"][0]["createdAt"],
             }
         ]
 
@@ -59,7 +60,7 @@ class WorkspaceListTests:
         response = editor.session().get("/v1/workspaces/")
 
         assert response.status_code == 200
-        assert [w["slug"] for w in response.json()] == ["team-a", "team-b"]
+        assert [w["slug"] for w in response.json()["results"]] == ["team-a", "team-b"]
 
     def test_a_superuser_sees_every_workspace(self, workspace_a, workspace_b):
         admin = get_user_model().objects.create_superuser("root", password="pw-root")
@@ -68,7 +69,7 @@ class WorkspaceListTests:
 
         response = client.get("/v1/workspaces/")
 
-        assert [w["slug"] for w in response.json()] == ["team-a", "team-b"]
+        assert [w["slug"] for w in response.json()["results"]] == ["team-a", "team-b"]
 
     def test_it_lists_in_a_fixed_number_of_queries_however_many_workspaces(
         self, editor, django_assert_num_queries
@@ -78,18 +79,21 @@ class WorkspaceListTests:
             Membership.objects.create(user=editor.user, workspace=extra, role=Role.VIEWER)
         client = editor.session()
 
-        # session, user, workspaces, their environments
-        with django_assert_num_queries(4):
+        # session, user, the row-level security scope, the page's count, workspaces, their
+        # environments
+        with django_assert_num_queries(6):
             response = client.get("/v1/workspaces/")
 
-        assert len(response.json()) == 6
-        assert all(w["environments"] == ["dev", "prod", "staging"] for w in response.json())
+        assert len(response.json()["results"]) == 6
+        assert all(
+            w["environments"] == ["dev", "prod", "staging"] for w in response.json()["results"]
+        )
 
     def test_a_token_lists_in_three_queries(self, operator, django_assert_num_queries):
         client = operator.api()
 
-        # token, workspaces, their environments
-        with django_assert_num_queries(3):
+        # token, the page's count, workspaces, their environments
+        with django_assert_num_queries(4):
             client.get("/v1/workspaces/")
 
 

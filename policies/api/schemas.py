@@ -1,0 +1,89 @@
+"""JSON Schemas of policy documents, built from the axis registry, for the OpenAPI schema.
+
+The policy algebra validates every document; these schemas state the same per-axis rules
+(types, vocabularies, bounds, no unknown axis) so a client, or the fuzzer, can read them.
+What no schema can state stays the algebra's: a budget the planner cannot honour
+(BUDGET_NOT_HONOURABLE) and a workload policy wider than the floor (422).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from policies.algebra import AXES, MAX_AGE_SECONDS, MAX_TOKENS, RELAXABLE_KEY, Axis
+from policies.services import COMMENT_MAX
+from policies.vocabulary import SEGMENT_KINDS, VOCABULARIES
+from portal.api.versioning import BASE_VERSION_SCHEMA
+
+COMMENT_SCHEMA = {
+    "type": "string",
+    "maxLength": COMMENT_MAX,
+    "nullable": True,
+    "description": "Change comment.",
+}
+
+
+def _labels(axis: Axis) -> dict[str, Any]:
+    return {"type": "string", "enum": list(VOCABULARIES[axis.vocabulary or ""])}
+
+
+def axis_schema(axis: Axis) -> dict[str, Any]:
+    tokens = {"type": "integer", "minimum": 0, "maximum": MAX_TOKENS}
+    kinds: dict[str, dict[str, Any]] = {
+        "set": {"type": "array", "items": _labels(axis)} if axis.vocabulary else {},
+        "superset": {"type": "array", "items": _labels(axis)} if axis.vocabulary else {},
+        "ordered_list": {"type": "array", "items": _labels(axis), "uniqueItems": True}
+        if axis.vocabulary
+        else {},
+        "min_number": {"type": "number", "minimum": 0, "maximum": 1},
+        "ordered_max": _labels(axis) if axis.vocabulary else {},
+        "max_age": {"type": "integer", "minimum": 1, "maximum": MAX_AGE_SECONDS, "nullable": True},
+        "max_int": {"type": "integer", "minimum": 1, "maximum": MAX_TOKENS},
+        "ceiling_map": {
+            "type": "object",
+            "properties": {kind: tokens for kind in SEGMENT_KINDS},
+            "additionalProperties": False,
+        },
+    }
+    kinds["reservation_map"] = kinds["ceiling_map"]
+    return {**kinds[axis.kind], "description": axis.description}
+
+
+def policy_axes_schema(*, every_axis: bool) -> dict[str, Any]:
+    """The axes as an object: all required (a floor) or any subset (a workload, an override)."""
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {name: axis_schema(axis) for name, axis in AXES.items()},
+        "additionalProperties": False,
+    }
+    if every_axis:
+        schema["required"] = list(AXES)
+    return schema
+
+
+def policy_save_schema(*, floor: bool) -> dict[str, Any]:
+    """A save's body: the flat document with ``comment`` (and ``relaxableAxes`` for the
+    floor), or GET's envelope ``{"policy": {...}, ...}`` sent back."""
+    axes = policy_axes_schema(every_axis=floor)
+    extra: dict[str, Any] = {"comment": COMMENT_SCHEMA, "baseVersion": BASE_VERSION_SCHEMA}
+    if floor:
+        extra[RELAXABLE_KEY] = {
+            "type": "array",
+            "items": {"type": "string", "enum": list(AXES)},
+            "description": "Axes a recall request may override.",
+        }
+    flat = {**axes, "properties": {**axes["properties"], **extra}}
+    # GET's read-only keys may come back with the envelope; they are ignored. (A workload's
+    # envelope may also carry its workloadId and environment, which must then be the URL's.)
+    read_only = ["version", "author", "createdAt"]
+    envelope = {
+        "type": "object",
+        "properties": {
+            "policy": axes,
+            **extra,
+            **{key: {"description": "Read-only; ignored."} for key in read_only},
+        },
+        "required": ["policy"],
+        "additionalProperties": False,
+    }
+    return {"oneOf": [flat, envelope]}

@@ -1,0 +1,102 @@
+"""The JSON Schema of a ``memory:`` layout configuration, read off the parser's own tables.
+
+``recall.layout`` parses every configuration with a checker per key; mapping each checker to
+its schema keeps the OpenAPI schema from restating (and drifting from) those rules. YAML text
+is a string to JSON Schema: what it must hold is checked once it is parsed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from recall import layout
+from recall.layout import KNOWN_SECTIONS, MAX_COUNT
+
+_COUNT = {"type": "integer", "minimum": 0, "maximum": MAX_COUNT}
+_CHECKERS: dict[Any, dict[str, Any]] = {
+    layout._check_bool: {"type": "boolean"},
+    layout._check_count: _COUNT,
+    layout._check_ratio: {"type": "number", "minimum": 0, "maximum": 1},
+    layout._check_text: {"type": "string", "pattern": r"\S"},
+}
+_NESTED: dict[Any, dict[str, Any]] = {
+    layout._parse_section_priority: {
+        "type": "array",
+        "items": {"type": "string", "enum": list(KNOWN_SECTIONS)},
+        "uniqueItems": True,
+    },
+    layout._parse_max_items: {
+        "type": "object",
+        "properties": {name: {**_COUNT, "nullable": True} for name in KNOWN_SECTIONS},
+        "additionalProperties": False,
+        "nullable": True,
+        "description": "Items per section (null: uncapped), over the defaults.",
+    },
+}
+
+
+def _section(scalars: Mapping[str, Any], nested: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    properties = {key: _CHECKERS[check] for key, check in scalars.items()}
+    properties.update({key: _NESTED[parse] for key, parse in (nested or {}).items()})
+    return {
+        "type": "object",
+        "properties": properties,
+        "additionalProperties": False,
+        "nullable": True,
+    }
+
+
+def memory_config_schema() -> dict[str, Any]:
+    """The ``memory:`` section: any subset of its keys (the rest take the seed's defaults)."""
+    sections = {
+        "supporting_context": _section(layout._SUPPORTING_SCALARS, layout._SUPPORTING_NESTED),
+        "priming": _section(layout._PRIMING_SCALARS),
+        "compaction": _section(layout._COMPACTION_SCALARS),
+    }
+    schema = _section(layout._MEMORY_SCALARS)
+    schema["properties"].update(sections)
+    assert set(schema["properties"]) == {*layout._MEMORY_SCALARS, *layout._MEMORY_NESTED}
+    return schema
+
+
+def layout_config_schema(*, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A configuration as an object, with or without its ``memory`` root (plus ``extra``
+    keys beside it), or as YAML text."""
+    memory = memory_config_schema()
+    bare = {**memory, "properties": {**memory["properties"], **(extra or {})}}
+    del bare["nullable"]  # null stands for "the defaults" under the root alone
+    rooted = {
+        "type": "object",
+        "properties": {"memory": memory, **(extra or {})},
+        "required": ["memory"],
+        "additionalProperties": False,
+    }
+    return {"oneOf": [bare, rooted]}
+
+
+YAML_TEXT = {"type": "string", "description": "The configuration as YAML text."}
+
+
+def layout_config_field_schema() -> dict[str, Any]:
+    """A ``config`` value: the configuration as an object or as YAML text."""
+    return {"oneOf": [*layout_config_schema()["oneOf"], YAML_TEXT]}
+
+
+def layout_config_save_schema(
+    *, comment: dict[str, Any], base_version: dict[str, Any], read_only: list[str]
+) -> dict[str, Any]:
+    """A save's body: the configuration itself (with ``comment`` and ``baseVersion``), or
+    ``{"config": <object or YAML text>, ...}``, GET's response included."""
+    extra = {"comment": comment, "baseVersion": base_version}
+    wrapped = {
+        "type": "object",
+        "properties": {
+            "config": layout_config_field_schema(),
+            **extra,
+            **{key: {"description": "Read-only; ignored."} for key in sorted(read_only)},
+        },
+        "required": ["config"],
+        "additionalProperties": False,
+    }
+    return {"oneOf": [*layout_config_schema(extra=extra)["oneOf"], wrapped]}
