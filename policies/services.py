@@ -17,6 +17,7 @@ from policies.models import (
     WorkspacePolicyVersion,
 )
 from policies.selectors import environment_check, workload_policy_current, workspace_policy_current
+from portal.db.scope import scope_include
 from portal.errors import ConflictError, ValidationFailed
 from portal.models import Membership, Role
 from portal.versioning import NO_VERSION, base_version_check
@@ -48,6 +49,8 @@ def workspace_create(
         raise ConflictError(
             f"A workspace {slug!r} already exists.", {"fields": {"slug": "Taken."}}
         ) from None
+    # Its rows are written under row-level security: the caller's scope must include it.
+    scope_include(workspace.pk)
     Environment.objects.bulk_create(
         [Environment(workspace=workspace, slug=env) for env in DEFAULT_ENVIRONMENTS]
     )

@@ -12,5 +12,7 @@ class PortalConfig(AppConfig):
 
         from portal import schema  # noqa: F401 - registers the OpenAPI auth extension
         from portal.db.cursors import generic_plans
+        from portal.db.scope import on_connection_created
 
         connection_created.connect(generic_plans, dispatch_uid="portal.generic_plans")
+        connection_created.connect(on_connection_created, dispatch_uid="portal.scope")

@@ -9,6 +9,7 @@ from rest_framework import authentication, exceptions
 
 from policies.models import Workspace
 from portal.db.cursors import prepared_cursor
+from portal.db.scope import SETTING
 from portal.models import TOKEN_PREFIX, ApiToken, hash_token
 
 
@@ -28,9 +29,11 @@ class TokenUser:
         return self.token.label
 
 
+# The same statement scopes the connection to the token's workspace (portal/db/scope.py):
+# row-level security then hides every other workspace's rows from the rest of the call.
 _TOKEN_SQL = f"""
 SELECT t.id, t.name, t.role, t.prefix, t.created_at, w.id, w.slug, w.name, w.created_at,
-    w.store_queries, w.recall_rate_per_minute
+    w.store_queries, w.recall_rate_per_minute, set_config('{SETTING}', w.id::text, false)
 FROM {ApiToken._meta.db_table} t JOIN {Workspace._meta.db_table} w ON w.id = t.workspace_id
 WHERE t.key_hash = %s AND t.revoked_at IS NULL
 """
@@ -47,7 +50,7 @@ def token_lookup(key_hash: str) -> ApiToken | None:
         row = cursor.fetchone()
     if row is None:
         return None
-    token_id, name, role, prefix, created, ws_id, slug, ws_name, ws_created, store, rate = row
+    token_id, name, role, prefix, created, ws_id, slug, ws_name, ws_created, store, rate, _ = row
     workspace = Workspace(
         id=ws_id, slug=slug, name=ws_name, created_at=ws_created, store_queries=store,
         recall_rate_per_minute=rate,

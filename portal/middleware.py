@@ -68,15 +68,9 @@ class ApiJsonErrorsMiddleware:
         return response
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
-        if is_database_unavailable(exception):
-            # Pages too, and in DEBUG too (Django's technical 500 page would answer).
-            request_logger.warning(
-                "Database unavailable: %s %s (%s)",
-                request.method,
-                request.path,
-                type(exception).__name__,
-            )
-            return json_unavailable() if is_api_path(request) else unavailable_page(request)
+        unavailable = database_unavailable_response(request, exception)
+        if unavailable is not None:
+            return unavailable
         if not is_api_path(request) or isinstance(exception, _HANDLED_BY_DJANGO):
             return None
         request_logger.error(
@@ -90,6 +84,23 @@ class ApiJsonErrorsMiddleware:
         # Logged above: Django would log it again, with the request attached.
         response._has_been_logged = True  # type: ignore[attr-defined]
         return response
+
+
+def database_unavailable_response(
+    request: HttpRequest, exception: BaseException
+) -> HttpResponse | None:
+    """The 503 for a request that met an unreachable database (JSON under /v1/, the static
+    page elsewhere, in DEBUG too: Django's technical 500 page would answer); None for any
+    other error."""
+    if not is_database_unavailable(exception):
+        return None
+    request_logger.warning(
+        "Database unavailable: %s %s (%s)",
+        request.method,
+        request.path,
+        type(exception).__name__,
+    )
+    return json_unavailable() if is_api_path(request) else unavailable_page(request)
 
 
 def unavailable_page(request: HttpRequest) -> HttpResponse:

@@ -62,6 +62,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Row-level security: what the signed-in user's requests may see (portal/db/scope.py).
+    "portal.db.scope.WorkspaceScopeMiddleware",
     # After authentication, so that it knows who asked: signed-in answers are never cached.
     "portal.privacy.NoStoreMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",

@@ -79,6 +79,42 @@ def owner_role_for_tests(django_db_setup: Any, django_db_blocker: Any) -> None:
         )
 
 
+@pytest.fixture(scope="session", autouse=True)
+def tests_see_every_workspace() -> Any:
+    """The tests' own code (fixtures, assertions) sees every workspace, as a command does; a
+    request made through the test client is scoped like any other (portal/db/scope.py), and
+    the test's connection sees everything again once the response is closed. The restore
+    goes through the driver, so query counts of a request do not include it."""
+    from django.core.signals import request_finished
+
+    from portal.db import scope
+
+    scope.scope_all_by_default()
+    request_finished.connect(restore_scope_after_request, dispatch_uid=SCOPE_RESTORE)
+    yield
+    request_finished.disconnect(dispatch_uid=SCOPE_RESTORE)
+
+
+SCOPE_RESTORE = "tests.scope_restore"
+
+
+def restore_scope_after_request(**kwargs: Any) -> None:
+    """``request_finished`` receiver: the main thread's connection sees every workspace."""
+    import threading
+
+    from django.db import connection
+
+    from portal.db import scope
+
+    raw = connection.connection
+    if threading.current_thread() is not threading.main_thread() or raw is None or raw.closed:
+        return
+    try:
+        raw.execute("SELECT set_config(%s, '*', false)", [scope.SETTING])
+    except Exception:  # noqa: BLE001 - an aborted transaction: the test sees its error
+        pass
+
+
 @pytest.fixture(autouse=True)
 def fresh_throttles() -> Any:
     """Each test starts with no throttle counts (they live in the process's cache)."""

@@ -211,8 +211,9 @@ class AuditEventListTests:
     ):
         client = viewer.session()
 
-        # session, user, workspace with the caller's role, count, page
-        with django_assert_num_queries(5):
+        # session, user, the user's workspaces as the row-level security scope, workspace with
+        # the caller's role, count, page
+        with django_assert_num_queries(6):
             client.get(EVENTS_URL, {"workspace": "team-a"})
 
 

@@ -158,13 +158,14 @@ class AuditListPageTests:
     ):
         client = client_for(viewer)
         client.get(events_url())
-        # session, user, workspace with role, workloads, count, page, environments, nav switcher
-        with django_assert_num_queries(8):
+        # session, user, the user's workspaces as the row-level security scope, workspace with
+        # role, workloads, count, page, environments, nav switcher
+        with django_assert_num_queries(9):
             client.get(events_url())
         assembled(workspace_a, workload_a, n=70)
-        with django_assert_num_queries(8):
+        with django_assert_num_queries(9):
             assert client.get(events_url()).status_code == 200
-        with django_assert_num_queries(7):  # the fragment has no nav
+        with django_assert_num_queries(8):  # the fragment has no nav
             assert client.get(events_url(type="context.assembled", page=2), **HTMX)
 
 
@@ -384,14 +385,15 @@ class DashboardPageTests:
     ):
         client = client_for(viewer)
         client.get("/w/team-a/")
-        with django_assert_num_queries(10):
+        # 11 with the row-level security scope of the signed-in user's requests
+        with django_assert_num_queries(11):
             client.get("/w/team-a/")
         assembled(workspace_a, workload_a, n=20)
         for env in ("dev", "prod"):
             workload_policy_save(
                 workload=workload_a, environment=env, document={"confidenceMin": 0.1}, author="t"
             )
-        with django_assert_num_queries(10):
+        with django_assert_num_queries(11):
             assert client.get("/w/team-a/").status_code == 200
 
 

@@ -69,8 +69,9 @@ class WorkloadListTests:
             workload_create(workspace=viewer.workspace, name=f"bot-{n}", author="system:test")
         client = viewer.session()
 
-        # session, user, workspace with the caller's role, count, page
-        with django_assert_num_queries(5):
+        # session, user, the row-level security scope, workspace with the caller's role,
+        # count, page
+        with django_assert_num_queries(6):
             client.get(LIST_URL)
 
 

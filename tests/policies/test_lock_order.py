@@ -24,6 +24,7 @@ from django.db import connection
 from audit.models import AuditChainHead, AuditEvent
 from policies.algebra import default_floor
 from policies.services import workload_create, workload_policy_save, workspace_policy_save
+from portal.db.scope import SETTING
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -72,6 +73,7 @@ def test_a_save_waiting_for_the_chain_head_lets_the_appends_insert_through(targe
     thread = threading.Thread(target=save)
     try:
         recall.execute("SET lock_timeout = '30s'")
+        recall.execute("SELECT set_config(%s, %s, false)", [SETTING, str(workspace_a.pk)])
         recall.execute(
             f"UPDATE {head_table} SET length = length WHERE workspace_id = %s", [workspace_a.pk]
         )

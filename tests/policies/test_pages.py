@@ -335,14 +335,15 @@ class FloorPageTests:
     ):
         client = client_for(operator)
         client.get(floor_url())
-        with django_assert_num_queries(8):
+        # 9 with the row-level security scope of the signed-in user's requests
+        with django_assert_num_queries(9):
             client.get(floor_url())
         for i in range(5):
             workload = workload_create(workspace=workspace_a, name=f"bot-{i}", author="t")
             workload_policy_save(
                 workload=workload, environment="prod", document={"confidenceMin": 0.5}, author="t"
             )
-        with django_assert_num_queries(8):
+        with django_assert_num_queries(9):
             assert client.get(floor_url()).status_code == 200
 
 
@@ -719,18 +720,19 @@ class HistoryPageTests:
             workload_policy_save(
                 workload=workload_a, environment="", document={"confidenceMin": 0.2}, author="t"
             )
-        with django_assert_num_queries(5):
+        # each with the row-level security scope of the signed-in user's requests
+        with django_assert_num_queries(6):
             client.get(self.history_url())
-        with django_assert_num_queries(7):
+        with django_assert_num_queries(8):
             client.get(url)
         for _ in range(5):
             narrowed_floor(workspace_a, confidenceMin=0.1)
             workload_policy_save(
                 workload=workload_a, environment="", document={"confidenceMin": 0.2}, author="t"
             )
-        with django_assert_num_queries(5):
+        with django_assert_num_queries(6):
             assert client.get(self.history_url()).status_code == 200
-        with django_assert_num_queries(7):
+        with django_assert_num_queries(8):
             assert client.get(url).status_code == 200
 
 
@@ -940,7 +942,8 @@ class WorkloadEnvironmentTests:
         workload_policy_save(
             workload=workload_a, environment="prod", document={"confidenceMin": 0.2}, author="t"
         )
-        with django_assert_num_queries(9) as first:
+        # 10 with the row-level security scope of the signed-in user's requests
+        with django_assert_num_queries(10) as first:
             client.get(workload_url(workload_a))
         for environment in ("", "dev", "prod", "staging"):
             workload_policy_save(

@@ -500,8 +500,9 @@ class SandboxDecisionGroupTests:
 
 
 # One run of the sandbox page at full diagnostics, pinned: the page, the recall and its append,
-# then one policy re-read and one read of the filtered rows' fields, however many there are.
-NUM_RUN_QUERIES = 15
+# then one policy re-read and one read of the filtered rows' fields, however many there are;
+# and the signed-in user's row-level security scope.
+NUM_RUN_QUERIES = 16
 
 
 @pytest.fixture
@@ -608,10 +609,11 @@ class MemoryBrowserTests:
         client = client_for(editor)
         url = "/w/team-a/memories/?actor=user:ada"
         client.get(url)  # warm the session and caches
-        with django_assert_num_queries(11):
+        # 12 with the row-level security scope of the signed-in user's requests
+        with django_assert_num_queries(12):
             assert client.get(url).status_code == 200
         seed(workspace_a, *({"content": f"note {i}", "memory_type": "episode"} for i in range(20)))
-        with django_assert_num_queries(11):
+        with django_assert_num_queries(12):
             assert client.get(url).status_code == 200
 
     def test_an_editor_suppresses_and_restores_a_row_in_place(self, editor, browse):

@@ -1,0 +1,124 @@
+"""Which workspaces a connection may see: the setting that row-level security reads.
+
+Every workspace-owned table has a policy (migration ``portal.0002``): a row is visible, and
+may be written, only when its workspace is among ``portal.workspaces``, a per-connection
+setting holding workspace ids separated by commas, or ``*`` for all of them. Unset or empty,
+nothing is visible: a query that forgets its workspace filter returns no other workspace's
+rows, and a connection that was never scoped returns none at all.
+
+Who sets it:
+
+- an API call with a token: the token lookup itself (``portal.authentication``), in the same
+  statement, so the recall hot path pays no extra round trip;
+- every other request: ``WorkspaceScopeMiddleware``, from the signed-in user's memberships
+  (a superuser: all; nobody signed in: none);
+- background workers and management commands: all workspaces (``scope_all_by_default``),
+  being the system's own code acting on the ids it was given;
+- a service that creates a workspace adds it to the scope it runs in (``scope_include``).
+
+The application's role cannot turn the policies off (``portal.db.roles``); the owner, which
+runs migrations, is not subject to them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from django.db import connection as default_connection
+
+SETTING = "portal.workspaces"
+ALL = "*"
+
+# What a new connection of this process starts with: nothing, unless the process is a worker
+# or a command (scope_all_by_default).
+_process_default = ""
+
+
+def scope_value(workspace_ids: Iterable[int]) -> str:
+    return ",".join(str(int(pk)) for pk in sorted(set(workspace_ids)))
+
+
+def scope_all_by_default() -> None:
+    """This process (a worker, a command, the test suite) sees every workspace by default."""
+    global _process_default
+    _process_default = ALL
+
+
+def scope_set(value: str, connection: Any = None) -> None:
+    connection = connection or default_connection
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT set_config(%s, %s, false)", [SETTING, value])
+
+
+def scope_current(connection: Any = None) -> str:
+    connection = connection or default_connection
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT coalesce(current_setting(%s, true), '')", [SETTING])
+        return str(cursor.fetchone()[0])
+
+
+def scope_include(workspace_id: int) -> None:
+    """Add a workspace (one just created) to what this connection may see, in one statement."""
+    with default_connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT set_config(%(s)s, CASE"
+            " WHEN coalesce(current_setting(%(s)s, true), '') IN ('*', '') THEN"
+            "  CASE WHEN current_setting(%(s)s, true) = '*' THEN '*' ELSE %(id)s END"
+            " ELSE current_setting(%(s)s, true) || ',' || %(id)s END, false)",
+            {"s": SETTING, "id": str(int(workspace_id))},
+        )
+
+
+def on_connection_created(sender: Any, connection: Any, **kwargs: Any) -> None:
+    """``connection_created`` receiver: a new connection starts with the process's default."""
+    if _process_default:
+        scope_set(_process_default, connection)
+
+
+class WorkspaceScopeMiddleware:
+    """Scope the connection of each signed-in user's request to the user's workspaces (a
+    superuser's: all), in one statement.
+
+    An API call with a bearer token is scoped by the token lookup instead (no statement here,
+    none extra on the hot path); an invalid token fails before any data is read. A request
+    from nobody signed in reads no workspace data (login, health, static files) and costs no
+    statement: a database that is down does not turn /healthz into an error.
+    """
+
+    def __init__(self, get_response: Callable[[Any], Any]):
+        self.get_response = get_response
+
+    def __call__(self, request: Any) -> Any:
+        try:
+            self._scope(request)
+        except Exception as exc:
+            from portal.middleware import database_unavailable_response
+
+            unavailable = database_unavailable_response(request, exc)
+            if unavailable is None:
+                raise
+            return unavailable
+        return self.get_response(request)
+
+    def _scope(self, request: Any) -> None:
+        if request.META.get("HTTP_AUTHORIZATION", "").lower().startswith("bearer "):
+            return
+        user = request.user  # the session's user, read here from the database
+        if not getattr(user, "is_authenticated", False):
+            return
+        if user.is_superuser:
+            scope_set(ALL)
+        else:
+            self._scope_to_memberships(user.pk)
+
+    @staticmethod
+    def _scope_to_memberships(user_id: int) -> None:
+        from portal.models import Membership
+
+        with default_connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT set_config(%s, coalesce(string_agg(workspace_id::text, ','), ''), false)"
+                f" FROM {Membership._meta.db_table} WHERE user_id = %s",
+                [SETTING, user_id],
+            )

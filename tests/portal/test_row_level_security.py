@@ -1,0 +1,255 @@
+"""Workspace isolation enforced by the database: row-level security on every workspace-owned
+table, keyed on the connection's ``portal.workspaces`` scope (portal/db/scope.py).
+
+The queries here omit every workspace filter on purpose: what they return is what the
+database lets through, whatever the application forgets.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from importlib import import_module
+from typing import Any
+
+import psycopg
+import pytest
+from django.apps import apps
+from django.db import connection, transaction
+from django.utils import timezone
+
+from audit.services import audit_chain_check
+from maintenance.services import maintenance_start
+from portal.db.scope import ALL, scope_set, scope_value
+from recall.models import MemoryRecord
+from tests.recall import factories
+
+pytestmark = pytest.mark.django_db
+
+RLS = import_module("portal.migrations.0002_row_level_security")
+PROTECTED = (*RLS.DIRECT, *RLS.THROUGH)
+# Workspace-scoped, but read before the workspace is known (a token by its hash, a user's
+# memberships) and never holding a workspace's data: no policy.
+TENANCY_TABLES = {"portal_apitoken", "portal_membership"}
+# Tables each workspace of the fixture below has rows in (the premise of the tests).
+POPULATED = {
+    "policies_environment", "policies_workload", "policies_workspacepolicyversion",
+    "policies_workloadpolicyversion", "recall_actor", "recall_memoryrecord", "recall_funnelcache",
+    "audit_auditevent", "audit_auditchainhead", "audit_auditcheckpoint", "audit_injection",
+    "maintenance_maintenancerun", "maintenance_maintenanceitem",
+}  # fmt: skip
+
+
+def _workspace_of(table: str) -> str:
+    """SQL for a row's workspace id, through the row it belongs to where it has none."""
+    if table in RLS.DIRECT:
+        return "t.workspace_id"
+    column, parent = RLS.THROUGH[table]
+    if parent in RLS.DIRECT:
+        return f"(SELECT p.workspace_id FROM {parent} p WHERE p.id = t.{column})"
+    raise AssertionError(f"{table} belongs to {parent}, which has no workspace of its own")
+
+
+def _counts(table: str) -> dict[int, int]:
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {_workspace_of(table)}, count(*) FROM {table} t GROUP BY 1")
+        return dict(cursor.fetchall())
+
+
+def _populate(persona: Any, workload: Any) -> None:
+    workspace = persona.workspace
+    factories.memories(workspace, {"content": "release notes for the canary"})
+    factories.memories(
+        workspace, {"content": "an old note", "expires_at": timezone.now() - timedelta(days=1)}
+    )
+    from policies.services import workload_policy_save
+
+    workload_policy_save(workload=workload, environment="", document={}, author="t")
+    response = persona.api().post(
+        "/v1/memory/actors/user:ada/recall",
+        {"workloadId": str(workload.id), "environment": "prod", "query": "release", "topK": 5},
+        format="json",
+    )
+    assert response.status_code == 200, response.content
+    maintenance_start(workspace=workspace, sweep="expiry", mode="preview", author="t")
+    audit_chain_check(workspace=workspace, full=True)
+
+
+@pytest.fixture
+def two_workspaces(
+    operator, outsider, workload_a, workload_b, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Any, Any]:
+    from recall import selectors
+
+    monkeypatch.setattr(selectors, "FUNNEL_CACHE_MIN", 1)  # every recall keeps its funnel
+    _populate(operator, workload_a)
+    _populate(outsider, workload_b)
+    scope_set(ALL)  # the test's own connection again (the requests scoped it)
+    return operator.workspace, outsider.workspace
+
+
+class PolicyCatalogueTests:
+    def test_every_table_holding_a_workspace_id_is_protected_or_named_as_tenancy(self):
+        holding = {
+            model._meta.db_table
+            for model in apps.get_models()
+            if any(field.column == "workspace_id" for field in model._meta.concrete_fields)
+        }
+
+        assert holding - set(RLS.DIRECT) == TENANCY_TABLES
+
+    def test_every_table_with_a_foreign_key_to_a_protected_table_is_protected(self):
+        """A new table hanging off a protected row needs a policy of its own."""
+        children = {
+            model._meta.db_table
+            for model in apps.get_models()
+            for field in model._meta.concrete_fields
+            if field.is_relation
+            and field.related_model is not None
+            and field.related_model._meta.db_table in PROTECTED
+            and model._meta.db_table not in TENANCY_TABLES
+        }
+
+        assert children <= set(PROTECTED)
+
+    @pytest.mark.parametrize("table", PROTECTED)
+    def test_the_table_has_row_level_security_and_its_policy(self, table):
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT c.relrowsecurity, count(p.polname) FROM pg_class c"
+                " LEFT JOIN pg_policy p ON p.polrelid = c.oid AND p.polname = 'workspace_isolation'"
+                " WHERE c.relname = %s GROUP BY c.relrowsecurity",
+                [table],
+            )
+            assert cursor.fetchone() == (True, 1)
+
+
+class ScopedQueryTests:
+    def test_the_premise_both_workspaces_have_rows_everywhere(self, two_workspaces):
+        a, b = two_workspaces
+        for table in POPULATED:
+            counts = _counts(table)
+            assert counts.get(a.pk) and counts.get(b.pk), (table, counts)
+
+    @pytest.mark.parametrize("table", PROTECTED)
+    def test_a_query_without_a_workspace_filter_returns_only_the_scope(self, two_workspaces, table):
+        a, b = two_workspaces
+        everything = _counts(table)
+
+        scope_set(scope_value([a.pk]))
+        scoped = _counts(table)
+
+        assert b.pk not in scoped
+        assert scoped == {k: v for k, v in everything.items() if k == a.pk}
+
+    @pytest.mark.parametrize("table", PROTECTED)
+    def test_an_unscoped_connection_sees_nothing(self, two_workspaces, table):
+        scope_set("")
+
+        assert _counts(table) == {}
+
+    def test_a_scope_of_several_workspaces_sees_those(self, two_workspaces):
+        a, b = two_workspaces
+        scope_set(scope_value([a.pk, b.pk]))
+
+        assert set(_counts("recall_memoryrecord")) == {a.pk, b.pk}
+
+    def test_the_orm_without_a_filter_sees_only_the_scope(self, two_workspaces):
+        a, b = two_workspaces
+        scope_set(scope_value([b.pk]))
+
+        contents = list(MemoryRecord.objects.values_list("workspace_id", flat=True))
+
+        assert contents and set(contents) == {b.pk}
+
+    @pytest.mark.parametrize(
+        "statement",
+        [
+            "UPDATE recall_memoryrecord SET content = 'overwritten' WHERE workspace_id = %(b)s",
+            "DELETE FROM recall_memoryrecord WHERE workspace_id = %(b)s",
+            "UPDATE policies_workload SET description = 'x' WHERE workspace_id = %(b)s",
+        ],
+    )
+    def test_another_workspaces_rows_cannot_be_changed(self, two_workspaces, statement):
+        a, b = two_workspaces
+        before = _counts("recall_memoryrecord")
+        scope_set(scope_value([a.pk]))
+
+        with connection.cursor() as cursor:
+            cursor.execute(statement, {"b": b.pk})
+            assert cursor.rowcount == 0
+        scope_set(ALL)
+        assert _counts("recall_memoryrecord") == before
+        assert not MemoryRecord.objects.filter(content="overwritten").exists()
+
+    def test_a_row_cannot_be_written_into_another_workspace(self, two_workspaces):
+        a, b = two_workspaces
+        memory = MemoryRecord.objects.filter(workspace=a).first()
+        scope_set(scope_value([a.pk]))
+
+        with pytest.raises(psycopg.errors.InsufficientPrivilege), transaction.atomic():
+            with connection.cursor() as cursor:
+                try:
+                    cursor.execute(
+                        "UPDATE recall_memoryrecord SET workspace_id = %s WHERE id = %s",
+                        [b.pk, memory.pk],
+                    )
+                except Exception as exc:  # Django wraps the driver's error
+                    raise exc.__cause__ or exc from None
+
+
+def _scope_seen_by(call: Any) -> str:
+    """The scope a request's connection had when the request ended."""
+    from django.core.signals import request_finished
+
+    from tests.conftest import SCOPE_RESTORE, restore_scope_after_request
+
+    seen: list[str] = []
+
+    def capture(**kwargs: Any) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT current_setting('portal.workspaces', true)")
+            seen.append(cursor.fetchone()[0])
+
+    request_finished.disconnect(dispatch_uid=SCOPE_RESTORE)
+    request_finished.connect(capture, dispatch_uid="capture-scope")
+    try:
+        call()
+    finally:
+        request_finished.disconnect(dispatch_uid="capture-scope")
+        request_finished.connect(restore_scope_after_request, dispatch_uid=SCOPE_RESTORE)
+        scope_set(ALL)
+    return seen[0]
+
+
+class RequestScopeTests:
+    def test_a_token_call_is_scoped_to_the_tokens_workspace(self, two_workspaces, outsider):
+        a, b = two_workspaces
+
+        seen = _scope_seen_by(lambda: outsider.api().get("/v1/audit/events/"))
+
+        assert seen == str(b.pk)
+
+    def test_a_session_call_is_scoped_to_the_users_memberships(self, two_workspaces, viewer):
+        a, b = two_workspaces
+
+        seen = _scope_seen_by(lambda: viewer.session().get("/v1/audit/events/?workspace=team-a"))
+
+        assert seen == str(a.pk)
+
+    def test_a_superusers_session_sees_every_workspace(self, two_workspaces):
+        from django.contrib.auth import get_user_model
+        from django.test import Client
+
+        admin = get_user_model().objects.create_superuser("root", password="pw-root-123")
+        client = Client()
+        client.force_login(admin)
+
+        assert _scope_seen_by(lambda: client.get("/")) == ALL
+
+    def test_nobody_signed_in_reads_with_the_connections_scope_untouched(self, two_workspaces):
+        """No statement for an anonymous request (a database that is down does not make
+        /healthz an error); such requests read no workspace data."""
+        from django.test import Client
+
+        scope_set("")
+        assert _scope_seen_by(lambda: Client().get("/login/")) == ""
