@@ -54,7 +54,7 @@ from policies import algebra
 from policies.models import Workspace
 from policies.services import change_comment
 from portal.errors import DomainError, NotFoundError, ValidationFailed
-from portal.tasks import TRANSIENT_ERRORS, enqueue
+from portal.tasks import TRANSIENT_ERRORS, QueueUnavailable, enqueue
 from recall.models import MemoryRecord
 from recall.selectors import embedder_model
 
@@ -190,7 +190,15 @@ def maintenance_start(
             )
     except IntegrityError as exc:
         raise _start_conflict(workspace, preview, exc) from None
-    _send(run)
+    try:
+        _send(run)
+    except QueueUnavailable:
+        _fail_unsent(run)
+        raise QueueUnavailable(
+            f"The task queue is not reachable right now, so run {run.pk} was not started and"
+            " changed nothing; it is recorded as failed. Try again shortly.",
+            {"runId": run.pk},
+        ) from None
     run.refresh_from_db()
     return run
 
@@ -199,6 +207,24 @@ def _send(run: MaintenanceRun) -> None:
     from maintenance.tasks import run_process
 
     enqueue(run_process, run.pk)
+
+
+def _fail_unsent(run: MaintenanceRun) -> None:
+    """Record a run whose task could not be sent as failed, with its one event: left queued,
+    it would hold the workspace's execute slot, and the tick would send it again later,
+    behind the back of an operator who was told it did not start. A run a worker took after
+    all (the message went out before the error) is left to that worker."""
+    with transaction.atomic():
+        queued = (
+            MaintenanceRun.objects.select_for_update().filter(pk=run.pk, status=Status.QUEUED)
+        ).first()
+        if queued is not None:
+            _finish(
+                run,
+                Status.FAILED,
+                code="QUEUE_UNAVAILABLE",
+                error="The task queue was not reachable; the run was never started.",
+            )
 
 
 def _start_conflict(
@@ -394,9 +420,12 @@ def maintenance_run_process(*, run_id: int) -> str:
         if run.finished:
             return run.status
         now = timezone.now()
-        MaintenanceRun.objects.filter(pk=run.pk).update(
+        if not MaintenanceRun.objects.filter(pk=run.pk, status__in=ACTIVE_STATUSES).update(
             status=Status.RUNNING, started_at=run.started_at or now, heartbeat_at=now
-        )
+        ):
+            # Finished since it was read (a run whose sending failed is marked failed).
+            run.refresh_from_db()
+            return run.status
         run.refresh_from_db()
         try:
             if run.listed_at is None:

@@ -5,6 +5,9 @@ because a task may run twice: it is acknowledged only once it finished (``acks_l
 worker that dies mid-task leaves the message to be delivered again
 (``reject_on_worker_lost``). Transient database errors (a restart, a dropped connection) are
 retried with exponential backoff; anything else fails the task, and the service records why.
+
+A task that cannot be sent because the broker is unreachable raises ``QueueUnavailable`` (a
+503 to the caller), never a bare connection error (a 500).
 """
 
 from __future__ import annotations
@@ -14,11 +17,22 @@ from typing import Any
 
 from celery import Task
 from django.db import InterfaceError, OperationalError, transaction
+from kombu.exceptions import OperationalError as BrokerOperationalError
 
 from portal.celery import app
+from portal.errors import DomainError
 
 # Errors worth another try: the database went away for a moment.
 TRANSIENT_ERRORS: tuple[type[Exception], ...] = (OperationalError, InterfaceError)
+
+
+class QueueUnavailable(DomainError):
+    """The broker (Redis) could not be reached, so a task was not sent (HTTP 503)."""
+
+    status = 503
+
+    def __init__(self, message: str, details: dict[str, Any] | None = None):
+        super().__init__("QUEUE_UNAVAILABLE", message, details)
 
 
 class PortalTask(Task):
@@ -49,8 +63,23 @@ def enqueue(task: Task, *args: Any) -> None:
     one (the embedded default), it runs at once in the caller's process and transaction:
     no other process can read ahead of the commit, and the work commits or rolls back with
     the write that asked for it.
+
+    Sending raises ``QueueUnavailable`` when the broker is unreachable (kombu gives up after
+    its short publish retries, under a second): here when no transaction is open, or out of
+    the outermost ``atomic()`` once it has committed.
     """
     if eager():
         task.apply(args=args, throw=True)
     else:
-        transaction.on_commit(lambda: task.apply_async(args=args))
+        transaction.on_commit(lambda: _send(task, args))
+
+
+def _send(task: Task, args: tuple[Any, ...]) -> None:
+    try:
+        task.apply_async(args=args)
+    except BrokerOperationalError as exc:
+        # Sent after the commit: what the request wrote is kept; only the task is missing.
+        raise QueueUnavailable(
+            "The task queue is not reachable right now: what this request saved is kept, but"
+            f" its background task ({task.name}) was not sent."
+        ) from exc

@@ -3,9 +3,10 @@
 ``redis_server`` starts Debian's ``redis-server`` (``make test`` installs it) on a free port
 for the session. ``celery_worker`` points the test process's Celery app at it (tasks are
 sent, no longer run eagerly) and starts ``celery -A portal worker`` processes on the test
-database; a worker can be killed with SIGKILL mid-task and another started, as in
-production. Such tests need ``django_db(transaction=True)``: the worker only sees committed
-rows.
+database; a worker (or only its pool's child) can be killed with SIGKILL mid-task and another
+started, as in production. ``RedisServer`` is a server of a test's own, which it can restart
+on the same port. Such tests need ``django_db(transaction=True)``: the worker only sees
+committed rows.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -47,40 +49,71 @@ def wait_until(check: Callable[[], Any], *, timeout: float, what: str, every: fl
         time.sleep(every)
 
 
-@pytest.fixture(scope="session")
-def redis_server() -> Iterator[str]:
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.fail(
-            "redis-server is not installed: `make test` installs Debian's redis-server as root;"
-            " otherwise run `apt-get install redis-server`."
+class RedisServer:
+    """One ``redis-server`` on a port of its own, which can be stopped and started again on
+    that port (a restart). ``persistent`` turns on the append-only file, as the deployment
+    guide asks, so queued tasks outlive a restart."""
+
+    def __init__(self, *, persistent: bool = False):
+        binary = shutil.which("redis-server")
+        if binary is None:
+            pytest.fail(
+                "redis-server is not installed: `make test` installs Debian's redis-server as"
+                " root; otherwise run `apt-get install redis-server`."
+            )
+        self.binary = binary
+        self.persistent = persistent
+        self.port = _free_port()
+        self.folder = tempfile.mkdtemp(prefix="crp-test-redis-")
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.process: subprocess.Popen[bytes] | None = None
+        self.start()
+
+    def start(self) -> None:
+        persistence = (
+            ["--appendonly", "yes", "--appendfsync", "always"]
+            if self.persistent
+            else ["--appendonly", "no"]
         )
-    import redis
+        self.process = subprocess.Popen(
+            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             *persistence, "--dir", self.folder, "--protected-mode", "yes"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        wait_until(self.up, timeout=20, what="redis-server to answer")
 
-    port = _free_port()
-    folder = tempfile.mkdtemp(prefix="crp-test-redis-")
-    process = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--dir", folder, "--protected-mode", "yes"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    url = f"redis://127.0.0.1:{port}/0"
-    client = redis.Redis.from_url(url)
+    def up(self) -> bool:
+        import redis
 
-    def up() -> bool:
         try:
-            return bool(client.ping())
+            return bool(redis.Redis.from_url(self.url, socket_timeout=2).ping())
         except redis.ConnectionError:
             return False
 
+    def stop(self) -> None:
+        """Shut the server down (SIGTERM: it writes its append-only file first)."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=10)
+        self.process = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def close(self) -> None:
+        self.stop()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[str]:
+    server = RedisServer()
     try:
-        wait_until(up, timeout=20, what="redis-server to answer")
-        yield url
+        yield server.url
     finally:
-        process.terminate()
-        process.wait(timeout=10)
-        shutil.rmtree(folder, ignore_errors=True)
+        server.close()
 
 
 def _database_url() -> str:
@@ -121,6 +154,26 @@ class Worker:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+    def pool_pids(self) -> list[int]:
+        """The pool's child processes (the ones running tasks)."""
+        children = []
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue  # the process ended meanwhile
+            if int(fields[1]) == self.process.pid:
+                children.append(int(stat.parent.name))
+        return children
+
+    def kill_pool(self) -> list[int]:
+        """SIGKILL the pool's children only: the worker itself sees them die (and starts
+        new ones), as when a task's process is killed by the OOM killer."""
+        pids = self.pool_pids()
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+        return pids
 
     def kill(self) -> None:
         """SIGKILL the worker and its pool: no shutdown, no acknowledgement, as a crash."""
@@ -166,21 +219,46 @@ class Workers:
             worker.stop()
 
 
-@pytest.fixture
-def celery_broker(redis_server: str) -> Iterator[str]:
-    """The test process sends tasks to Redis instead of running them itself."""
+def _forget_broker_connections() -> None:
+    """Drop the Celery app's cached connection and producer pools: they keep the broker URL
+    they were made with, so a test that sends elsewhere needs fresh ones, before and after."""
+    from kombu import pools
+
+    from portal.celery import app
+
+    pools.reset()  # closes them and empties kombu's registry, which hands out pools by URL
+    app._pool = None
+    amqp = app.__dict__.get("amqp")
+    if amqp is not None:
+        amqp._producer_pool = None
+
+
+@contextmanager
+def sending_to(broker: str) -> Iterator[str]:
+    """The test process sends tasks to ``broker`` instead of running them itself."""
     from portal.celery import app
 
     saved = {key: app.conf[key] for key in ("broker_url", "task_always_eager")}
-    app.conf.update(broker_url=redis_server, task_always_eager=False)
+    if app.conf.broker_url != broker:
+        _forget_broker_connections()
+    app.conf.update(broker_url=broker, task_always_eager=False)
+    try:
+        yield broker
+    finally:
+        app.conf.update(saved)
+        if saved["broker_url"] != broker:
+            _forget_broker_connections()
+
+
+@pytest.fixture
+def celery_broker(redis_server: str) -> Iterator[str]:
+    """The test process sends tasks to the session's Redis instead of running them itself
+    (its connections stay open: the next test sends to the same server)."""
     import redis
 
     redis.Redis.from_url(redis_server).flushdb()
-    try:
+    with sending_to(redis_server):
         yield redis_server
-    finally:
-        # The connection pool stays open: the next test sends to the same server.
-        app.conf.update(saved)
 
 
 @pytest.fixture
