@@ -35,4 +35,9 @@ def configure(size_label: str) -> Path:
     import django
 
     django.setup()
+    # The benchmark drives the system as a command does: its own queries see every workspace
+    # (row-level security, portal/db/scope.py); the endpoint's calls are scoped by their token.
+    from portal.db.scope import scope_all_by_default
+
+    scope_all_by_default()
     return pgdata

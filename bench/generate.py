@@ -40,8 +40,19 @@ def main() -> None:
 
 
 def load(total: int, large: int, label: str, marker: Path) -> None:
-    import numpy as np
     from django.core.management import call_command
+
+    from portal.db.roles import as_owner
+
+    started = time.perf_counter()
+    call_command("migrate", verbosity=0)
+    # The load (COPY, indexes dropped and built, VACUUM) is the database owner's to do.
+    with as_owner():
+        _load_as_owner(total, large, label, marker, started)
+
+
+def _load_as_owner(total: int, large: int, label: str, marker: Path, started: float) -> None:
+    import numpy as np
     from django.db import connection
     from django.utils import timezone
     from pgvector.psycopg import register_vector
@@ -51,8 +62,6 @@ def load(total: int, large: int, label: str, marker: Path) -> None:
     from policies.models import Workspace
     from recall.models import Actor, MemoryRecord
 
-    started = time.perf_counter()
-    call_command("migrate", verbosity=0)
     Workspace.objects.filter(slug="bench").exists() and sys.exit("workspace bench exists")
     workspace = services.workspace_create(slug="bench", name="Benchmark", author="bench")
     services.workspace_policy_save(

@@ -633,15 +633,18 @@ def main() -> None:
     args = parser.parse_args()
     label = size_label(args.events)
     pgdata = configure(f"provenance-{label}")
+    from django.core.management import call_command
+
     marker = pgdata.parent / f"provenance-{label}.json"
     if marker.exists():
         info = json.loads(marker.read_text())
         print(f"dataset provenance-{label} already loaded ({info['loadSeconds']}s)")
     else:
-        info = load(args.events, marker)
-        print(f"loaded in {info['loadSeconds']}s", flush=True)
+        from portal.db.roles import as_owner
 
-    from django.core.management import call_command
+        with as_owner():  # bulk loads, DDL and VACUUM are the database owner's to do
+            info = load(args.events, marker)
+        print(f"loaded in {info['loadSeconds']}s", flush=True)
 
     from policies.models import Workspace
 
@@ -655,7 +658,10 @@ def main() -> None:
         path.write_text(json.dumps(out, indent=2) + "\n")
         print(f"written to {path.relative_to(ROOT)}")
     finally:
-        removed(workspace, info, loaded_head)
+        from portal.db.roles import as_owner
+
+        with as_owner():  # deleting audit rows is the owner's alone
+            removed(workspace, info, loaded_head)
 
 
 def measure(args: Any, info: dict[str, Any], label: str, workspace: Any) -> dict[str, Any]:

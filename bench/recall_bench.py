@@ -109,6 +109,9 @@ def main() -> None:
             "endpointC1": http_run(token, body, jobs, concurrency=1),
             "endpointC8": http_run(token, body, jobs, concurrency=8, seconds=args.seconds),
         }
+        results["rowLevelSecurity"] = rls_cost(
+            token, body, jobs, sql_jobs, policy, workload_id=str(typical.id), **common
+        )
         if large:
             sel_policy = effective_policy_for(workload=selective, environment="prod").policy
             ljobs = [("user:large", f"topic-{i % 512} large actor query") for i in range(200)]
@@ -183,6 +186,66 @@ def memory_added(actor_pk: int) -> None:
             " WHERE actor_id = %s ORDER BY id LIMIT 1",
             [BENCH_ROW, actor_pk],
         )
+
+
+def rls_toggle(enabled: bool) -> None:
+    """Row-level security on or off on every protected table (as the owner; the benchmark's
+    comparison only: the application's role can do neither)."""
+    from importlib import import_module
+
+    from django.db import connection
+
+    from portal.db.roles import as_owner
+
+    rls = import_module("portal.migrations.0002_row_level_security")
+    verb = "ENABLE" if enabled else "DISABLE"
+    with as_owner(), connection.cursor() as cursor:
+        for table in (*rls.DIRECT, *rls.THROUGH):
+            cursor.execute(f"ALTER TABLE {table} {verb} ROW LEVEL SECURITY")
+
+
+def rls_cost(
+    token: str, body: dict[str, Any], jobs: list[tuple[str, str]],
+    sql_jobs: list[tuple[int, str]], policy: dict[str, Any], *, workload_id: str,
+    workspace_id: int, names: dict[int, str], rounds: int = 4,
+) -> dict[str, Any]:  # fmt: skip
+    """What row-level security costs the recall: the endpoint (c=1) and its whole read
+    statement, with the policies enforced and with them off, in alternating rounds so that
+    the machine's drift falls on both. The read runs as the endpoint runs it: as the
+    application's role scoped to the workspace (on), or with the tables' security off."""
+    from django.db import connection
+
+    from portal.db.scope import scope_set
+
+    per = max(len(jobs) // rounds, 25)
+    p50: dict[str, list[float]] = {"endpointOn": [], "endpointOff": [], "readOn": [], "readOff": []}
+    try:
+        for r in range(rounds):
+            chunk = jobs[r * per : (r + 1) * per] or jobs[:per]
+            sql_chunk = sql_jobs[r * per : (r + 1) * per] or sql_jobs[:per]
+            for enabled in (True, False) if r % 2 == 0 else (False, True):
+                rls_toggle(enabled)
+                name = "On" if enabled else "Off"
+                p50["endpoint" + name].append(http_run(token, body, chunk, concurrency=1)["p50Ms"])
+                scope_set(str(workspace_id))
+                p50["read" + name].append(
+                    bare_sql(
+                        sql_chunk, policy, workload_id=workload_id, statement="recall",
+                        workspace_id=workspace_id, names=names,
+                    )["p50Ms"]
+                )  # fmt: skip
+                scope_set("*")
+    finally:
+        rls_toggle(True)
+        connection.close()
+    medians = {key: round(statistics.median(values), 2) for key, values in p50.items()}
+    return {
+        "rounds": rounds,
+        "requestsPerRound": per,
+        "p50Ms": medians,
+        "endpointRatio": round(medians["endpointOn"] / medians["endpointOff"], 3),
+        "readRatio": round(medians["readOn"] / medians["readOff"], 3),
+    }
 
 
 def bench_rows_removed() -> None:
@@ -449,6 +512,12 @@ def markdown(r: dict[str, Any]) -> str:
         lines.append(
             f"| {name} | {s['p50Ms']} | {s['p95Ms']} | {s['p99Ms']} | {s['throughputPerS']} |"
         )
+    if "rowLevelSecurity" in r:
+        rls = r["rowLevelSecurity"]
+        lines += ["", f"Row-level security, typical actor (median of {rls['rounds']} alternating rounds' p50): "
+                  f"endpoint c=1 {rls['p50Ms']['endpointOn']} ms on, {rls['p50Ms']['endpointOff']} ms off "
+                  f"(x{rls['endpointRatio']}); whole read {rls['p50Ms']['readOn']} ms on, "
+                  f"{rls['p50Ms']['readOff']} ms off (x{rls['readRatio']})."]  # fmt: skip
     if "large" in r:
         rk = r["large"]["recallAt10"]
         lines += ["", f"Large actor recall@10 vs exact: endpoint {rk['endpoint']}, HNSW ef=40 {rk['hnswEf40']}, "
