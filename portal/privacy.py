@@ -28,7 +28,11 @@ def strip_query(text: str) -> str:
 
 class QueryStringFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.args:
+        if isinstance(record.args, dict):  # "%(name)s" formatting (Celery's task lines)
+            record.args = {
+                k: strip_query(v) if isinstance(v, str) else v for k, v in record.args.items()
+            }
+        elif record.args:
             args = record.args if isinstance(record.args, tuple) else (record.args,)
             record.args = tuple(strip_query(a) if isinstance(a, str) else a for a in args)
         if isinstance(record.msg, str):

@@ -85,7 +85,11 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
             status=POLICY_ERROR_STATUS.get(exc.code, 400),
         )
     if isinstance(exc, DomainError):
-        return Response(error_body(exc.code, exc.message, exc.details), status=exc.status)
+        # A service that is down for a moment (the task queue): say when to try again.
+        retry = {"Retry-After": str(RETRY_AFTER_SECONDS)} if exc.status == 503 else None
+        return Response(
+            error_body(exc.code, exc.message, exc.details), status=exc.status, headers=retry
+        )
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, PermissionDenied):

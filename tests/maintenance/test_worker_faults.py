@@ -203,6 +203,7 @@ class BrokerDownTests:
         assert time.monotonic() - started < 10  # refused promptly, not hung
 
         error = error_of(response, 503, "QUEUE_UNAVAILABLE")
+        assert response["Retry-After"] == "5"
         assert "not started" in error["message"]
         run = MaintenanceRun.objects.get(pk=error["details"]["runId"])
         assert (run.status, run.error_code) == ("failed", "QUEUE_UNAVAILABLE")

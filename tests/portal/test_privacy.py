@@ -20,6 +20,17 @@ def test_query_strings_are_dropped_from_request_lines():
     assert strip_query("no query here") == "no query here"
 
 
+def test_a_record_formatted_by_name_keeps_its_mapping():
+    """Celery's task lines format "%(name)s" from a dict: the filter must not break them."""
+    record = logging.LogRecord(
+        "celery", logging.INFO, __file__, 1, "Task %(name)s[%(id)s] received",
+        ({"name": "maintenance.run", "id": "GET /x?q=CANARY"},), None,
+    )  # fmt: skip
+
+    assert QueryStringFilter().filter(record)
+    assert record.getMessage() == "Task maintenance.run[GET /x?…] received"
+
+
 def test_the_development_servers_access_log_goes_through_the_filter():
     logger = logging.getLogger("django.server")
     handlers = logger.handlers
