@@ -12,6 +12,7 @@ A task that cannot be sent because the broker is unreachable raises ``QueueUnava
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +22,8 @@ from kombu.exceptions import OperationalError as BrokerOperationalError
 
 from portal.celery import app
 from portal.errors import DomainError
+
+logger = logging.getLogger(__name__)
 
 # Errors worth another try: the database went away for a moment.
 TRANSIENT_ERRORS: tuple[type[Exception], ...] = (OperationalError, InterfaceError)
@@ -72,6 +75,23 @@ def enqueue(task: Task, *args: Any) -> None:
         task.apply(args=args, throw=True)
     else:
         transaction.on_commit(lambda: _send(task, args))
+
+
+def enqueue_or_defer(task: Task, *args: Any, deferred: str) -> None:
+    """``enqueue``, for a task whose work a sweep does later anyway: an unreachable broker is
+    logged (``deferred`` says what takes the work over), not raised, so the request that
+    saved the data answers as saved and a client's retry writes nothing twice."""
+    if eager():
+        task.apply(args=args, throw=True)
+        return
+
+    def send() -> None:
+        try:
+            _send(task, args)
+        except QueueUnavailable:
+            logger.warning("Task %s not sent, the queue is unreachable: %s", task.name, deferred)
+
+    transaction.on_commit(send)
 
 
 def _send(task: Task, args: tuple[Any, ...]) -> None:

@@ -213,6 +213,34 @@ class BrokerDownTests:
         again = operator.api().post("/v1/workspaces/team-a/maintenance/expiry?mode=execute")
         assert again.status_code == 202, again.content
 
+    def test_a_memory_written_while_redis_is_down_is_saved_once_and_embedded_later(
+        self, editor, operator, workspace_a, own_redis, celery_broker, celery_workers
+    ):
+        """Saved is saved: a 201 (a 503 would make a client retry and save it twice), the
+        memory left pending, and the reembed sweep embeds it once the queue is back."""
+        own_redis.stop()
+        response = editor.api().post(
+            "/v1/memory/actors/user:ada/memories",
+            {"content": "Ada prefers release notes on Fridays", "memoryType": "preference",
+             "sourceKind": "user", "consentPolicy": "explicit"},
+            format="json",
+        )  # fmt: skip
+
+        assert response.status_code == 201, response.content
+        assert response.json()["embeddingPending"] is True
+        [memory] = MemoryRecord.objects.all()
+        assert memory.embedding_model == ""
+        own_redis.start()
+        celery_workers.start()
+        sweep = operator.api().post("/v1/workspaces/team-a/maintenance/reembed?mode=execute")
+        assert sweep.status_code == 202, sweep.content
+        wait_until(
+            lambda: MemoryRecord.objects.filter(pk=memory.pk, embedding_model__gt="").exists(),
+            timeout=60,
+            what="the reembed sweep to embed the pending memory",
+        )
+        assert MemoryRecord.objects.count() == 1
+
     def test_the_page_says_the_queue_is_down_instead_of_failing(
         self, operator, workspace_a, own_redis, celery_broker
     ):
