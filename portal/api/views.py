@@ -65,8 +65,14 @@ def json_object(request: Request) -> dict[str, Any]:
 
 
 def json_object_or_empty(request: Request) -> dict[str, Any]:
-    """``json_object`` for endpoints whose body is optional: no body reads as ``{}``."""
-    return json_object(request) if request.data else {}
+    """``json_object`` for endpoints whose body is optional: no body reads as ``{}``.
+
+    Only a missing body: one that is there but is not an object (``[]``, ``null``, ``0``)
+    is refused like any other.
+    """
+    if request.META.get("CONTENT_LENGTH") in (None, "", "0"):
+        return {}
+    return json_object(request)
 
 
 def reject_unknown(data: dict[str, Any], allowed: set[str]) -> None:

@@ -8,6 +8,7 @@ from rest_framework import serializers
 from policies.algebra import VOCABULARIES
 from policies.api.schemas import policy_axes_schema
 from portal.api.fields import (
+    StrictBooleanField,
     StrictCharField,
     StrictFloatField,
     StrictIntegerField,
@@ -87,7 +88,7 @@ class MemoryInputSerializer(StrictSerializer):
     """One memory to write. ``id`` and ``actorId`` let an archive written by the retention
     sweep be imported back as it was (``recall.services.memory_import`` checks both)."""
 
-    content = serializers.CharField(max_length=20_000, trim_whitespace=True)
+    content = StrictCharField(max_length=20_000, trim_whitespace=True)
     memoryType = _choice("memoryType")
     sourceKind = _choice("sourceKind")
     confirmationStatus = _choice("confirmationStatus", default="unknown")
@@ -98,15 +99,15 @@ class MemoryInputSerializer(StrictSerializer):
     lifecycleStatus = serializers.ChoiceField(
         choices=LifecycleStatus.values, default=LifecycleStatus.ACTIVE
     )
-    isCurrent = serializers.BooleanField(default=True)
+    isCurrent = StrictBooleanField(default=True)
     expiresAt = serializers.DateTimeField(required=False, allow_null=True)
     createdAt = serializers.DateTimeField(required=False)
     lastAccessedAt = serializers.DateTimeField(required=False, allow_null=True)
-    hitCount = serializers.IntegerField(min_value=0, max_value=2_000_000_000, default=0)
+    hitCount = StrictIntegerField(min_value=0, max_value=2_000_000_000, default=0)
     tier = serializers.ChoiceField(choices=Tier.choices, default=Tier.SHORT_TERM)
     staleSince = serializers.DateTimeField(required=False, allow_null=True)
     id = MemoryIdField(required=False)
-    actorId = serializers.CharField(required=False, max_length=250)
+    actorId = StrictCharField(required=False, max_length=250)
 
     def to_model_fields(self) -> dict[str, Any]:
         """Model field names; an ``actorId`` stays as ``ACTOR_KEY`` for the import to check."""
