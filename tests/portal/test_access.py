@@ -153,12 +153,12 @@ class WorkspaceIsolationTests:
     def test_an_outsider_token_lists_only_its_own_workspace(self, outsider, populated_a):
         response = outsider.api().get("/v1/workspaces/")
 
-        assert [w["slug"] for w in response.json()] == ["team-b"]
+        assert [w["slug"] for w in response.json()["results"]] == ["team-b"]
 
     def test_an_outsider_session_lists_only_its_own_workspace(self, outsider, populated_a):
         response = outsider.session().get("/v1/workspaces/")
 
-        assert [w["slug"] for w in response.json()] == ["team-b"]
+        assert [w["slug"] for w in response.json()["results"]] == ["team-b"]
 
     def test_an_outsider_token_audit_trail_is_its_own(self, outsider, populated_a, workload_b):
         body = outsider.api().get("/v1/audit/events/").json()
@@ -174,7 +174,7 @@ class WorkspaceIsolationTests:
         listed = client.get("/v1/workspaces/")
         floor = client.put("/v1/workspaces/team-b/policy", floor_body(), format="json")
 
-        assert [w["slug"] for w in listed.json()] == ["team-a", "team-b"]
+        assert [w["slug"] for w in listed.json()["results"]] == ["team-a", "team-b"]
         assert floor.status_code == 200, floor.content
         assert floor.json()["author"] == "user:root"
 

@@ -167,7 +167,7 @@ class CreateApiTokenTests:
         created = client.post("/v1/workspaces/acme/workloads/", {"name": "cli-bot"}, format="json")
         floor = client.put("/v1/workspaces/acme/policy", {}, format="json")
 
-        assert [w["slug"] for w in listed.json()] == ["acme"]
+        assert [w["slug"] for w in listed.json()["results"]] == ["acme"]
         assert created.status_code == 201
         assert floor.status_code == 403
 
