@@ -62,10 +62,8 @@ def scope_include(workspace_id: int) -> None:
     """Add a workspace (one just created) to what this connection may see, in one statement."""
     with default_connection.cursor() as cursor:
         cursor.execute(
-            "SELECT set_config(%(s)s, CASE"
-            " WHEN coalesce(current_setting(%(s)s, true), '') IN ('*', '') THEN"
-            "  CASE WHEN current_setting(%(s)s, true) = '*' THEN '*' ELSE %(id)s END"
-            " ELSE current_setting(%(s)s, true) || ',' || %(id)s END, false)",
+            "SELECT set_config(%(s)s, CASE WHEN current_setting(%(s)s, true) = '*' THEN '*'"
+            " ELSE concat_ws(',', nullif(current_setting(%(s)s, true), ''), %(id)s) END, false)",
             {"s": SETTING, "id": str(int(workspace_id))},
         )
 

@@ -19,8 +19,10 @@ from django.utils import timezone
 
 from audit.services import audit_chain_check
 from maintenance.services import maintenance_start
-from portal.db.scope import ALL, scope_set, scope_value
+from policies.models import Workspace
+from portal.db.scope import ALL, scope_include, scope_set, scope_value
 from recall.models import MemoryRecord
+from tests.helpers import csrf_session
 from tests.recall import factories
 
 pytestmark = pytest.mark.django_db
@@ -219,6 +221,30 @@ def _scope_seen_by(call: Any) -> str:
         request_finished.connect(restore_scope_after_request, dispatch_uid=SCOPE_RESTORE)
         scope_set(ALL)
     return seen[0]
+
+
+class ScopeIncludeTests:
+    @pytest.mark.parametrize(
+        ("before", "after"), [("", "7"), ("3", "3,7"), ("3,5", "3,5,7"), (ALL, ALL)]
+    )
+    def test_a_created_workspace_joins_the_scope(self, before, after):
+        scope_set(before)
+
+        scope_include(7)
+
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT current_setting('portal.workspaces')")
+            assert cursor.fetchone()[0] == after
+
+    def test_a_user_creating_a_workspace_writes_its_rows_under_the_scope(self, editor, settings):
+        settings.WORKSPACE_SELF_SERVICE = True
+
+        response = csrf_session(editor).post(
+            "/v1/workspaces/", {"slug": "team-c", "name": "C"}, format="json"
+        )
+
+        assert response.status_code == 201, response.content
+        assert Workspace.objects.get(slug="team-c").environments.count() == 3
 
 
 class RequestScopeTests:
