@@ -153,7 +153,7 @@ def _load_as_owner(total: int, large: int, label: str, marker: Path, started: fl
             f"CREATE INDEX memory_recall_cover_idx ON {table} (actor_id, id) INCLUDE"
             " (lifecycle_status, is_current, expires_at, consent_policy, memory_type,"
             " source_kind, confirmation_status, confidence, sensitivity, created_at, segment_kind,"
-            " embedding_model)"
+            " embedding_model, workspace_id)"
         )
         cursor.execute(
             f"CREATE INDEX memory_embedding_hnsw ON {table} USING hnsw"

@@ -207,7 +207,7 @@ def rls_toggle(enabled: bool) -> None:
 def rls_cost(
     token: str, body: dict[str, Any], jobs: list[tuple[str, str]],
     sql_jobs: list[tuple[int, str]], policy: dict[str, Any], *, workload_id: str,
-    workspace_id: int, names: dict[int, str], rounds: int = 4,
+    workspace_id: int, names: dict[int, str], rounds: int = 10,
 ) -> dict[str, Any]:  # fmt: skip
     """What row-level security costs the recall: the endpoint (c=1) and its whole read
     statement, with the policies enforced and with them off, in alternating rounds so that

@@ -141,6 +141,9 @@ class MemoryRecord(models.Model):
                     "created_at",
                     "segment_kind",
                     "embedding_model",
+                    # Row-level security reads it (portal/db/scope.py): the scan stays
+                    # index-only.
+                    "workspace",
                 ],
                 name="memory_recall_cover_idx",
             ),

@@ -2,9 +2,8 @@
 
 A row is visible, and may be written, only when its workspace is among the connection's
 ``portal.workspaces`` setting (``*``: all). Tables that hold no workspace id of their own
-follow the row they belong to (a workload, an actor, a maintenance run), whose own policy
-then decides. The functions are wrapped in sub-selects in the policies so PostgreSQL reads
-the setting once per statement, not once per row. The owner (migrations) is not subject to
+follow the row they belong to (a workload, an actor, a maintenance run): its workspace,
+looked up by primary key, must be in the scope. The owner (migrations) is not subject to
 the policies; the application's role cannot turn them off (portal/db/roles.py).
 """
 
@@ -33,24 +32,28 @@ THROUGH = {
 }
 
 FUNCTIONS = """
-CREATE FUNCTION portal_sees_all_workspaces() RETURNS boolean
+CREATE FUNCTION portal_single_workspace() RETURNS bigint
 LANGUAGE sql STABLE PARALLEL SAFE AS $$
-    SELECT coalesce(current_setting('portal.workspaces', true) = '*', false)
-$$;
-CREATE FUNCTION portal_visible_workspaces() RETURNS bigint[]
-LANGUAGE sql STABLE PARALLEL SAFE AS $$
-    SELECT CASE WHEN current_setting('portal.workspaces', true) = '*' THEN NULL
-        ELSE string_to_array(nullif(current_setting('portal.workspaces', true), ''), ',')::bigint[]
-    END
+    SELECT CASE WHEN s ~ '^[0-9]{1,18}$' THEN s::bigint END
+    FROM (SELECT current_setting('portal.workspaces', true) AS s) setting
 $$;
 """
 
-ALL = "(SELECT portal_sees_all_workspaces())"
-VISIBLE = "(SELECT portal_visible_workspaces())::bigint[]"
+# The scope when it is one workspace (a token's call), read once per statement (a sub-select
+# is an InitPlan); the other cases read the setting per row, and only for the rows the first
+# comparison did not let through.
+SINGLE = "(SELECT portal_single_workspace())"
+SEES_ALL = "current_setting('portal.workspaces', true) = '*'"
+LISTED = "string_to_array(nullif(current_setting('portal.workspaces', true), '*'), ',')::bigint[]"
 
 
-def _policy(table: str, condition: str) -> str:
-    rule = f"{ALL} OR {condition}"
+def _visible(column: str) -> str:
+    """The common case first, so that a row of the one workspace a call sees costs one
+    comparison with a value read once per statement, and nothing else of the rule."""
+    return f"{column} = {SINGLE} OR {SEES_ALL} OR {column} = ANY ({LISTED})"
+
+
+def _policy(table: str, rule: str) -> str:
     return (
         f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY;\n"
         f"CREATE POLICY workspace_isolation ON {table} USING ({rule}) WITH CHECK ({rule});\n"
@@ -60,9 +63,12 @@ def _policy(table: str, condition: str) -> str:
 def forward_sql() -> str:
     sql = [FUNCTIONS]
     for table in DIRECT:
-        sql.append(_policy(table, f"workspace_id = ANY ({VISIBLE})"))
+        sql.append(_policy(table, _visible("workspace_id")))
     for table, (column, parent) in THROUGH.items():
-        sql.append(_policy(table, f"EXISTS (SELECT 1 FROM {parent} p WHERE p.id = {column})"))
+        # A correlated lookup of the parent's workspace by its primary key, one probe per row
+        # (written as EXISTS, the planner may hash every visible parent row instead).
+        lookup = f"SELECT {_visible('p.workspace_id')} FROM {parent} p WHERE p.id = {column}"
+        sql.append(_policy(table, f"coalesce(({lookup}), false)"))
     return "\n".join(sql)
 
 
@@ -72,9 +78,7 @@ def backward_sql() -> str:
         f"ALTER TABLE {table} DISABLE ROW LEVEL SECURITY;"
         for table in (*DIRECT, *THROUGH)
     ]
-    sql.append(
-        "DROP FUNCTION portal_sees_all_workspaces(); DROP FUNCTION portal_visible_workspaces();"
-    )
+    sql.append("DROP FUNCTION portal_single_workspace();")
     return "\n".join(sql)
 
 
