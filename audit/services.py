@@ -287,6 +287,8 @@ class ChainCheck:
     full: bool  # whether every event was walked (else only those after the checkpoint)
     walked: int  # events this check read
     full_at: datetime | None  # when a walk of the whole chain last held
+    anchors: int = 0  # anchors of the chain it was checked against
+    newest_anchor_at: str | None = None  # when the newest of them was taken
 
 
 def audit_chain_verify(
@@ -366,7 +368,8 @@ def audit_chain_check(
                 "full_at": full_at,
             },
         )
-    return ChainCheck(verdict, checkpoint is None, walked, full_at)
+    newest = anchors[furthest].at if anchors else None
+    return ChainCheck(verdict, checkpoint is None, walked, full_at, len(anchors), newest)
 
 
 def anchored_positions(workspace: Workspace) -> tuple[dict[int, AnchorPoint], list[str]]:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
@@ -28,6 +29,7 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import push_url
 
 from audit.exports import changed_names, csv_lines, jsonl_lines
+from audit.keys import signing_key
 from audit.models import AuditEvent, EventType
 from audit.selectors import audit_events
 from audit.services import audit_chain_check
@@ -280,6 +282,9 @@ def verify(request: HtmxHttpRequest, slug: str) -> HttpResponse:
         "verdict": check.verdict,
         "check": check,
         "checked_at": timezone.now(),
+        "key_id": signing_key().id,
+        "newest_anchor_at": parse_datetime(check.newest_anchor_at or ""),
+        "anchor_file_set": bool(settings.AUDIT_ANCHOR_FILE),
     }
     if request.htmx:
         return render(request, "audit/_verify.html", context)

@@ -304,3 +304,32 @@ def test_beat_schedules_the_anchor_only_when_a_file_is_set():
     ).stdout
     assert "audit-anchor" in shown
     assert "audit-anchor" not in settings.CELERY_BEAT_SCHEDULE
+
+
+class VerifyPageTests:
+    def test_the_page_says_the_chain_is_keyed_and_that_no_anchor_file_is_set(
+        self, operator, history, settings
+    ):
+        settings.AUDIT_ANCHOR_FILE = ""
+        html = operator.session().get("/w/team-a/audit/verify/").content.decode()
+
+        assert "chain intact" in html
+        assert f"key <code>{signing_key().id}</code>" in html
+        assert "No anchor file is set" in html
+
+    def test_the_page_names_the_anchors_it_checked_against(self, operator, history, anchors):
+        audit_anchor_record()
+        audit_anchor_record()
+
+        html = operator.session().get("/w/team-a/audit/verify/").content.decode()
+
+        assert "chain intact" in html and "checked against 1 anchor " in html
+
+    def test_a_rewrite_caught_by_an_anchor_shows_on_the_page(self, operator, history, anchors):
+        audit_anchor_record()
+        _rewrite(history, signing_key(), author="user:mallory")
+
+        html = operator.session().get("/w/team-a/audit/verify/").content.decode()
+
+        assert "chain broken" in html and "anchor taken at" in html
+        assert f"event #{history[-1].pk}" in html
