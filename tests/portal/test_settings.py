@@ -15,6 +15,18 @@ from portal.env import env_bool, env_int
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def manage_check(**env: str) -> subprocess.CompletedProcess[str]:
+    """``manage.py check`` in a process of its own, with ``env`` over this one's."""
+    return subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
 class DeploySettingsTests:
     def test_production_settings_pass_the_deploy_check(self):
         env = {
@@ -45,35 +57,18 @@ class DeploySettingsTests:
         ],
     )
     def test_production_refuses_to_start_without_sound_audit_keys(self, keys, key_id, complaint):
-        env = {
-            **os.environ,
-            "DJANGO_PRODUCTION": "true",
-            "DJANGO_SECRET_KEY": "k" * 30 + "-production-secret-" + "z" * 20,
-            "AUDIT_HMAC_KEYS": keys,
-            "AUDIT_HMAC_KEY_ID": key_id,
-        }
-        result = subprocess.run(
-            [sys.executable, "manage.py", "check"],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
+        result = manage_check(
+            DJANGO_PRODUCTION="true",
+            DJANGO_SECRET_KEY="k" * 30 + "-production-secret-" + "z" * 20,
+            AUDIT_HMAC_KEYS=keys,
+            AUDIT_HMAC_KEY_ID=key_id,
         )
         assert result.returncode != 0
         assert complaint in result.stderr
         assert "x" * 40 not in result.stderr  # a secret is never echoed
 
     def test_production_refuses_to_start_without_a_secret_key(self):
-        env = {**os.environ, "DJANGO_PRODUCTION": "true", "DJANGO_SECRET_KEY": ""}
-        result = subprocess.run(
-            [sys.executable, "manage.py", "check"],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        result = manage_check(DJANGO_PRODUCTION="true", DJANGO_SECRET_KEY="")
         assert result.returncode != 0
         assert "DJANGO_SECRET_KEY must be set" in result.stderr
 
