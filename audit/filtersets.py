@@ -6,6 +6,7 @@ import django_filters
 from django.db.models import QuerySet
 
 from audit.models import AuditEvent, EventType, Injection
+from portal.filters import IdFilter, UtcDateTimeFilter
 
 
 class AuditEventFilterSet(django_filters.FilterSet):
@@ -16,9 +17,10 @@ class AuditEventFilterSet(django_filters.FilterSet):
     actor = django_filters.CharFilter(field_name="actor_id")
     environment = django_filters.CharFilter(field_name="environment")
     author = django_filters.CharFilter(field_name="author")
-    since = django_filters.IsoDateTimeFilter(field_name="occurred_at", lookup_expr="gte")
-    until = django_filters.IsoDateTimeFilter(field_name="occurred_at", lookup_expr="lte")
-    memory = django_filters.NumberFilter(method="filter_memory", min_value=1)
+    since = UtcDateTimeFilter(field_name="occurred_at", lookup_expr="gte")
+    until = UtcDateTimeFilter(field_name="occurred_at", lookup_expr="lte")
+    # A memory id: a whole number (a bigint), as the path of a memory's own page takes it.
+    memory = IdFilter(method="filter_memory")
 
     workspace: Any = None  # set by audit.selectors.audit_events: the events' workspace
 

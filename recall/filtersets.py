@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import django_filters
 
+from portal.filters import UtcDateTimeFilter
 from recall.models import LifecycleStatus, MemoryRecord
 
 
@@ -24,8 +25,8 @@ class MemoryFilterSet(django_filters.FilterSet):
         field_name="segment_kind", choices=MemoryRecord._meta.get_field("segment_kind").choices
     )
     q = django_filters.CharFilter(field_name="content", lookup_expr="icontains")
-    createdAfter = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
-    createdBefore = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="lte")
+    createdAfter = UtcDateTimeFilter(field_name="created_at", lookup_expr="gte")
+    createdBefore = UtcDateTimeFilter(field_name="created_at", lookup_expr="lte")
 
     class Meta:
         model = MemoryRecord

@@ -49,5 +49,8 @@ class Pagination(PageNumberPagination):
         parameters = super().get_schema_operation_parameters(view)
         bounds = {"page": {"minimum": 1}, "pageSize": {"minimum": 1, "maximum": self.max_page_size}}
         for parameter in parameters:
-            parameter["schema"].update(bounds.get(parameter["name"], {}))
+            if parameter["name"] in bounds:
+                # An empty value is the default, as a page's form sends it.
+                number = {**parameter["schema"], **bounds[parameter["name"]]}
+                parameter["schema"] = {"anyOf": [number, {"type": "string", "maxLength": 0}]}
         return parameters

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import django_filters
+from django import forms
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework.request import Request
 from rest_framework.views import APIView
@@ -39,8 +40,13 @@ def filter_parameters(
         elif isinstance(field, django_filters.IsoDateTimeFilter):
             schema = _or_empty({"type": "string", "format": "date-time"})
         elif isinstance(field, django_filters.NumberFilter):
-            bound = {"minimum": field.extra["min_value"]} if "min_value" in field.extra else {}
-            schema = _or_empty({"type": "number", **bound})
+            kind = "integer" if issubclass(field.field_class, forms.IntegerField) else "number"
+            bounds = {
+                key: field.extra[name]
+                for key, name in (("minimum", "min_value"), ("maximum", "max_value"))
+                if name in field.extra
+            }
+            schema = _or_empty({"type": kind, **bounds})
         else:
             schema = {"type": "string"}
         description = (descriptions or {}).get(name, f"Filter by {name}.")
