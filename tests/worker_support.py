@@ -199,6 +199,7 @@ class Workers:
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "portal.settings",
             "DATABASE_URL": _database_url(),
+            "DATABASE_OWNER_URL": "",  # workers act as the application role alone
             "CELERY_BROKER_URL": broker,
             "PYTHONUNBUFFERED": "1",
             **extra_env,

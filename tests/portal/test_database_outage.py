@@ -70,6 +70,7 @@ def stack(tmp_path: Path) -> Any:
     env = {
         **os.environ,
         "DATABASE_URL": server.get_uri(),
+        "DATABASE_OWNER_URL": "",  # its own server, one role (make test-external-db sets one)
         "DJANGO_DEBUG": "true",
         "CELERY_BROKER_URL": "",
         "DATABASE_CONN_MAX_AGE": "60",

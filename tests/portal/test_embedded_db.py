@@ -56,6 +56,7 @@ def gone(pid: int, within: float = 10.0) -> bool:
 def environment(pgdata: Path) -> dict[str, str]:
     env = {**os.environ, "EMBEDDED_PGDATA": str(pgdata), "EMBEDDED_PG_SHARED_BUFFERS": "32MB"}
     env.pop("DATABASE_URL", None)
+    env.pop("DATABASE_OWNER_URL", None)
     return env
 
 

@@ -32,6 +32,7 @@ def test_gunicorn_serves_the_collected_static_files(tmp_path: Path):
         "DJANGO_STATIC_ROOT": str(tmp_path / "static"),
         # No database is needed to serve static files (healthz says it is unreachable).
         "DATABASE_URL": f"postgresql://nobody@/none?host={tmp_path}",
+        "DATABASE_OWNER_URL": "",
     }
     manage = [sys.executable, str(ROOT / "manage.py")]
     subprocess.run([*manage, "collectstatic", "--noinput", "-v", "0"], env=env, check=True)
