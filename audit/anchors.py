@@ -115,7 +115,6 @@ class AnchorFile:
 
     points: dict[int, dict[int, AnchorPoint]] = field(default_factory=dict)
     problems: dict[int | None, list[str]] = field(default_factory=dict)  # None: any workspace
-    count: int = 0
 
     def positions(self, workspace_id: int) -> dict[int, AnchorPoint]:
         return self.points.get(workspace_id, {})
@@ -166,20 +165,29 @@ def anchors_parse(lines: Iterable[str], keys: dict[str, ChainKey] | None = None)
             )
             continue
         seen.setdefault(position, point)
-        parsed.count += 1
     return parsed
 
 
 def anchor_file_read(path: str | Path | None = None) -> AnchorFile:
-    """The anchors of ``path`` (``AUDIT_ANCHOR_FILE``); none when no file is set or written
-    yet."""
+    """The anchors of ``path``, or of ``AUDIT_ANCHOR_FILE``: none when no file is set or
+    written yet. A named file that cannot be read raises ``OSError``; the configured one that
+    cannot be read (a folder, no permission) fails every check that reads it, saying why,
+    rather than passing without its anchors. Bytes that are not UTF-8 make their line fail."""
     source = path or settings.AUDIT_ANCHOR_FILE
     if not source:
         return AnchorFile()
     try:
-        with open(source, encoding="utf-8") as lines:
+        with open(source, encoding="utf-8", errors="replace") as lines:
             return anchors_parse(lines)
     except FileNotFoundError:
-        if path:  # named explicitly: its absence is an error
+        if path:
             raise
         return AnchorFile()
+    except OSError as exc:
+        if path:
+            raise
+        unreadable = AnchorFile()
+        unreadable._problem(
+            None, f"the anchor file AUDIT_ANCHOR_FILE cannot be read: {exc.strerror}"
+        )
+        return unreadable

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -15,9 +15,9 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from audit.anchors import AnchorFile, anchor_file_read
 from audit.chain import (
     GENESIS_HASH,
-    AnchorPoint,
     ChainLink,
     ChainVerdict,
     event_hash,
@@ -291,28 +291,27 @@ class ChainCheck:
     newest_anchor_at: str | None = None  # when the newest of them was taken
 
 
-def audit_chain_verify(
-    *, workspace: Workspace, anchors: Mapping[int, AnchorPoint] | None = None
-) -> ChainVerdict:
+def audit_chain_verify(*, workspace: Workspace, anchors: AnchorFile | None = None) -> ChainVerdict:
     """Walk the whole chain: every event's link and hash, that it passes through every
     anchor, and that it ends at the head."""
     return audit_chain_check(workspace=workspace, full=True, anchors=anchors).verdict
 
 
 def audit_chain_check(
-    *, workspace: Workspace, full: bool, anchors: Mapping[int, AnchorPoint] | None = None
+    *, workspace: Workspace, full: bool, anchors: AnchorFile | None = None
 ) -> ChainCheck:
     """Verify the chain, all of it (``full``) or the events after the last checkpoint.
 
     The chain checked is the one the head described when the check began: its length and
     tip are read first, so events appended while the walk runs are neither missing nor
     counted. A walk that holds moves the workspace's checkpoint to its last event.
-    ``anchors`` (by position, ``audit.anchors``) are what signed checkpoints kept outside
-    the database saw; without them, those of ``AUDIT_ANCHOR_FILE`` when it is set.
+    ``anchors`` are what signed checkpoints kept outside the database saw (``audit.anchors``;
+    by default those of ``AUDIT_ANCHOR_FILE``, when it is set): the chain must pass through
+    each, and a line of the file that fails its signature fails the check.
     """
-    problems: list[str] = []
-    if anchors is None:
-        anchors, problems = anchored_positions(workspace)
+    anchor_file = anchor_file_read() if anchors is None else anchors
+    positions = anchor_file.positions(workspace.pk)
+    problems = anchor_file.problems_for(workspace.pk)
     head = AuditChainHead.objects.filter(workspace=workspace).values_list("length", "last_hash")
     length, tip = head.first() or (None, None)
     checkpoint = None
@@ -330,17 +329,17 @@ def audit_chain_check(
     verdict = verify_links(
         links,
         keys=chain_keys(),
-        anchored=anchors,
+        anchored=positions,
         after_hash=start_hash,
         after_count=start_count,
         after_id=start_id,
     )
-    furthest = max(anchors, default=0)
+    furthest = max(positions, default=0)
     if verdict.ok and problems:
         verdict = ChainVerdict(False, verdict.checked, None, problems[0])
     elif verdict.ok and furthest > verdict.checked:
         # Events an anchor saw are gone (a deleted tail with the head moved back to match).
-        point = anchors[furthest]
+        point = positions[furthest]
         verdict = ChainVerdict(
             False,
             verdict.checked,
@@ -368,15 +367,5 @@ def audit_chain_check(
                 "full_at": full_at,
             },
         )
-    newest = anchors[furthest].at if anchors else None
-    return ChainCheck(verdict, checkpoint is None, walked, full_at, len(anchors), newest)
-
-
-def anchored_positions(workspace: Workspace) -> tuple[dict[int, AnchorPoint], list[str]]:
-    """What the anchors of ``AUDIT_ANCHOR_FILE`` saw of this workspace's chain, by position,
-    and the file's lines that failed (a forged or damaged anchor is a failure, not a pass);
-    nothing when no file is set."""
-    from audit.anchors import anchor_file_read
-
-    anchors = anchor_file_read()
-    return anchors.positions(workspace.pk), anchors.problems_for(workspace.pk)
+    newest = positions[furthest].at if positions else None
+    return ChainCheck(verdict, checkpoint is None, walked, full_at, len(positions), newest)

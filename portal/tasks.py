@@ -58,7 +58,7 @@ def eager() -> bool:
     return bool(app.conf.task_always_eager)
 
 
-def enqueue(task: Task, *args: Any) -> None:
+def enqueue(task: Task, *args: Any, deferred: str | None = None) -> None:
     """Run ``task(*args)`` for the data the current transaction writes.
 
     With a broker, the task is sent once the transaction commits: a worker must never look
@@ -69,35 +69,23 @@ def enqueue(task: Task, *args: Any) -> None:
 
     Sending raises ``QueueUnavailable`` when the broker is unreachable (kombu gives up after
     its short publish retries, under a second): here when no transaction is open, or out of
-    the outermost ``atomic()`` once it has committed.
+    the outermost ``atomic()`` once it has committed. For a task whose work a sweep does later
+    anyway, ``deferred`` says which: the unsent task is then logged, not raised, so the
+    request that saved the data answers as saved and a client's retry writes nothing twice.
     """
     if eager():
         task.apply(args=args, throw=True)
     else:
-        transaction.on_commit(lambda: _send(task, args))
+        transaction.on_commit(lambda: _send(task, args, deferred))
 
 
-def enqueue_or_defer(task: Task, *args: Any, deferred: str) -> None:
-    """``enqueue``, for a task whose work a sweep does later anyway: an unreachable broker is
-    logged (``deferred`` says what takes the work over), not raised, so the request that
-    saved the data answers as saved and a client's retry writes nothing twice."""
-    if eager():
-        task.apply(args=args, throw=True)
-        return
-
-    def send() -> None:
-        try:
-            _send(task, args)
-        except QueueUnavailable:
-            logger.warning("Task %s not sent, the queue is unreachable: %s", task.name, deferred)
-
-    transaction.on_commit(send)
-
-
-def _send(task: Task, args: tuple[Any, ...]) -> None:
+def _send(task: Task, args: tuple[Any, ...], deferred: str | None = None) -> None:
     try:
         task.apply_async(args=args)
     except BrokerOperationalError as exc:
+        if deferred is not None:
+            logger.warning("Task %s not sent, the queue is unreachable: %s", task.name, deferred)
+            return
         # Sent after the commit: what the request wrote is kept; only the task is missing.
         raise QueueUnavailable(
             "The task queue is not reachable right now: what this request saved is kept, but"

@@ -14,7 +14,7 @@ from audit.services import ChainTip, audit_event_append, audit_event_record
 from policies.models import Workload, Workspace
 from policies.selectors import EffectivePolicy, effective_policy_for
 from portal.errors import ConflictError, NotFoundError, ValidationFailed
-from portal.tasks import eager, enqueue_or_defer
+from portal.tasks import eager, enqueue
 from recall.actor_ids import ActorIdError, normalize_actor_id, split_actor_id
 from recall.envelope import content_hash, context_digest, prefix_fingerprint, query_hash
 from recall.models import Actor, MemoryRecord
@@ -120,9 +120,7 @@ def memories_embed_later(rows: Sequence[MemoryRecord]) -> None:
         return
     # An unreachable queue does not fail the write: the memories stay pending, and the
     # reembed sweep embeds them (a client's retry must not save them twice).
-    enqueue_or_defer(
-        embed_memories, ids, deferred="the reembed sweep embeds the memories left pending"
-    )
+    enqueue(embed_memories, ids, deferred="the reembed sweep embeds the memories left pending")
     if eager():
         models = dict(MemoryRecord.objects.filter(pk__in=ids).values_list("pk", "embedding_model"))
         for row in rows:

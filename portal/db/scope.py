@@ -22,7 +22,7 @@ runs migrations, is not subject to them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from django.db import connection as default_connection
@@ -35,10 +35,6 @@ ALL = "*"
 _process_default = ""
 
 
-def scope_value(workspace_ids: Iterable[int]) -> str:
-    return ",".join(str(int(pk)) for pk in sorted(set(workspace_ids)))
-
-
 def scope_all_by_default() -> None:
     """This process (a worker, a command, the test suite) sees every workspace by default."""
     global _process_default
@@ -49,13 +45,6 @@ def scope_set(value: str, connection: Any = None) -> None:
     connection = connection or default_connection
     with connection.cursor() as cursor:
         cursor.execute("SELECT set_config(%s, %s, false)", [SETTING, value])
-
-
-def scope_current(connection: Any = None) -> str:
-    connection = connection or default_connection
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT coalesce(current_setting(%s, true), '')", [SETTING])
-        return str(cursor.fetchone()[0])
 
 
 def scope_include(workspace_id: int) -> None:

@@ -17,7 +17,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
 
-from audit.anchors import anchor_file_read, audit_anchor_record
+from audit.anchors import AnchorFile, anchor_file_read, audit_anchor_record
 from audit.chain import GENESIS_HASH, ChainKey, event_hash
 from audit.keys import signing_key
 from audit.models import AuditChainHead, AuditEvent
@@ -161,7 +161,9 @@ class TamperingAsTheOwnerTests:
         audit_anchor_record()
         _rewrite(history, signing_key(), author="user:mallory")
 
-        assert audit_chain_verify(workspace=operator.workspace, anchors={}).ok  # key alone
+        assert audit_chain_verify(
+            workspace=operator.workspace, anchors=AnchorFile()
+        ).ok  # key alone
         verdict = audit_chain_verify(workspace=operator.workspace)
 
         assert (verdict.ok, verdict.first_broken_id) == (False, history[-1].pk)
@@ -178,7 +180,9 @@ class TamperingAsTheOwnerTests:
             [history[-2].hash, history[-1].workspace_id],
         )
 
-        assert audit_chain_verify(workspace=operator.workspace, anchors={}).ok  # head agrees
+        assert audit_chain_verify(
+            workspace=operator.workspace, anchors=AnchorFile()
+        ).ok  # head agrees
         verdict = audit_chain_verify(workspace=operator.workspace)
 
         assert not verdict.ok
@@ -230,7 +234,7 @@ class AnchorTests:
 
         out = StringIO()
         call_command("verify_audit_chain", "--anchors", str(path), stdout=out)
-        assert f"team-a: ok ({len(history)} events, 1 anchors)" in out.getvalue()
+        assert f"team-a: ok ({len(history)} events, 1 anchor)" in out.getvalue()
 
         _rewrite(history, signing_key(), author="user:mallory")
         out = StringIO()
@@ -333,3 +337,25 @@ class VerifyPageTests:
 
         assert "chain broken" in html and "anchor taken at" in html
         assert f"event #{history[-1].pk}" in html
+
+
+class UnreadableAnchorFileTests:
+    def test_an_anchor_file_that_cannot_be_read_fails_the_check_and_says_why(
+        self, operator, history, tmp_path, settings
+    ):
+        settings.AUDIT_ANCHOR_FILE = str(tmp_path)  # a folder
+
+        verdict = audit_chain_verify(workspace=operator.workspace)
+        page = operator.session().get("/w/team-a/audit/verify/")
+
+        assert not verdict.ok and "AUDIT_ANCHOR_FILE cannot be read" in verdict.reason
+        assert page.status_code == 200 and "chain broken" in page.content.decode()
+
+    def test_a_line_that_is_not_utf8_fails_as_a_line(self, operator, history, anchors):
+        audit_anchor_record()
+        with open(anchors, "ab") as out:
+            out.write(b"\xff\xfe not an anchor\n")
+
+        verdict = audit_chain_verify(workspace=operator.workspace)
+
+        assert not verdict.ok and "anchor line 2 is not an anchor" in verdict.reason

@@ -20,7 +20,7 @@ from django.utils import timezone
 from audit.services import audit_chain_check
 from maintenance.services import maintenance_start
 from policies.models import Workspace
-from portal.db.scope import ALL, scope_include, scope_set, scope_value
+from portal.db.scope import ALL, scope_include, scope_set
 from recall.models import MemoryRecord
 from tests.helpers import csrf_session
 from tests.recall import factories
@@ -39,6 +39,11 @@ POPULATED = {
     "audit_auditevent", "audit_auditchainhead", "audit_auditcheckpoint", "audit_injection",
     "maintenance_maintenancerun", "maintenance_maintenanceitem",
 }  # fmt: skip
+
+
+def scope_value(workspace_ids: list[int]) -> str:
+    """The scope a user with these workspaces' memberships gets (portal/db/scope.py)."""
+    return ",".join(str(pk) for pk in sorted(workspace_ids))
 
 
 def _workspace_of(table: str) -> str:

@@ -4,9 +4,10 @@ from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.template.defaultfilters import pluralize
 
 from audit.anchors import AnchorFile, anchor_file_read
-from audit.services import audit_chain_verify
+from audit.services import audit_chain_check
 from policies.models import Workspace
 
 
@@ -31,15 +32,14 @@ class Command(BaseCommand):
         anchors = self._anchors(options["anchors"])
         broken = []
         for workspace in workspaces:
-            positions = anchors.positions(workspace.pk)
-            problems = anchors.problems_for(workspace.pk)
-            verdict = audit_chain_verify(workspace=workspace, anchors=positions)
-            if verdict.ok and not problems:
-                against = f", {len(positions)} anchors" if positions else ""
-                self.stdout.write(f"{workspace.slug}: ok ({verdict.checked} events{against})")
-            elif verdict.ok:
-                broken.append(workspace.slug)
-                self.stdout.write(f"{workspace.slug}: BROKEN anchors: {'; '.join(problems)}")
+            check = audit_chain_check(workspace=workspace, full=True, anchors=anchors)
+            verdict = check.verdict
+            if verdict.ok:
+                against = f", {check.anchors} anchor{pluralize(check.anchors)}"
+                self.stdout.write(
+                    f"{workspace.slug}: ok ({verdict.checked} events"
+                    f"{against if check.anchors else ''})"
+                )
             else:
                 broken.append(workspace.slug)
                 at = f"at event {verdict.first_broken_id} " if verdict.first_broken_id else ""
