@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -52,6 +53,16 @@ def celery_broker(own_redis: RedisServer) -> Iterator[str]:
     """Overrides the shared one: this module's test process and workers use ``own_redis``."""
     with sending_to(own_redis.url):
         yield own_redis.url
+
+
+def write_memory(persona: Any, content: str) -> Any:
+    """A memory for user:ada through the API, as an agent writes one."""
+    return persona.api().post(
+        "/v1/memory/actors/user:ada/memories",
+        {"content": content, "memoryType": "preference", "sourceKind": "user",
+         "consentPolicy": "explicit"},
+        format="json",
+    )  # fmt: skip
 
 
 def unacknowledged(broker: RedisServer) -> list[tuple[str, str]]:
@@ -141,12 +152,7 @@ class RedisRestartTests:
             response = operator.api().post(f"/v1/workspaces/team-a/maintenance/{sweep}")
             assert response.status_code == 202, response.content
             previews.append(response.json()["id"])
-        written = editor.api().post(
-            "/v1/memory/actors/user:ada/memories",
-            {"content": "Ada reads the changelog first", "memoryType": "preference",
-             "sourceKind": "user", "consentPolicy": "explicit"},
-            format="json",
-        )  # fmt: skip
+        written = write_memory(editor, "Ada reads the changelog first")
         assert written.status_code == 201, written.content
         part_way(operator, execute_id, 30, 250)
         assert waiting(own_redis) >= 4  # the three previews and the embedding, in Redis
@@ -219,12 +225,7 @@ class BrokerDownTests:
         """Saved is saved: a 201 (a 503 would make a client retry and save it twice), the
         memory left pending, and the reembed sweep embeds it once the queue is back."""
         own_redis.stop()
-        response = editor.api().post(
-            "/v1/memory/actors/user:ada/memories",
-            {"content": "Ada prefers release notes on Fridays", "memoryType": "preference",
-             "sourceKind": "user", "consentPolicy": "explicit"},
-            format="json",
-        )  # fmt: skip
+        response = write_memory(editor, "Ada prefers release notes on Fridays")
 
         assert response.status_code == 201, response.content
         assert response.json()["embeddingPending"] is True
