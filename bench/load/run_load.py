@@ -223,7 +223,7 @@ class LoadRun:
                 raise SystemExit(f"{name}: {path} resolves to {found!r}, not {expected!r}")
 
     def start_server(self, port: int) -> None:
-        from portal.management.commands.run_portal import _ends_with_its_parent
+        from portal.management.commands.run_portal import ends_with_its_parent
 
         env = {
             **os.environ,
@@ -245,7 +245,7 @@ class LoadRun:
                 "--access-logformat", ACCESS_LOG_FORMAT,
             ],
             env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-            preexec_fn=_ends_with_its_parent,
+            preexec_fn=ends_with_its_parent,
         )  # fmt: skip
 
     def wait_until_ready(self, base_url: str) -> None:

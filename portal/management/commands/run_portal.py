@@ -159,7 +159,7 @@ class DevServer:
         manage = Path(settings.BASE_DIR) / "manage.py"
         self.process = subprocess.Popen(
             [sys.executable, str(manage), "runserver", f"127.0.0.1:{port}"],
-            preexec_fn=_ends_with_its_parent,
+            preexec_fn=ends_with_its_parent,
         )
         self.descendants: dict[int, psutil.Process] = {}
 
@@ -197,7 +197,7 @@ class DevServer:
                 self.descendants.setdefault(process.pid, process)
 
 
-def _ends_with_its_parent() -> None:
+def ends_with_its_parent() -> None:
     """In the reloader, before it starts: Linux sends it SIGTERM if this process dies, even
     by SIGKILL, so that a killed run does not leave the development server holding its port
     (and the database: the next run takes that over)."""
