@@ -1,0 +1,144 @@
+"""Forms of the memory browser: editing one memory and the JSON Lines import."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from django import forms
+from django.db import models
+
+from recall.api.serializers import MEMORY_BATCH_MAX, MemoryInputSerializer
+
+# Wire names used by services and the algebra → the form field that shows their errors.
+from recall.models import MemoryRecord
+
+# --- the memory browser ------------------------------------------------------------------------
+
+EDITABLE = ("content", "memory_type", "sensitivity", "segment_kind", "confidence")
+CONTENT_MAX = 20_000
+
+
+def _model_choice(name: str, label: str) -> forms.ChoiceField:
+    field = MemoryRecord._meta.get_field(name)
+    assert isinstance(field, models.Field) and field.choices is not None
+    return forms.ChoiceField(label=label, choices=field.choices)
+
+
+class MemoryEditForm(forms.Form):
+    """The fields an editor may change in the browser; content edits are re-embedded.
+
+    A plain form, not a ModelForm: validating a ModelForm writes the new values into the
+    instance, and ``memory_update`` needs the row as it was to know what changed.
+    """
+
+    content = forms.CharField(label="Content", widget=forms.Textarea(attrs={"rows": 3}))
+    memory_type = _model_choice("memory_type", "Memory type")
+    sensitivity = _model_choice("sensitivity", "Sensitivity")
+    segment_kind = _model_choice("segment_kind", "Segment kind")
+    confidence = forms.FloatField(
+        label="Confidence",
+        min_value=0.0,
+        max_value=1.0,
+        widget=forms.NumberInput(attrs={"min": 0, "max": 1, "step": "0.01"}),
+    )
+
+    def __init__(self, data: Any = None, *, memory: MemoryRecord) -> None:
+        super().__init__(data, initial={name: getattr(memory, name) for name in EDITABLE})
+
+    def clean_content(self) -> str:
+        content = str(self.cleaned_data.get("content") or "").strip()
+        if not content:
+            raise forms.ValidationError("The content cannot be empty.")
+        if len(content) > CONTENT_MAX:
+            raise forms.ValidationError(f"Keep the content under {CONTENT_MAX:,} characters.")
+        return content
+
+    def changes(self) -> dict[str, Any]:
+        return {
+            name: self.cleaned_data[name]
+            for name in EDITABLE
+            if self.cleaned_data[name] != self.initial[name]
+        }
+
+
+IMPORT_MAX_BYTES = 5 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class LineError:
+    line: int
+    field: str
+    message: str
+
+
+class MemoryImportForm(forms.Form):
+    """A JSON Lines file: one memory per line in the API's camelCase shape."""
+
+    actor = forms.CharField(
+        label="Actor",
+        max_length=250,
+        required=False,
+        help_text="Every line becomes a memory of this actor. Leave it empty when every line "
+        "names its own actorId, as a retention archive does.",
+    )
+    file = forms.FileField(
+        label="JSON Lines file",
+        help_text=f"One memory object per line, at most {MEMORY_BATCH_MAX:,} lines.",
+    )
+
+    def clean_file(self) -> Any:
+        upload = self.cleaned_data["file"]
+        if upload.size > IMPORT_MAX_BYTES:
+            raise forms.ValidationError("The file is larger than 5 MB; split it.")
+        return upload
+
+
+def parse_jsonl(raw: bytes) -> tuple[list[dict[str, Any]], list[LineError]]:
+    """Validate every line (blank lines are skipped); model-field items, or per-line errors."""
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return [], [LineError(0, "file", "The file is not UTF-8 text.")]
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        return [], [LineError(0, "file", "The file has no memories in it.")]
+    if len(lines) > MEMORY_BATCH_MAX:
+        return [], [
+            LineError(
+                0,
+                "file",
+                f"At most {MEMORY_BATCH_MAX:,} memories per import; the file has {len(lines):,}.",
+            )
+        ]
+    return parse_jsonl_lines(text, MemoryInputSerializer)
+
+
+def parse_jsonl_lines(
+    text: str, serializer_class: type[MemoryInputSerializer]
+) -> tuple[list[dict[str, Any]], list[LineError]]:
+    """Each non-blank line checked by ``serializer_class``: model-field items, or errors
+    numbered by line (the import, and the restore of a retention archive)."""
+    items: list[dict[str, Any]] = []
+    errors: list[LineError] = []
+    numbered = [(n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
+    for number, line in numbered:
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            errors.append(
+                LineError(number, "line", f"Not valid JSON: {exc.msg} (column {exc.colno}).")
+            )
+            continue
+        if not isinstance(obj, dict):
+            errors.append(LineError(number, "line", "Each line must be one JSON object."))
+            continue
+        serializer = serializer_class(data=obj)
+        if serializer.is_valid():
+            items.append(serializer.to_model_fields())
+        else:
+            for name, messages in serializer.errors.items():
+                text_messages = messages if isinstance(messages, list) else [messages]
+                errors.append(LineError(number, name, " ".join(str(m) for m in text_messages)))
+    return items, errors

@@ -1,0 +1,333 @@
+"""The recall sandbox page: run a recall as a workload would (or under a draft), nothing recorded,
+and compare the saved policy with the draft.
+
+One URL serves the whole page and, for htmx requests, only the fragment that changes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods
+
+from policies import labels
+from policies.algebra import AXES, PolicyError
+from policies.models import Workspace
+from policies.selectors import effective_policy_for, workspace_policy_current
+from portal.errors import DomainError
+from portal.http import HtmxHttpRequest
+from portal.models import Role
+from portal.pages import PageAccess, workspace_page
+from recall import services
+from recall.forms.sandbox import SandboxForm, add_domain_error, draft_kept
+from recall.page_selectors import (
+    RecallPreview,
+    actor_suggestions,
+    assembled_event_id,
+    decision_words,
+    recall_preview,
+    sandbox_decisions,
+)
+from recall.selectors import actor_lookup
+from recall.svg import budget_bar, kind_summary
+from recall.views.picks import (
+    environment_slugs,
+    live_workloads,
+    pick_environment,
+    pick_workload,
+    saved_policy,
+)
+
+COMPARE_WIDTH = 560  # each side of the compare view's budget bars, in SVG user units
+
+
+# The envelope's hashes in the order the result shows them, with their names in words.
+FINGERPRINTS = (
+    ("effectivePolicyHash", "Effective policy hash"),
+    ("effectiveBudgetHash", "Effective budget hash"),
+    ("prefixFingerprint", "Prefix fingerprint"),
+    ("digest", "Digest"),
+)
+# The recall funnel's counts (labels.COUNT_LABELS names them) and what each step keeps.
+FUNNEL_STEPS = (
+    ("candidates", "the actor's memories"),
+    ("afterPolicy", "pass fail-closed rules and every axis"),
+    ("afterRanking", "best scores, cut to top K"),
+    ("afterBudgetAllocation", "entries and truncated refs"),
+)
+
+
+# --- sandbox -----------------------------------------------------------------------------------
+
+
+@login_required
+@require_GET
+def actor_options(request: HttpRequest, slug: str) -> HttpResponse:
+    """``<option>``s for the actor ``<datalist>`` (``?q=``; the input's own name works too)."""
+    access = workspace_page(request, slug)
+    q = request.GET.get("q", request.GET.get("actor", ""))
+    # A NUL cannot be in any actor id (PostgreSQL text refuses it): it matches nothing.
+    actors = [] if "\x00" in q else actor_suggestions(workspace=access.workspace, q=q[:250])
+    return render(request, "recall/_actor_options.html", {"actors": actors})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def sandbox(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+    posting = request.method == "POST"
+    access = workspace_page(request, slug, required=Role.EDITOR if posting else Role.VIEWER)
+    workspace = access.workspace
+    workloads = live_workloads(workspace)
+    environments = environment_slugs(workspace)
+    source = request.POST if posting else request.GET
+    workload = pick_workload(workloads, source.get("workload"))
+    environment = pick_environment(environments, source.get("environment"))
+    floor = workspace_policy_current(workspace=workspace)
+    saved = saved_policy(workload, environment)
+    default_actor = source.get("actor") or next(
+        iter(actor_suggestions(workspace=workspace, q="", limit=1)), ""
+    )
+    # Redrawn for another workload or environment (htmx swaps only the parts that depend on
+    # them), the override panel keeps the axes the user ticked as they were.
+    kept = {} if posting else draft_kept(request.GET)
+    form = SandboxForm(
+        request.POST if posting else None,
+        workloads=workloads,
+        environments=environments,
+        relaxable=floor.relaxable_axes,
+        saved_policy=saved.policy if saved else floor.document,
+        editable=access.can_edit,
+        initial={
+            "actor": default_actor,
+            "workload": str(workload.pk) if workload else None,
+            "environment": environment,
+            "query": source.get("query", ""),
+            "top_k": source.get("top_k") or 5,
+            **kept,
+        },
+    )
+    outcome: dict[str, Any] = {}
+    if posting and form.is_valid():
+        outcome = _sandbox_run(form, access)
+    context = {
+        **access.context(),
+        "form": form,
+        "axis_blocks": form.axis_blocks(),
+        "locked_axes": form.locked,
+        "axes_total": len(AXES),
+        "override_open": form.override_touched(),
+        "relaxable": floor.relaxable_axes,
+        "floor": floor,
+        "saved": saved,
+        "workloads": workloads,
+        "selected_workload": workload,
+        "selected_environment": environment,
+        **outcome,
+    }
+    template = "recall/_sandbox_body.html" if request.htmx else "recall/sandbox.html"
+    return render(request, template, context)
+
+
+def _sandbox_run(form: SandboxForm, access: PageAccess) -> dict[str, Any]:
+    """Run the recall for real (one ``context.assembled`` event); in compare mode also preview
+    the saved policy and the draft override read-only. Errors go onto the form."""
+    data = form.cleaned_data
+    workspace = access.workspace
+    override = form.override()
+    overridden = list(override)
+    if form.errors:
+        return {}
+    actor_id = data["actor"].strip()
+    args: dict[str, Any] = {
+        "workspace": workspace,
+        "workload": form.selected_workload(),
+        "environment": data["environment"],
+        "actor_id": actor_id,
+        "query": data["query"],
+        "top_k": data["top_k"],
+    }
+    comparing = bool(data["compare"])
+    try:
+        services.actor_parse(actor_id)
+        if actor_lookup(workspace=workspace, actor_id=actor_id) is None:
+            form.add_error("actor", f"No actor {actor_id} in this workspace; pick a suggestion.")
+            return {}
+        previews: tuple[RecallPreview, RecallPreview] | None = None
+        if comparing:
+            # Both previews read the same rows the real run will (before it records hits).
+            previews = (
+                recall_preview(**args, override=None),
+                recall_preview(**args, override=override or None),
+            )
+        envelope = services.recall_assemble(
+            request=services.RecallRequest(
+                **args,
+                override=None if comparing else (override or None),
+                author=access.caller.label,
+            )
+        )
+    except (PolicyError, DomainError) as exc:
+        drafted = isinstance(exc, PolicyError) and bool(override)
+        add_domain_error(form, exc, fallback=not drafted)
+        touched = [name for name in overridden if f"override_{name}" in form.errors]
+        if drafted and not touched:
+            # e.g. a smaller totalTokenBudget that the locked reservations no longer fit: the
+            # locked axes have no fields, so what they say is told here.
+            fields = (exc.details or {}).get("fields") or {}
+            said = [
+                f"{labels.axis_label(name)} (not relaxable): {message}"
+                for name, message in fields.items()
+                if name in form.locked
+            ]
+            form.add_error(
+                None, " ".join([f"The draft override cannot be applied: {exc.message}", *said])
+            )
+        return {}
+    policy: dict[str, Any] | None = None
+    if envelope["diagnostics"]["verbosity"] == "full":  # only decisions show policy values
+        policy = (
+            previews[0].policy
+            if previews is not None
+            else _run_policy(args, envelope, override=override or None)
+        )
+    result = _result_context(envelope, workspace, policy=policy)
+    result["ran_for"] = (args["workload"].name, args["environment"])
+    if previews is not None:
+        result["compare"] = _compare_context(envelope, *previews, override=override)
+        result["budget_svg"] = budget_bar(
+            envelope["budget"], dom_id="budget-saved", width=COMPARE_WIDTH
+        )
+    result["override_used"] = [] if comparing else _override_rows(override)
+    return result
+
+
+def _run_policy(
+    args: dict[str, Any], envelope: dict[str, Any], *, override: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """The effective policy a recall just ran under, read again (the envelope has only its
+    hash; a decision's failing value needs the policy's side too). None if it has changed
+    since: then no value is shown rather than a wrong one."""
+    try:
+        effective = effective_policy_for(
+            workload=args["workload"], environment=args["environment"], override=override
+        )
+    except PolicyError:
+        return None
+    return effective.policy if effective.policy_hash == envelope["effectivePolicyHash"] else None
+
+
+def _override_rows(override: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """``(API name, label, value in words)`` per overridden axis."""
+    return [
+        (name, labels.axis_label(name), labels.axis_value(name, value))
+        for name, value in override.items()
+        if name in AXES
+    ]
+
+
+def _funnel(counts: dict[str, int]) -> list[dict[str, Any]]:
+    return [{"key": key, "hint": hint, "n": counts.get(key, 0)} for key, hint in FUNNEL_STEPS]
+
+
+def _budget_rows(budget: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {"kind": kind, **alloc, "summary": kind_summary(kind, alloc)}
+        for kind, alloc in budget["perKind"].items()
+    ]
+
+
+def _result_context(
+    envelope: dict[str, Any], workspace: Workspace, *, policy: dict[str, Any] | None
+) -> dict[str, Any]:
+    """``policy``: the effective policy the recall ran under (filtered rows show their failing
+    value against it); None when the decisions are not shown."""
+    diagnostics = envelope["diagnostics"]
+    decisions = (
+        sandbox_decisions(workspace=workspace, envelope=envelope, policy=policy)
+        if diagnostics["verbosity"] == "full"
+        else None
+    )
+    reasons = [
+        {"code": code, "words": decision_words(code), "n": n}
+        for code, n in diagnostics.get("reasons", {}).items()
+    ]
+    event_id = assembled_event_id(workspace=workspace, envelope_id=envelope["envelopeId"])
+    return {
+        "envelope": envelope,
+        "funnel": _funnel(diagnostics["counts"]),
+        "budget_svg": budget_bar(envelope["budget"], dom_id="budget-saved"),
+        "budget_rows": _budget_rows(envelope["budget"]),
+        "decisions": decisions,
+        "reasons": reasons,
+        "fingerprints": [(term, label, envelope[term]) for term, label in FINGERPRINTS],
+        "verbosity": diagnostics["verbosity"],
+        "warnings": diagnostics.get("warnings", []),
+        "event_id": event_id,
+        "event_url": reverse("audit:event", args=[workspace.slug, event_id]) if event_id else None,
+    }
+
+
+def _compare_context(
+    envelope: dict[str, Any],
+    saved: RecallPreview,
+    draft: RecallPreview,
+    *,
+    override: dict[str, Any],
+) -> dict[str, Any]:
+    """Which memories enter or leave the context under the draft override."""
+    saved_state = {e["id"]: "included" for e in envelope["entries"]}
+    saved_state.update({t["id"]: "truncated" for t in envelope["truncatedRefs"]})
+    draft_state = {pk: "included" for pk in draft.included}
+    draft_state.update({pk: "truncated" for pk in draft.truncated})
+    meta: dict[str, dict[str, Any]] = {}
+    for entry in envelope["entries"] + envelope["truncatedRefs"]:
+        meta[entry["id"]] = entry
+    for pk, row in draft.rows.items():
+        meta.setdefault(
+            pk,
+            {
+                "segmentKind": row.segment_kind,
+                "memoryType": row.memory_type,
+                "tokens": row.token_count,
+                # Content only when it entered the draft context (it passed the draft policy).
+                **({"content": row.content} if pk in draft_state else {}),
+            },
+        )
+    rows = []
+    for pk in list(saved_state) + [pk for pk in draft_state if pk not in saved_state]:
+        saved_code = saved_state.get(pk) or saved.codes.get(pk, "not_selected")
+        draft_code = draft_state.get(pk) or draft.codes.get(pk, "not_selected")
+        change = (
+            "stays"
+            if pk in saved_state and pk in draft_state
+            else ("leaves" if pk in saved_state else "enters")
+        )
+        rows.append(
+            {
+                "id": pk,
+                "change": change,
+                "saved_words": decision_words(saved_code),
+                "draft_words": decision_words(draft_code),
+                "saved_code": saved_code,
+                "draft_code": draft_code,
+                **meta.get(pk, {}),
+            }
+        )
+    order = {"enters": 0, "leaves": 1, "stays": 2}
+    rows.sort(key=lambda r: order[r["change"]])
+    return {
+        "rows": rows,
+        "entering": sum(1 for r in rows if r["change"] == "enters"),
+        "leaving": sum(1 for r in rows if r["change"] == "leaves"),
+        "override": _override_rows(override),
+        "draft": draft,
+        "draft_funnel": _funnel(draft.counts),
+        "draft_budget_svg": budget_bar(draft.budget, dom_id="budget-draft", width=COMPARE_WIDTH),
+        "draft_budget_rows": _budget_rows(draft.budget),
+        "same_policy": draft.policy_hash == saved.policy_hash
+        and draft.budget_hash == saved.budget_hash,
+    }
