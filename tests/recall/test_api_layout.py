@@ -14,6 +14,7 @@ from audit.models import AuditEvent
 from recall.layout import SEED_CHAT_FRAGMENT, SEED_COMPACTION_FRAGMENT
 from recall.layout_services import layout_config_save
 from recall.models import WorkloadLayoutConfigVersion
+from tests.helpers import error_of
 
 URL = "/v1/context/layout"
 
@@ -54,17 +55,6 @@ def post(persona: Any, body: Any, url: str = URL) -> Any:
 def ok(response: Any) -> dict[str, Any]:
     assert response.status_code == 200, response.content
     return response.json()
-
-
-def error_of(response: Any, status: int, code: str | None = None) -> dict[str, Any]:
-    assert response.status_code == status, response.content
-    body = response.json()
-    assert list(body) == ["error"]
-    assert set(body["error"]) == {"code", "message", "details"}
-    assert isinstance(body["error"]["message"], str) and body["error"]["message"]
-    if code is not None:
-        assert body["error"]["code"] == code
-    return body["error"]
 
 
 def fields_of(response: Any) -> dict[str, str]:

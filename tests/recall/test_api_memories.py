@@ -15,7 +15,7 @@ from django.utils import timezone
 from audit.models import AuditEvent, EventType
 from recall.models import Actor, MemoryRecord
 from recall.runtime import embedder
-from tests.helpers import csrf_session
+from tests.helpers import csrf_session, error_of
 from tests.recall import factories
 
 ADA = "/v1/memory/actors/user:ada/memories"
@@ -25,16 +25,6 @@ MEMORY_KEYS = {
     "supersededBy", "expiresAt", "createdAt", "updatedAt", "lastAccessedAt", "hitCount",
     "tokenCount", "embeddingModel", "embeddingPending", "tier", "staleSince",
 }  # fmt: skip
-
-
-def error_of(response: Any, status: int, code: str | None = None) -> dict[str, Any]:
-    assert response.status_code == status, response.content
-    body = response.json()
-    assert list(body) == ["error"]
-    assert set(body["error"]) == {"code", "message", "details"}
-    if code is not None:
-        assert body["error"]["code"] == code
-    return body["error"]
 
 
 def fields_of(response: Any) -> dict[str, str]:

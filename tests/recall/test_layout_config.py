@@ -20,6 +20,7 @@ from recall.layout_services import (
     layout_config_save,
 )
 from recall.models import WorkloadLayoutConfigVersion
+from tests.helpers import error_of
 
 SEED_FRAGMENT = """
 memory:
@@ -56,16 +57,6 @@ def config_url(workload: Any) -> str:
 
 def versions_url(workload: Any) -> str:
     return f"/v1/workloads/{workload.id}/layout-config/versions/"
-
-
-def error_of(response: Any, status: int, code: str | None = None) -> dict[str, Any]:
-    assert response.status_code == status, response.content
-    body = response.json()
-    assert list(body) == ["error"]
-    assert set(body["error"]) == {"code", "message", "details"}
-    if code is not None:
-        assert body["error"]["code"] == code
-    return body["error"]
 
 
 def state(workload: Any) -> dict[str, Any]:

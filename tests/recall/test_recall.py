@@ -23,6 +23,7 @@ from policies.models import Workload
 from policies.services import workload_policy_save, workspace_policy_save
 from recall.envelope import context_digest
 from recall.models import MemoryRecord
+from tests.helpers import error_of
 from tests.recall import factories
 
 QUERY = "release summary preferences"
@@ -36,16 +37,6 @@ EVERYTHING = {
     "sensitivityCeiling": "restricted",
     "maxAgeSeconds": None,
 }
-
-
-def error_of(response: Any, status: int, code: str | None = None) -> dict[str, Any]:
-    assert response.status_code == status, response.content
-    body = response.json()
-    assert list(body) == ["error"]
-    assert set(body["error"]) == {"code", "message", "details"}
-    if code is not None:
-        assert body["error"]["code"] == code
-    return body["error"]
 
 
 def body_for(workload: Workload, **changes: Any) -> dict[str, Any]:
