@@ -30,7 +30,7 @@ class AuditEvent(models.Model):
     # Indexed by the composite indexes below, which all lead with the workspace: every
     # index here is one more insert on each recall.
     workspace = models.ForeignKey(
-        "policies.Workspace", on_delete=models.PROTECT, related_name="audit_events", db_index=False
+        "portal.Workspace", on_delete=models.PROTECT, related_name="audit_events", db_index=False
     )
     type = models.CharField(max_length=50, choices=EventType.choices)
     occurred_at = models.DateTimeField()
@@ -68,7 +68,7 @@ class AuditChainHead(models.Model):
     """The tip of a workspace's chain; its row lock serialises appends per workspace."""
 
     workspace = models.OneToOneField(
-        "policies.Workspace", on_delete=models.PROTECT, related_name="audit_head"
+        "portal.Workspace", on_delete=models.PROTECT, related_name="audit_head"
     )
     last_hash = models.CharField(max_length=64)
     length = models.PositiveBigIntegerField(default=0)
@@ -86,7 +86,7 @@ class AuditCheckpoint(models.Model):
     """
 
     workspace = models.OneToOneField(
-        "policies.Workspace", on_delete=models.CASCADE, related_name="audit_checkpoint"
+        "portal.Workspace", on_delete=models.CASCADE, related_name="audit_checkpoint"
     )
     event_id = models.BigIntegerField()
     event_hash = models.CharField(max_length=64)
@@ -118,7 +118,7 @@ class Injection(models.Model):
         AuditEvent, on_delete=models.DO_NOTHING, db_index=False, db_constraint=False
     )
     workspace = models.ForeignKey(
-        "policies.Workspace", on_delete=models.DO_NOTHING, db_index=False, db_constraint=False
+        "portal.Workspace", on_delete=models.DO_NOTHING, db_index=False, db_constraint=False
     )
     truncated = models.BooleanField(default=False)
 

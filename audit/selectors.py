@@ -11,8 +11,8 @@ from django.db.models.functions import TruncDate
 
 from audit.filtersets import AuditEventFilterSet
 from audit.models import AuditEvent, EventType, Injection
-from policies.models import Workspace
 from portal.errors import ValidationFailed
+from portal.models import Workspace
 
 
 def audit_events(*, workspace: Workspace, filters: Any) -> QuerySet[AuditEvent]:

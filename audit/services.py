@@ -25,8 +25,8 @@ from audit.chain import (
 )
 from audit.keys import chain_keys, signing_key
 from audit.models import AuditChainHead, AuditCheckpoint, AuditEvent
-from policies.models import Workspace
 from portal.db.cursors import prepared_cursor
+from portal.models import Workspace
 
 
 def _hashed_fields(

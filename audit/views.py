@@ -37,11 +37,11 @@ from maintenance.lifecycle import SETTINGS_BY_NAME
 from maintenance.words import STATUS_BADGES, SWEEP_TITLES, setting_value
 from policies import algebra, labels
 from policies.forms import diff_rows, floor_document
-from policies.models import Workload, Workspace
+from policies.models import Workload
 from policies.services import workspace_store_queries_set
 from portal.errors import ValidationFailed
 from portal.http import HtmxHttpRequest
-from portal.models import Role
+from portal.models import Role, Workspace
 from portal.pages import workspace_page
 from recall.page_selectors import memories_present
 

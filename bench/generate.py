@@ -59,7 +59,7 @@ def _load_as_owner(total: int, large: int, label: str, marker: Path, started: fl
 
     from bench.embedder import TOPICS, centres, noisy
     from policies import algebra, services
-    from policies.models import Workspace
+    from portal.models import Workspace
     from recall.models import Actor, MemoryRecord
 
     Workspace.objects.filter(slug="bench").exists() and sys.exit("workspace bench exists")

@@ -73,7 +73,7 @@ def main() -> None:
 
     from maintenance import services
     from maintenance.models import MaintenanceRun
-    from policies.models import Workspace
+    from portal.models import Workspace
     from recall.models import MemoryRecord
 
     workspace = Workspace.objects.order_by("pk").first()

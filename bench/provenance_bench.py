@@ -112,7 +112,7 @@ def load(events: int, marker: Path) -> dict[str, Any]:
 
     from audit.models import AuditChainHead, AuditEvent, Injection
     from policies import algebra, services
-    from policies.models import Workspace
+    from portal.models import Workspace
     from recall.models import Actor, MemoryRecord
 
     started = time.perf_counter()
@@ -646,7 +646,7 @@ def main() -> None:
             info = load(args.events, marker)
         print(f"loaded in {info['loadSeconds']}s", flush=True)
 
-    from policies.models import Workspace
+    from portal.models import Workspace
 
     call_command("migrate", verbosity=0)  # the checkout's schema may have moved since the load
     workspace = Workspace.objects.get(slug=SLUG)

@@ -60,8 +60,9 @@ def main() -> None:
 
     from django.db import connection
 
-    from policies.models import Workload, Workspace
+    from policies.models import Workload
     from policies.selectors import effective_policy_for
+    from portal.models import Workspace
     from portal.services import api_token_create
     from recall.models import Actor
 

@@ -14,7 +14,7 @@ class LifecycleSettingsVersion(PolicyVersionBase):
     the policies: a save always adds a row; rows are never edited."""
 
     workspace = models.ForeignKey(
-        "policies.Workspace", on_delete=models.CASCADE, related_name="lifecycle_versions"
+        "portal.Workspace", on_delete=models.CASCADE, related_name="lifecycle_versions"
     )
 
     class Meta:
@@ -65,7 +65,7 @@ class MaintenanceRun(models.Model):
     """
 
     workspace = models.ForeignKey(
-        "policies.Workspace", on_delete=models.CASCADE, related_name="maintenance_runs"
+        "portal.Workspace", on_delete=models.CASCADE, related_name="maintenance_runs"
     )
     sweep = models.CharField(max_length=20, choices=[(s, s) for s in SWEEPS])
     mode = models.CharField(max_length=10, choices=Mode.choices)

@@ -12,8 +12,8 @@ from django.utils import timezone
 from maintenance import lifecycle
 from maintenance.connections import memory_connections
 from maintenance.models import LifecycleSettingsVersion, MaintenanceRun
-from policies.models import Workspace
 from portal.ids import numeric_id
+from portal.models import Workspace
 from recall.models import MemoryRecord
 from recall.selectors import embedder_model
 

@@ -51,9 +51,9 @@ from maintenance.models import (
 from maintenance.selectors import lifecycle_settings_current
 from maintenance.sweeps import SWEEP_CLASSES, apply_batch
 from policies import algebra
-from policies.models import Workspace
 from policies.services import change_comment
 from portal.errors import DomainError, NotFoundError, ValidationFailed
+from portal.models import Workspace
 from portal.tasks import TRANSIENT_ERRORS, QueueUnavailable, enqueue
 from recall.models import MemoryRecord
 from recall.selectors import embedder_model

@@ -2,50 +2,10 @@ from __future__ import annotations
 
 import uuid
 
-from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import Q
 
-slug_validator = RegexValidator(
-    r"^[a-z0-9][a-z0-9-]{0,49}$",
-    "Use 1-50 lowercase letters, digits or dashes, starting with a letter or digit.",
-)
-
-DEFAULT_ENVIRONMENTS = ("dev", "staging", "prod")
-
-
-class Workspace(models.Model):
-    """A tenant: owns workloads, actors, memories, members, tokens and the operator floor."""
-
-    slug = models.SlugField(max_length=50, unique=True, validators=[slug_validator])
-    name = models.CharField(max_length=200)
-    created_at = models.DateTimeField(auto_now_add=True)
-    # Whether context.assembled events keep the query text (it may be personal data), so a
-    # replay needs no pasted query. Off by default; operators switch it (audited).
-    store_queries = models.BooleanField(default=False)
-    # Recalls a minute per API token of this workspace; None: the RECALL_RATE_PER_MINUTE
-    # setting (portal.throttling).
-    recall_rate_per_minute = models.PositiveIntegerField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["slug"]
-
-    def __str__(self) -> str:
-        return self.slug
-
-
-class Environment(models.Model):
-    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="environments")
-    slug = models.SlugField(max_length=50, validators=[slug_validator])
-
-    class Meta:
-        ordering = ["slug"]
-        constraints = [
-            models.UniqueConstraint(fields=["workspace", "slug"], name="environment_unique_slug")
-        ]
-
-    def __str__(self) -> str:
-        return self.slug
+from portal.models import Workspace
 
 
 class Workload(models.Model):

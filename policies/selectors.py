@@ -12,14 +12,10 @@ from django.db import connection
 
 from policies import algebra
 from policies.conflicts import Conflict
-from policies.models import (
-    Workload,
-    WorkloadPolicyVersion,
-    Workspace,
-    WorkspacePolicyVersion,
-)
+from policies.models import Workload, WorkloadPolicyVersion, WorkspacePolicyVersion
 from portal.db.cursors import prepared_cursor
 from portal.errors import ConflictError, NotFoundError, ValidationFailed
+from portal.models import Workspace
 from recall.selectors import (
     EMBEDDED_SQL,
     FAIL_CLOSED_SQL,

@@ -8,18 +8,11 @@ from django.utils import timezone
 from audit.models import EventType
 from audit.services import audit_event_record
 from policies import algebra
-from policies.models import (
-    DEFAULT_ENVIRONMENTS,
-    Environment,
-    Workload,
-    WorkloadPolicyVersion,
-    Workspace,
-    WorkspacePolicyVersion,
-)
+from policies.models import Workload, WorkloadPolicyVersion, WorkspacePolicyVersion
 from policies.selectors import environment_check, workload_policy_current, workspace_policy_current
 from portal.db.scope import scope_include
 from portal.errors import ConflictError, ValidationFailed
-from portal.models import Membership, Role
+from portal.models import DEFAULT_ENVIRONMENTS, Environment, Membership, Role, Workspace
 from portal.versioning import NO_VERSION, base_version_check
 
 COMMENT_MAX = 500

@@ -40,7 +40,6 @@ from policies.models import (
     PolicyVersionBase,
     Workload,
     WorkloadPolicyVersion,
-    Workspace,
     WorkspacePolicyVersion,
 )
 from policies.selectors import (
@@ -52,7 +51,7 @@ from policies.selectors import (
 )
 from portal.errors import DomainError, VersionConflict
 from portal.http import HtmxHttpRequest
-from portal.models import Role
+from portal.models import Role, Workspace
 from portal.pages import PageAccess, safe_next, workspace_page
 from portal.versioning import NO_VERSION, parse_base_version
 

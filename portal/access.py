@@ -12,9 +12,9 @@ from typing import Any
 
 from django.db.models import F, QuerySet
 
-from policies.models import Workload, Workspace
+from policies.models import Workload
 from portal.errors import ForbiddenError, NotFoundError, ValidationFailed
-from portal.models import ApiToken, Membership, Role, role_at_least
+from portal.models import ApiToken, Membership, Role, Workspace, role_at_least
 
 
 @dataclass(frozen=True)

@@ -7,10 +7,9 @@ from typing import Any
 from django.db import connection
 from rest_framework import authentication, exceptions
 
-from policies.models import Workspace
 from portal.db.cursors import prepared_cursor
 from portal.db.scope import SETTING
-from portal.models import TOKEN_PREFIX, ApiToken, hash_token
+from portal.models import TOKEN_PREFIX, ApiToken, Workspace, hash_token
 
 
 class TokenUser:

@@ -13,9 +13,8 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest
 from django.utils.http import url_has_allowed_host_and_scheme
 
-from policies.models import Workspace
 from portal.access import Caller, caller_of, workspace_and_role
-from portal.models import Role, role_at_least
+from portal.models import Role, Workspace, role_at_least
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,8 @@ from django.utils import timezone
 
 from audit.models import EventType
 from audit.services import audit_event_record
-from policies.models import Workspace
 from portal.errors import ValidationFailed
-from portal.models import ApiToken, Role, hash_token
+from portal.models import ApiToken, Role, Workspace, hash_token
 
 
 @transaction.atomic

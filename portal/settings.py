@@ -104,7 +104,9 @@ if DATABASE_URL:
     if DATABASE_OWNER_URL:
         _owner_db = parse_database_url(DATABASE_OWNER_URL)
         if (_owner_db["HOST"], _owner_db["PORT"], _owner_db["NAME"]) != (
-            _default_db["HOST"], _default_db["PORT"], _default_db["NAME"]
+            _default_db["HOST"],
+            _default_db["PORT"],
+            _default_db["NAME"],
         ):
             raise ImproperlyConfigured(
                 "DATABASE_OWNER_URL must name the same server and database as DATABASE_URL."

@@ -20,8 +20,8 @@ from django.utils import timezone
 from audit.models import EventType
 from audit.services import audit_event_record
 from maintenance.models import ArchiveChunk
-from policies.models import Workspace
 from portal.errors import ConflictError, NotFoundError
+from portal.models import Workspace
 from recall.models import Actor, FunnelCache, MemoryRecord
 from recall.services import actor_parse
 

@@ -18,7 +18,7 @@ class Actor(models.Model):
     """Someone memories are about, addressed as ``kind:name`` (``user:ada``)."""
 
     workspace = models.ForeignKey(
-        "policies.Workspace", on_delete=models.CASCADE, related_name="actors"
+        "portal.Workspace", on_delete=models.CASCADE, related_name="actors"
     )
     kind = models.CharField(max_length=20)
     name = models.CharField(max_length=200)
@@ -70,7 +70,7 @@ class Tier(models.TextChoices):
 
 class MemoryRecord(models.Model):
     workspace = models.ForeignKey(
-        "policies.Workspace", on_delete=models.CASCADE, related_name="memories"
+        "portal.Workspace", on_delete=models.CASCADE, related_name="memories"
     )
     # Indexed by memory_recall_cover_idx, which leads with actor.
     actor = models.ForeignKey(

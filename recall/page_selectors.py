@@ -23,7 +23,8 @@ from django.utils import timezone
 
 from audit.models import AuditEvent, EventType
 from policies import labels
-from policies.models import Workload, Workspace
+from policies.models import Workload
+from portal.models import Workspace
 from recall.models import Actor, MemoryRecord
 from recall.selectors import (
     EMBEDDED_SQL,

@@ -16,9 +16,10 @@ from typing import Any
 from django.utils import timezone
 
 from audit.models import AuditEvent, EventType
-from policies.models import Workload, Workspace
+from policies.models import Workload
 from policies.selectors import effective_policy_for
 from portal.errors import ConflictError, DomainError, NotFoundError, ValidationFailed
+from portal.models import Workspace
 from recall.envelope import query_hash
 from recall.models import Actor
 from recall.page_selectors import decision_words, memory_codes, recall_preview

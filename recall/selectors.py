@@ -33,9 +33,9 @@ from django.db.models import QuerySet
 
 from audit.services import CHAIN_TIP_SQL
 from policies.algebra import SEGMENT_KINDS, SENSITIVITY_ORDER
-from policies.models import Workspace
 from portal.db.cursors import prepared_cursor
 from portal.errors import ValidationFailed
+from portal.models import Workspace
 from recall.actor_ids import ActorIdError, split_actor_id
 from recall.filtersets import MemoryFilterSet
 from recall.models import Actor, MemoryRecord

@@ -11,9 +11,10 @@ from django.utils import timezone
 
 from audit.models import EventType, Injection
 from audit.services import ChainTip, audit_event_append, audit_event_record
-from policies.models import Workload, Workspace
+from policies.models import Workload
 from policies.selectors import EffectivePolicy, effective_policy_for
 from portal.errors import ConflictError, NotFoundError, ValidationFailed
+from portal.models import Workspace
 from portal.tasks import eager, enqueue
 from recall.actor_ids import ActorIdError, normalize_actor_id, split_actor_id
 from recall.envelope import content_hash, context_digest, prefix_fingerprint, query_hash

@@ -6,13 +6,14 @@ from rest_framework import serializers
 
 from policies import conflicts
 from policies.algebra import AXES, SEGMENT_KINDS
-from policies.models import Workload, WorkloadPolicyVersion, Workspace, WorkspacePolicyVersion
+from policies.models import Workload, WorkloadPolicyVersion, WorkspacePolicyVersion
 from portal.api.fields import (
     StrictBooleanField,
     StrictCharField,
     StrictIntegerField,
     StrictRegexField,
 )
+from portal.models import Workspace
 
 
 class WorkspaceSerializer(serializers.ModelSerializer):

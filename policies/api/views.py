@@ -23,7 +23,7 @@ from policies.api.serializers import (
     WorkspaceSerializer,
     WorkspaceUpdateSerializer,
 )
-from policies.models import Environment, Workload, WorkloadPolicyVersion
+from policies.models import Workload, WorkloadPolicyVersion
 from policies.selectors import (
     effective_policy_for,
     environment_check,
@@ -42,7 +42,7 @@ from portal.api.versioning import (
 )
 from portal.api.views import ApiView, json_object, reject_unknown
 from portal.errors import ForbiddenError, NotFoundError, ValidationFailed
-from portal.models import Role
+from portal.models import Environment, Role
 
 ENVIRONMENT_PARAM = OpenApiParameter(
     "environment",

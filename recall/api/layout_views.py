@@ -9,7 +9,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from policies.api.schemas import COMMENT_SCHEMA
-from policies.models import Workload, Workspace
+from policies.models import Workload
 from portal.access import workload_for, workspace_for
 from portal.api.versioning import (
     BASE_VERSION_DOC,
@@ -22,7 +22,7 @@ from portal.api.versioning import (
 )
 from portal.api.views import WORKSPACE_PARAM, ApiView, json_object, reject_unknown
 from portal.errors import NotFoundError, ValidationFailed
-from portal.models import Role
+from portal.models import Role, Workspace
 from recall import layout_services
 from recall.api.layout_schemas import layout_config_save_schema
 from recall.api.layout_serializers import (

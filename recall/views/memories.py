@@ -23,11 +23,10 @@ from audit.selectors import memory_injection_summary
 from maintenance.models import MaintenanceItem
 from maintenance.selectors import memory_lifecycle
 from policies.algebra import PolicyError
-from policies.models import Workspace
 from policies.selectors import effective_policy_for
 from portal.errors import DomainError, ValidationFailed
 from portal.http import HtmxHttpRequest
-from portal.models import Role
+from portal.models import Role, Workspace
 from portal.pages import PageAccess, safe_next, workspace_page
 from recall import services
 from recall.filtersets import MemoryFilterSet

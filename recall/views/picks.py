@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from policies.algebra import PolicyError
-from policies.models import Workload, Workspace
+from policies.models import Workload
 from policies.selectors import EffectivePolicy, effective_policy_for
+from portal.models import Workspace
 
 UNPROCESSABLE = 422  # a submitted form with errors, re-rendered
 DEFAULT_ENVIRONMENT = "prod"

@@ -16,11 +16,10 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from policies import labels
 from policies.algebra import AXES, PolicyError
-from policies.models import Workspace
 from policies.selectors import effective_policy_for, workspace_policy_current
 from portal.errors import DomainError
 from portal.http import HtmxHttpRequest
-from portal.models import Role
+from portal.models import Role, Workspace
 from portal.pages import PageAccess, workspace_page
 from recall import services
 from recall.forms.sandbox import SandboxForm, add_domain_error, draft_kept

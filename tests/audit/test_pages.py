@@ -15,8 +15,8 @@ from django.urls import reverse
 
 from audit.models import AuditEvent, EventType
 from audit.services import audit_event_record
-from policies.models import Workspace
 from policies.services import workload_policy_save
+from portal.models import Workspace
 from portal.views import volume_chart
 from tests.helpers import database_owner
 

@@ -240,7 +240,7 @@ class ProvenancePageTests:
 
 class QueryStoragePageTests:
     def test_an_operator_switches_it_on_the_audit_page(self, operator, viewer):
-        from policies.models import Workspace
+        from portal.models import Workspace
 
         url = reverse("audit:events", args=[operator.workspace.slug])
         switch = reverse("audit:query-storage", args=[operator.workspace.slug])
@@ -258,7 +258,7 @@ class QueryStoragePageTests:
         assert "recall queries stored" in done.content.decode()  # the list's summary
 
     def test_others_may_not(self, editor):
-        from policies.models import Workspace
+        from portal.models import Workspace
 
         switch = reverse("audit:query-storage", args=[editor.workspace.slug])
         assert client_for(editor).post(switch, {"store": "on"}).status_code == 403

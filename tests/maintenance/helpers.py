@@ -7,7 +7,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from policies.models import Workspace
+from portal.models import Workspace
 from recall.models import MemoryRecord
 from tests.recall import factories
 

@@ -11,8 +11,9 @@ from django.db import connection
 
 from audit.models import AuditEvent, EventType
 from policies import algebra
-from policies.models import Environment, WorkloadPolicyVersion
+from policies.models import WorkloadPolicyVersion
 from policies.services import workload_policy_save, workspace_policy_save
+from portal.models import Environment
 from tests.helpers import database_owner, error_of
 
 

@@ -10,9 +10,9 @@ from rest_framework.test import APIClient
 
 from audit.models import AuditEvent, EventType
 from policies import algebra
-from policies.models import Workspace, WorkspacePolicyVersion
+from policies.models import WorkspacePolicyVersion
 from policies.services import workspace_create, workspace_policy_save
-from portal.models import Membership, Role
+from portal.models import Membership, Role, Workspace
 from tests.helpers import csrf_session, error_of
 
 FLOOR_URL = "/v1/workspaces/team-a/policy"
@@ -577,7 +577,7 @@ class StoreQueriesTests:
     def test_only_operators_change_it(self, request, who):
         response = self.patch(request.getfixturevalue(who), storeQueries=True)
         assert response.status_code == 403
-        from policies.models import Workspace
+        from portal.models import Workspace
 
         assert Workspace.objects.get(slug="team-a").store_queries is False
 

@@ -13,9 +13,10 @@ from django.db import connection
 
 from audit.models import AuditEvent
 from policies import algebra
-from policies.models import WorkloadPolicyVersion, Workspace, WorkspacePolicyVersion
+from policies.models import WorkloadPolicyVersion, WorkspacePolicyVersion
 from policies.services import workload_policy_save, workspace_policy_save
 from portal.errors import VersionConflict
+from portal.models import Workspace
 from tests.helpers import error_of
 from tests.policies.test_pages import client_for, floor_post, floor_url, workload_post, workload_url
 

@@ -12,9 +12,10 @@ from django.test import Client
 from django.urls import reverse
 
 from policies.algebra import default_floor
-from policies.models import Workload, WorkloadPolicyVersion, Workspace
+from policies.models import Workload, WorkloadPolicyVersion
 from policies.selectors import workload_compliance, workspace_policy_current
 from policies.services import workload_policy_save, workspace_policy_save
+from portal.models import Workspace
 from tests.policies.test_pages import HTMX, floor_post
 
 RECALL = "/v1/memory/actors/user:ada/recall"

@@ -11,9 +11,10 @@ from django.utils import timezone
 
 from audit.models import AuditEvent, EventType
 from policies import algebra
-from policies.models import Workload, WorkloadPolicyVersion, Workspace, WorkspacePolicyVersion
+from policies.models import Workload, WorkloadPolicyVersion, WorkspacePolicyVersion
 from policies.selectors import workspace_policy_current
 from policies.services import workload_create, workload_policy_save, workspace_policy_save
+from portal.models import Workspace
 from recall.models import Actor, MemoryRecord
 from recall.selectors import embedder_model
 

@@ -19,8 +19,8 @@ from django.utils import timezone
 
 from audit.services import audit_chain_check
 from maintenance.services import maintenance_start
-from policies.models import Workspace
 from portal.db.scope import ALL, scope_include, scope_set
+from portal.models import Workspace
 from recall.models import MemoryRecord
 from tests.helpers import csrf_session
 from tests.recall import factories

@@ -19,7 +19,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from policies.models import Workspace
+from portal.models import Workspace
 from recall.models import Actor, MemoryRecord
 from recall.selectors import embedder_model
 from recall.services import actor_get_or_create, memory_create_many

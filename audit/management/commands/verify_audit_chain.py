@@ -8,7 +8,7 @@ from django.template.defaultfilters import pluralize
 
 from audit.anchors import AnchorFile, anchor_file_read
 from audit.services import audit_chain_check
-from policies.models import Workspace
+from portal.models import Workspace
 
 
 class Command(BaseCommand):

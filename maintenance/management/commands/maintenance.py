@@ -11,8 +11,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from maintenance import services
 from maintenance.lifecycle import SWEEP_SUMMARY, SWEEPS
 from maintenance.models import MaintenanceRun, Mode
-from policies.models import Workspace
 from portal.errors import DomainError
+from portal.models import Workspace
 from portal.tasks import eager
 
 

@@ -4,9 +4,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from policies.models import Workspace
 from portal.errors import DomainError
-from portal.models import Role
+from portal.models import Role, Workspace
 from portal.services import api_token_create
 
 

@@ -19,9 +19,9 @@ from django.utils import timezone
 from audit.services import audit_backdated
 from maintenance.services import maintenance_start
 from policies import services
-from policies.models import Workload, Workspace
+from policies.models import Workload
 from policies.selectors import workspace_policy_current
-from portal.models import Membership, Role
+from portal.models import Membership, Role, Workspace
 from portal.services import api_token_create
 from recall.demo.history import (
     OPERATOR,
