@@ -12,7 +12,6 @@ from django.utils import timezone
 from maintenance import lifecycle
 from maintenance.connections import memory_connections
 from maintenance.models import LifecycleSettingsVersion, MaintenanceRun
-from portal.ids import numeric_id
 from portal.models import Workspace
 from recall.models import MemoryRecord
 from recall.selectors import embedder_model
@@ -43,19 +42,6 @@ def lifecycle_settings_current(*, workspace: Workspace) -> LifecycleSettingsVers
 
 def runs_for(*, workspace: Workspace) -> QuerySet[MaintenanceRun]:
     return MaintenanceRun.objects.filter(workspace=workspace).order_by("-id")
-
-
-def run_for(*, workspace_ids: QuerySet[Workspace], run_id: Any) -> MaintenanceRun | None:
-    """A run of one of ``workspace_ids`` (the caller's), or None: ids of other workspaces
-    are answered exactly like ids that do not exist."""
-    pk = numeric_id(run_id)
-    if pk is None:
-        return None
-    return (
-        MaintenanceRun.objects.select_related("workspace", "preview")
-        .filter(pk=pk, workspace__in=workspace_ids)
-        .first()
-    )
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,10 @@ from django.db import connection
 from policies import algebra
 from policies.conflicts import Conflict
 from policies.models import Workload, WorkloadPolicyVersion, WorkspacePolicyVersion
+from portal.access import Caller, scoped_get
 from portal.db.cursors import prepared_cursor
 from portal.errors import ConflictError, NotFoundError, ValidationFailed
-from portal.models import Workspace
+from portal.models import Role, Workspace
 from recall.selectors import (
     EMBEDDED_SQL,
     FAIL_CLOSED_SQL,
@@ -388,3 +389,9 @@ def floor_change_impact(
             targets, counts, standing, strict=True
         )
     ]
+
+
+def workload_for(caller: Caller, workload_id: Any, *, required: str = Role.VIEWER) -> Workload:
+    """A workload of a workspace the caller may see, checked for ``required`` role."""
+    rows = Workload.objects.all()
+    return scoped_get(caller, rows, workload_id, what="workload", required=required)

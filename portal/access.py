@@ -8,13 +8,14 @@ so isolation is decided in one place: a caller without a role in a workspace get
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
-from django.db.models import F, QuerySet
+from django.db.models import F, Model, QuerySet
 
-from policies.models import Workload
 from portal.errors import ForbiddenError, NotFoundError, ValidationFailed
 from portal.models import ApiToken, Membership, Role, Workspace, role_at_least
+
+Row = TypeVar("Row", bound=Model)
 
 
 @dataclass(frozen=True)
@@ -94,17 +95,22 @@ def workspace_for(caller: Caller, slug: str | None, *, required: str = Role.VIEW
     return workspace
 
 
-def workload_for(caller: Caller, workload_id: Any, *, required: str = Role.VIEWER) -> Workload:
-    """A workload of a workspace the caller may see, checked for ``required`` role."""
-    workload = (
-        Workload.objects.select_related("workspace")
-        .filter(pk=workload_id, workspace__in=workspaces_for(caller))
-        .first()
+def scoped_get(
+    caller: Caller, rows: QuerySet[Row], pk: Any, *, what: str, required: str = Role.VIEWER
+) -> Row:
+    """The row ``pk`` of ``rows`` if it belongs to a workspace the caller may see, checked for
+    ``required``. A row of another workspace is answered exactly like one that does not exist.
+
+    ``rows`` is a queryset of a model with a ``workspace`` foreign key (workloads, memories,
+    maintenance runs, ...), already narrowed or deferred as its caller needs.
+    """
+    row = (
+        rows.select_related("workspace").filter(pk=pk, workspace__in=workspaces_for(caller)).first()
     )
-    if workload is None:
-        raise NotFoundError(f"No workload {workload_id}.")
-    require_role(caller, workload.workspace, required)
-    return workload
+    if row is None:
+        raise NotFoundError(f"No {what} {pk}.")
+    require_role(caller, row.workspace, required)  # type: ignore[attr-defined]
+    return row
 
 
 def require_role(caller: Caller, workspace: Workspace, required: str) -> str:

@@ -6,7 +6,10 @@ never turns into a silently wrong setting.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
+import re
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -48,3 +51,48 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if raw is None:
         return default
     return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+_KEY_ID = re.compile(r"^[A-Za-z0-9_.-]{1,32}$")
+MIN_SECRET_LENGTH = 32
+DEVELOPMENT_KEY_ID = "dev"
+
+
+def env_keyring(
+    name: str, id_name: str, *, production: bool, fallback_secret: str, purpose: bytes
+) -> tuple[dict[str, bytes], str]:
+    """Secrets by id from ``name`` (``id:secret,id:secret``) and the id chosen by ``id_name``
+    (by default the last listed). Outside production an empty value gives one development
+    secret derived from ``fallback_secret`` (the Django secret key) and ``purpose``.
+    A message never repeats a secret."""
+    raw = os.environ.get(name, "")
+    if not raw.strip():
+        if production:
+            raise ImproperlyConfigured(
+                f"{name} must be set in production: id:secret pairs (docs/deploy.md)."
+            )
+        secret = hmac.new(fallback_secret.encode(), purpose, hashlib.sha256).hexdigest()
+        return {DEVELOPMENT_KEY_ID: secret.encode()}, DEVELOPMENT_KEY_ID
+    keys: dict[str, bytes] = {}
+    for number, pair in enumerate(raw.split(","), start=1):
+        key_id, colon, secret = pair.strip().partition(":")
+        if not colon or not _KEY_ID.match(key_id):
+            raise ImproperlyConfigured(
+                f"{name}: entry {number} must be id:secret with an id of 1-32 letters,"
+                " digits, '.', '_' or '-'."
+            )
+        if key_id in keys:
+            raise ImproperlyConfigured(f"{name}: the key id {key_id!r} appears twice.")
+        if len(secret) < MIN_SECRET_LENGTH:
+            raise ImproperlyConfigured(
+                f"{name}: the secret of {key_id!r} must be at least {MIN_SECRET_LENGTH} characters."
+            )
+        keys[key_id] = secret.encode()
+    chosen = os.environ.get(id_name, "")
+    if not chosen:
+        return keys, list(keys)[-1]
+    if chosen not in keys:
+        raise ImproperlyConfigured(
+            f"{id_name}={chosen!r} names no key of {name} (it has {', '.join(sorted(keys))})."
+        )
+    return keys, chosen

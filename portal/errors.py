@@ -68,10 +68,27 @@ class ValidationFailed(DomainError):
         super().__init__("INVALID_REQUEST", message, {"fields": fields})
 
 
-# HTTP status per policy-algebra error code (the algebra itself knows nothing of HTTP).
-POLICY_ERROR_STATUS = {
-    "INVALID_POLICY": 400,
-    "BUDGET_NOT_HONOURABLE": 400,
-    "WORKLOAD_RELAXES_OPERATOR_FLOOR": 422,
-    "USER_OVERRIDE_NOT_PERMITTED": 403,
-}
+# Errors raised by pure modules (no Django import, so not DomainError subclasses) that carry
+# a stable ``code``, a ``message`` and ``details``: each app registers its own class with the
+# HTTP status of each code (the pure module itself knows nothing of HTTP), so this ground
+# floor maps them without importing the apps above it.
+_CODED_ERRORS: dict[type[Exception], tuple[dict[str, int], int]] = {}
+
+
+def coded_error_register(
+    error: type[Exception], statuses: dict[str, int], *, default: int = 400
+) -> None:
+    _CODED_ERRORS[error] = (statuses, default)
+
+
+def as_domain_error(exc: Exception) -> DomainError | None:
+    """``exc`` as a DomainError with its status, if it is one or a registered coded error."""
+    if isinstance(exc, DomainError):
+        return exc
+    for error, (statuses, default) in _CODED_ERRORS.items():
+        if isinstance(exc, error):
+            coded: Any = exc  # registered because it has a code, a message and details
+            domain = DomainError(coded.code, coded.message, coded.details)
+            domain.status = statuses.get(coded.code, default)
+            return domain
+    return None

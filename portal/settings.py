@@ -12,9 +12,8 @@ from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
-from audit.keys import current_key_id, parse_chain_keys
 from portal.database_url import parse_database_url
-from portal.env import env_bool, env_int, env_list, env_str
+from portal.env import env_bool, env_int, env_keyring, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -283,10 +282,13 @@ CELERY_BEAT_SCHEDULE = {
 # --- Audit trail integrity (audit/keys.py, audit/anchors.py) ----------------------------------
 # The chain's HMAC keys live here, in the environment, never in the database: id:secret pairs;
 # new events use AUDIT_HMAC_KEY_ID (default: the last pair). Required in production.
-AUDIT_HMAC_KEYS = parse_chain_keys(
-    env_str("AUDIT_HMAC_KEYS"), production=PRODUCTION, fallback_secret=SECRET_KEY
+AUDIT_HMAC_KEYS, AUDIT_HMAC_KEY_ID = env_keyring(
+    "AUDIT_HMAC_KEYS",
+    "AUDIT_HMAC_KEY_ID",
+    production=PRODUCTION,
+    fallback_secret=SECRET_KEY,
+    purpose=b"audit-chain",
 )
-AUDIT_HMAC_KEY_ID = current_key_id(AUDIT_HMAC_KEYS, env_str("AUDIT_HMAC_KEY_ID"))
 # Signed checkpoints of every chain's head are appended here (manage.py audit_anchor, and beat
 # every AUDIT_ANCHOR_SECONDS); keep a copy where the database's administrators cannot write.
 AUDIT_ANCHOR_FILE = env_str("AUDIT_ANCHOR_FILE")

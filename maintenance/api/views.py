@@ -26,22 +26,23 @@ from maintenance.api.serializers import (
 )
 from maintenance.lifecycle import SWEEP_SUMMARY, SWEEPS
 from maintenance.models import LifecycleSettingsVersion, MaintenanceRun, Mode, Outcome, Status
-from maintenance.selectors import lifecycle_settings_current, memory_lifecycle, run_for, runs_for
-from portal.access import Caller, require_role, workspace_for, workspaces_for
+from maintenance.selectors import lifecycle_settings_current, memory_lifecycle, runs_for
+from portal.access import Caller, scoped_get, workspace_for
 from portal.api.views import ApiView, json_object, reject_unknown
 from portal.errors import NotFoundError, ValidationFailed
+from portal.ids import numeric_id
 from portal.models import Role
-from recall.api.views import _memory
+from recall.api.views import memory_for
 
 SWEEP_DOC = "; ".join(f"`{name}`: {text}" for name, text in SWEEP_SUMMARY.items())
 
 
 def _run(caller: Caller, run_id: Any, *, required: str = Role.VIEWER) -> MaintenanceRun:
-    run = run_for(workspace_ids=workspaces_for(caller), run_id=run_id)
-    if run is None:
+    pk = numeric_id(run_id)
+    if pk is None:  # answered as a run that does not exist, like another workspace's
         raise NotFoundError(f"No maintenance run {run_id}.")
-    require_role(caller, run.workspace, required)
-    return run
+    rows = MaintenanceRun.objects.select_related("preview")
+    return scoped_get(caller, rows, pk, what="maintenance run", required=required)
 
 
 def _count(raw: str | None, name: str) -> int | None:
@@ -283,7 +284,7 @@ class MemoryLifecycleView(ApiView):
         summary="Where a memory stands: tier, decay score, when it turns stale, promotion",
     )
     def get(self, request: Request, memory_id: str) -> Response:
-        memory = _memory(self.caller(request), memory_id)
+        memory = memory_for(self.caller(request), memory_id)
         state = memory_lifecycle(memory=memory)
         return Response(
             MemoryLifecycleSerializer(

@@ -27,10 +27,11 @@ from policies.models import Workload, WorkloadPolicyVersion
 from policies.selectors import (
     effective_policy_for,
     environment_check,
+    workload_for,
     workload_policy_current,
     workspace_policy_current,
 )
-from portal.access import workload_for, workspace_for, workspaces_for
+from portal.access import workspace_for, workspaces_for
 from portal.api.errors import ErrorSerializer
 from portal.api.versioning import (
     BASE_VERSION_DOC,

@@ -15,8 +15,7 @@ from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from policies.algebra import PolicyError
-from portal.errors import POLICY_ERROR_STATUS, DomainError
+from portal.errors import as_domain_error
 
 _DRF_CODES = {
     exceptions.ParseError: "MALFORMED_REQUEST",
@@ -79,16 +78,14 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
             status=status.HTTP_503_SERVICE_UNAVAILABLE,
             headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
         )
-    if isinstance(exc, PolicyError):
-        return Response(
-            error_body(exc.code, exc.message, exc.details),
-            status=POLICY_ERROR_STATUS.get(exc.code, 400),
-        )
-    if isinstance(exc, DomainError):
+    domain = as_domain_error(exc)
+    if domain is not None:
         # A service that is down for a moment (the task queue): say when to try again.
-        retry = {"Retry-After": str(RETRY_AFTER_SECONDS)} if exc.status == 503 else None
+        retry = {"Retry-After": str(RETRY_AFTER_SECONDS)} if domain.status == 503 else None
         return Response(
-            error_body(exc.code, exc.message, exc.details), status=exc.status, headers=retry
+            error_body(domain.code, domain.message, domain.details),
+            status=domain.status,
+            headers=retry,
         )
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()

@@ -10,7 +10,8 @@ from rest_framework.response import Response
 
 from policies.api.schemas import COMMENT_SCHEMA
 from policies.models import Workload
-from portal.access import workload_for, workspace_for
+from policies.selectors import workload_for
+from portal.access import workspace_for
 from portal.api.versioning import (
     BASE_VERSION_DOC,
     BASE_VERSION_SCHEMA,

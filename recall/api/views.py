@@ -10,7 +10,7 @@ from rest_framework.response import Response
 
 from audit.selectors import memory_injections, with_events
 from policies.models import Workload
-from portal.access import Caller, require_role, workspace_for, workspaces_for
+from portal.access import Caller, scoped_get, workspace_for
 from portal.api.errors import ErrorSerializer
 from portal.api.views import (
     WORKSPACE_PARAM,
@@ -56,20 +56,12 @@ MEMORY_FILTER_PARAMS = filter_parameters(
 )
 
 
-def _memory(caller: Caller, memory_id: Any, *, required: str = Role.VIEWER) -> MemoryRecord:
+def memory_for(caller: Caller, memory_id: Any, *, required: str = Role.VIEWER) -> MemoryRecord:
     pk = numeric_id(memory_id)
     if pk is None:
         raise NotFoundError(f"No memory {memory_id!r}: memory ids are ASCII digits.")
-    memory = (
-        MemoryRecord.objects.select_related("actor", "workspace")
-        .defer("embedding")
-        .filter(pk=pk, workspace__in=workspaces_for(caller))
-        .first()
-    )
-    if memory is None:
-        raise NotFoundError(f"No memory {memory_id}.")
-    require_role(caller, memory.workspace, required)
-    return memory
+    rows = MemoryRecord.objects.select_related("actor").defer("embedding")
+    return scoped_get(caller, rows, pk, what="memory", required=required)
 
 
 def _validate_batch(data: Any) -> list[dict[str, Any]]:
@@ -152,12 +144,12 @@ class ActorMemoriesView(ApiView):
 class MemoryDetailView(ApiView):
     @extend_schema(responses=MemorySerializer)
     def get(self, request: Request, memory_id: str) -> Response:
-        return Response(MemorySerializer(_memory(self.caller(request), memory_id)).data)
+        return Response(MemorySerializer(memory_for(self.caller(request), memory_id)).data)
 
     @extend_schema(request=MemoryPatchSerializer(partial=True), responses=MemorySerializer)
     def patch(self, request: Request, memory_id: str) -> Response:
         caller = self.caller(request)
-        memory = _memory(caller, memory_id, required=Role.EDITOR)
+        memory = memory_for(caller, memory_id, required=Role.EDITOR)
         serializer = MemoryPatchSerializer(data=json_object(request), partial=True)
         serializer.is_valid(raise_exception=True)
         memory = services.memory_update(
@@ -168,7 +160,7 @@ class MemoryDetailView(ApiView):
     @extend_schema(responses={204: None})
     def delete(self, request: Request, memory_id: str) -> Response:
         caller = self.caller(request)
-        memory = _memory(caller, memory_id, required=Role.EDITOR)
+        memory = memory_for(caller, memory_id, required=Role.EDITOR)
         services.memory_delete(memory=memory, author=caller.label)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -179,7 +171,7 @@ class MemoryInjectionsView(ApiView):
         summary="The envelopes that carried this memory, newest first (from the audit trail)",
     )
     def get(self, request: Request, memory_id: str) -> Response:
-        memory = _memory(self.caller(request), memory_id)
+        memory = memory_for(self.caller(request), memory_id)
         paginator = self.pagination_class()
         rows = memory_injections(workspace=memory.workspace, memory_id=memory.pk)
         page = with_events(paginator.paginate_queryset(rows, request, view=self) or [])
@@ -192,7 +184,7 @@ class MemorySuppressView(ApiView):
     @extend_schema(request=None, responses=MemorySerializer)
     def post(self, request: Request, memory_id: str) -> Response:
         caller = self.caller(request)
-        memory = _memory(caller, memory_id, required=Role.EDITOR)
+        memory = memory_for(caller, memory_id, required=Role.EDITOR)
         memory = services.memory_set_status(memory=memory, status=self.target, author=caller.label)
         return Response(MemorySerializer(memory).data)
 
