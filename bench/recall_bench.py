@@ -60,10 +60,10 @@ def main() -> None:
 
     from django.db import connection
 
+    from console.services import api_token_create
     from policies.models import Workload
     from policies.selectors import effective_policy_for
     from portal.models import Workspace
-    from portal.services import api_token_create
     from recall.models import Actor
 
     workspace = Workspace.objects.get(slug="bench")

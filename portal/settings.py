@@ -45,6 +45,7 @@ INSTALLED_APPS = [
     "recall",
     "audit",
     "maintenance",
+    "console",
 ]
 
 MIDDLEWARE = [
@@ -70,7 +71,7 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
 ]
 
-ROOT_URLCONF = "portal.urls"
+ROOT_URLCONF = "console.urls"
 WSGI_APPLICATION = "portal.wsgi.application"
 
 TEMPLATES = [

@@ -223,7 +223,7 @@ class LoadRun:
                 raise SystemExit(f"{name}: {path} resolves to {found!r}, not {expected!r}")
 
     def start_server(self, port: int) -> None:
-        from portal.management.commands.run_portal import ends_with_its_parent
+        from console.management.commands.run_portal import ends_with_its_parent
 
         env = {
             **os.environ,

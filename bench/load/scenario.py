@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from recall.demo.history import CALLERS, SLUG, Caller
-from recall.demo.memories import demo_data
+from console.demo.history import CALLERS, SLUG, Caller
+from console.demo.memories import demo_data
 
 WORKSPACE = SLUG
 ENVIRONMENTS = ("prod", "staging", "dev")

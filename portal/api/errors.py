@@ -124,7 +124,7 @@ def _flatten(detail: Any, prefix: str = "") -> dict[str, str]:
 
 
 API_PREFIX = "/v1/"
-UNKNOWN_API_PATH = "api-unknown-path"  # the name of the catch-all route (portal.urls)
+UNKNOWN_API_PATH = "api-unknown-path"  # the name of the catch-all route (console.urls)
 
 
 def is_api_path(request: HttpRequest) -> bool:

@@ -19,6 +19,7 @@ from audit.exports import PAYLOAD_COLUMNS, payload_cells
 from audit.models import AuditEvent, EventType
 from audit.services import audit_event_record
 from audit.views import EVENT_TITLES, summary
+from console.services import api_token_revoke
 from maintenance import services as maintenance
 from policies import labels
 from policies.services import (
@@ -28,7 +29,6 @@ from policies.services import (
     workspace_rename,
     workspace_store_queries_set,
 )
-from portal.services import api_token_revoke
 from recall.erasure import actor_erase
 from recall.services import memory_delete, memory_update
 from tests.audit.test_pages import assembled

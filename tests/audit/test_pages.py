@@ -15,9 +15,9 @@ from django.urls import reverse
 
 from audit.models import AuditEvent, EventType
 from audit.services import audit_event_record
+from console.views import volume_chart
 from policies.services import workload_policy_save
 from portal.models import Workspace
-from portal.views import volume_chart
 from tests.helpers import database_owner
 
 HTMX = {"HTTP_HX_REQUEST": "true"}

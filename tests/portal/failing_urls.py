@@ -9,7 +9,7 @@ from django.urls import path
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from portal import urls as portal_urls
+from console import urls as portal_urls
 from portal.api.views import ApiView, json_object
 
 

@@ -17,12 +17,12 @@ from rest_framework.test import APIClient
 from audit.models import Injection
 from audit.selectors import assembled_per_day
 from audit.services import audit_chain_verify
+from console.services import api_token_create
 from maintenance.models import MaintenanceRun
 from policies.models import Workload
 from policies.selectors import memory_policy_impact
 from policies.services import workspace_create
 from portal.models import ApiToken, Membership, Role, Workspace
-from portal.services import api_token_create
 from recall.models import Actor, MemoryRecord
 
 

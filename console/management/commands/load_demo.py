@@ -17,13 +17,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from audit.services import audit_backdated
-from maintenance.services import maintenance_start
-from policies import services
-from policies.models import Workload
-from policies.selectors import workspace_policy_current
-from portal.models import Membership, Role, Workspace
-from portal.services import api_token_create
-from recall.demo.history import (
+from console.demo.history import (
     OPERATOR,
     SLUG,
     ChangeMemory,
@@ -38,7 +32,13 @@ from recall.demo.history import (
     StoreQueries,
     week,
 )
-from recall.demo.memories import demo_data
+from console.demo.memories import demo_data
+from console.services import api_token_create
+from maintenance.services import maintenance_start
+from policies import services
+from policies.models import Workload
+from policies.selectors import workspace_policy_current
+from portal.models import Membership, Role, Workspace
 from recall.models import Actor, MemoryRecord
 from recall.services import (
     RecallRequest,

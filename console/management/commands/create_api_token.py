@@ -4,9 +4,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from console.services import api_token_create
 from portal.errors import DomainError
 from portal.models import Role, Workspace
-from portal.services import api_token_create
 
 
 class Command(BaseCommand):

@@ -1,3 +1,5 @@
+"""The root URLs: the API under /v1/, the pages under /w/<slug>/, health, login."""
+
 from __future__ import annotations
 
 from django.contrib import admin
@@ -5,7 +7,8 @@ from django.contrib.auth import views as auth_views
 from django.urls import URLPattern, URLResolver, include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from portal import views
+from console import views
+from portal import views as portal_views
 from portal.api.errors import UNKNOWN_API_PATH, unknown_api_path
 from portal.throttling import ThrottledLoginView
 
@@ -24,8 +27,8 @@ api_patterns: list[URLPattern | URLResolver] = [
 
 urlpatterns = [
     path("v1/", include(api_patterns)),
-    path("healthz", views.healthz, name="healthz"),
-    path("readyz", views.readyz, name="readyz"),
+    path("healthz", portal_views.healthz, name="healthz"),
+    path("readyz", portal_views.readyz, name="readyz"),
     path(
         "login/",
         ThrottledLoginView.as_view(

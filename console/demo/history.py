@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
-from recall.demo.memories import DemoData, arrival_items, persona_items
+from console.demo.memories import DemoData, arrival_items, persona_items
 
 SLUG = "acme"
 DAYS = 8  # day 0 is a week ago, day 7 is today

@@ -28,8 +28,8 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import connections
 
+from console.management.commands.load_demo import DEMO_PASSWORD, SLUG
 from portal import embedded_db
-from recall.management.commands.load_demo import DEMO_PASSWORD, SLUG
 
 # How long the development server's processes get to exit after SIGTERM before SIGKILL.
 STOP_TIMEOUT_S = 10.0

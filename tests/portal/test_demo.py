@@ -1,4 +1,4 @@
-"""The demo's hand-written memories and its planned week (recall/demo), without a database."""
+"""The demo's hand-written memories and its planned week (console/demo), without a database."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from recall.demo.history import (
+from console.demo.history import (
     CALLERS,
     DAYS,
     ImportMemories,
@@ -17,7 +17,7 @@ from recall.demo.history import (
     Step,
     week,
 )
-from recall.demo.memories import demo_data
+from console.demo.memories import demo_data
 
 # One "now" per day of the week, at different hours, so every calendar layout is planned.
 NOWS = [datetime(2026, 3, 2, 7, 30, tzinfo=UTC) + timedelta(days=d, hours=3 * d) for d in range(7)]
