@@ -8,3 +8,7 @@ class MaintenanceConfig(AppConfig):
 
     name = "maintenance"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # Registrations with the floors below: the memory page's panels, erasure's archives.
+        from maintenance import erasure, panels  # noqa: F401

@@ -7,7 +7,10 @@ show edit controls only when ``can_edit`` / ``can_operate`` say so.
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest
@@ -60,3 +63,33 @@ def safe_next(request: HttpRequest, fallback: str) -> str:
     ):
         return target
     return fallback
+
+
+@dataclass(frozen=True)
+class Panel:
+    """A part of a page that an app on a higher floor contributes: the page names a slot, the
+    app registers what fills it (like NetBox's template extensions), so the page's own app
+    need not import it. The template reads the panel's values as ``p``."""
+
+    template: str
+    context: Mapping[str, Any]
+
+
+PanelSource = Callable[[PageAccess, Any], Panel | None]
+_PANELS: dict[str, list[PanelSource]] = defaultdict(list)
+
+
+def panel_register(slot: str) -> Callable[[PanelSource], PanelSource]:
+    """Register a function ``(access, subject) -> Panel | None`` for ``slot`` (app ready)."""
+
+    def register(source: PanelSource) -> PanelSource:
+        _PANELS[slot].append(source)
+        return source
+
+    return register
+
+
+def panels(slot: str, access: PageAccess, subject: Any) -> list[Panel]:
+    """The panels registered for ``slot`` that have something to show about ``subject``."""
+    found = (source(access, subject) for source in _PANELS.get(slot, ()))
+    return [panel for panel in found if panel is not None]

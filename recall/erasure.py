@@ -9,8 +9,7 @@ memories by id), so it is left whole and its chain still verifies.
 
 from __future__ import annotations
 
-import hashlib
-import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -19,7 +18,6 @@ from django.utils import timezone
 
 from audit.models import EventType
 from audit.services import audit_event_record
-from maintenance.models import ArchiveChunk
 from portal.errors import ConflictError, NotFoundError
 from portal.models import Workspace
 from recall.models import Actor, FunnelCache, MemoryRecord
@@ -34,6 +32,18 @@ class Erasure:
     count: int  # memories erased by this call (0 when the actor was erased before)
     archive_lines: int  # retention-archive lines removed
     event_id: int | None  # the memory.erased event (None when the actor was erased before)
+
+
+# Copies of memories kept by the floors above (maintenance's retention archives) are purged
+# by functions they register here: (workspace, actor id) -> {archive id: lines removed}.
+# They run inside the erasure's transaction, so an erasure removes every copy or none.
+CopyPurge = Callable[[Workspace, str], dict[int, int]]
+_COPY_PURGES: list[CopyPurge] = []
+
+
+def erasure_copies_register(purge: CopyPurge) -> CopyPurge:
+    _COPY_PURGES.append(purge)
+    return purge
 
 
 def actor_erase_preview(*, workspace: Workspace, actor_id: str) -> tuple[Actor, int]:
@@ -68,7 +78,9 @@ def actor_erase(
     # (supersededBy is SET_NULL), which a plain DELETE would refuse.
     memories.delete()
     FunnelCache.objects.filter(actor=actor).delete()
-    removed = _purge_archives(workspace, actor.external_id)
+    removed: dict[int, int] = {}
+    for purge in _COPY_PURGES:
+        removed.update(purge(workspace, actor.external_id))
     actor.erased_at = timezone.now()
     actor.erased_by = author
     actor.save(update_fields=["erased_at", "erased_by"])
@@ -96,29 +108,3 @@ def _actor(workspace: Workspace, actor_id: str, *, lock: bool = False) -> Actor:
     if actor is None:
         raise NotFoundError(f"No actor {actor_id} in workspace {workspace.slug!r}.")
     return actor
-
-
-def _purge_archives(workspace: Workspace, actor_id: str) -> dict[int, int]:
-    """Drop the actor's lines from the workspace's retention archives: {run id: lines}.
-
-    Each part is rewritten with its count and SHA-256 recomputed (a part left empty goes), so
-    the archive's manifest describes what it holds; the run's event keeps the manifest it had
-    when written, and the ``memory.erased`` event names the runs rewritten since.
-    """
-    removed: dict[int, int] = {}
-    chunks = ArchiveChunk.objects.filter(run__workspace=workspace).select_for_update()
-    for chunk in chunks.order_by("run_id", "seq").iterator():
-        lines = chunk.lines.splitlines()
-        kept = [line for line in lines if json.loads(line).get("actorId") != actor_id]
-        if len(kept) == len(lines):
-            continue
-        removed[chunk.run_id] = removed.get(chunk.run_id, 0) + len(lines) - len(kept)
-        if not kept:
-            chunk.delete()
-            continue
-        text = "".join(line + "\n" for line in kept)
-        chunk.lines = text
-        chunk.count = len(kept)
-        chunk.sha256 = hashlib.sha256(text.encode()).hexdigest()
-        chunk.save(update_fields=["lines", "count", "sha256"])
-    return removed

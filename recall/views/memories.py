@@ -20,14 +20,12 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from audit.selectors import memory_injection_summary
-from maintenance.models import MaintenanceItem
-from maintenance.selectors import memory_lifecycle
 from policies.algebra import PolicyError
 from policies.selectors import effective_policy_for
 from portal.errors import DomainError, ValidationFailed
 from portal.http import HtmxHttpRequest
 from portal.models import Role, Workspace
-from portal.pages import PageAccess, safe_next, workspace_page
+from portal.pages import PageAccess, panels, safe_next, workspace_page
 from recall import services
 from recall.filtersets import MemoryFilterSet
 from recall.forms.memories import MemoryEditForm, MemoryImportForm, parse_jsonl
@@ -48,6 +46,9 @@ from recall.views.picks import (
 )
 
 PAGE_SIZE = 25
+# Where the memory page takes panels of other apps (portal.pages.panel_register).
+MEMORY_SIDE = "recall.memory.side"
+MEMORY_AFTER = "recall.memory.after"
 
 
 # --- memory browser ----------------------------------------------------------------------------
@@ -206,19 +207,12 @@ def memory_detail(request: HttpRequest, slug: str, memory_id: int) -> HttpRespon
     when it turns stale, promotion score and its signals)."""
     access = workspace_page(request, slug)
     memory = _memory_or_404(access.workspace, memory_id)
-    state = memory_lifecycle(memory=memory)
-    items = (
-        MaintenanceItem.objects.filter(memory_id=memory.pk, run__workspace=access.workspace)
-        .exclude(run__mode="preview")
-        .select_related("run")
-        .order_by("-run_id")[:10]
-    )
     context = {
         **access.context(),
         "m": memory,
-        "state": state,
-        "weights": state.settings["promotionWeights"],
-        "runs": items,
+        # The lifecycle card and the runs that touched it come from maintenance, a floor up.
+        "side_panels": panels(MEMORY_SIDE, access, memory),
+        "panels": panels(MEMORY_AFTER, access, memory),
         "list_url": memories_url(slug, actor=str(memory.actor)),
         "injections": memory_injection_summary(workspace=access.workspace, memory_id=memory.pk),
     }
