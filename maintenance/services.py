@@ -661,7 +661,7 @@ def maintenance_archive_restore(*, run: MaintenanceRun, author: str) -> Restored
     restore) are left alone, so restoring twice restores once.
     """
     from recall.api.serializers import MemoryInputSerializer
-    from recall.forms.memories import parse_jsonl_lines
+    from recall.jsonl import parse_jsonl_lines
     from recall.services import memory_import
 
     if run.sweep != "retention" or run.mode != Mode.EXECUTE:

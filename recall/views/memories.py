@@ -28,8 +28,9 @@ from portal.models import Role, Workspace
 from portal.pages import PageAccess, panels, safe_next, workspace_page
 from recall import services
 from recall.filtersets import MemoryFilterSet
-from recall.forms.memories import MemoryEditForm, MemoryImportForm, parse_jsonl
+from recall.forms.memories import MemoryEditForm, MemoryImportForm
 from recall.forms.sandbox import add_domain_error
+from recall.jsonl import parse_jsonl
 from recall.models import Actor, LifecycleStatus, MemoryRecord
 from recall.page_selectors import (
     actor_suggestions,
