@@ -7,9 +7,11 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cache
 from itertools import islice
 from typing import Any
 
+from django.apps import apps
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
 from django.db.models import Max
@@ -24,8 +26,8 @@ from audit.chain import (
     verify_links,
 )
 from audit.keys import chain_keys, signing_key
-from audit.models import AuditChainHead, AuditCheckpoint, AuditEvent
-from portal.db.cursors import prepared_cursor
+from audit.models import AuditChainHead, AuditCheckpoint, AuditEvent, Injection
+from portal.db.cursors import PreparedStatement, prepared_statement
 from portal.models import Workspace
 
 
@@ -76,9 +78,85 @@ inserted AS (
          prev_hash, hash, key_id)
     SELECT %s, %s, %s::timestamptz, %s, %s::uuid, %s, %s, %s::jsonb, %s, %s, %s FROM appended
     RETURNING id
-){{guarded}}
+){{work}}
 SELECT (SELECT id FROM inserted)
 """
+
+
+# --- what an append also writes -----------------------------------------------------------------
+# The recall hot path records its event and what the event carried in one statement: each kind
+# of work below is rendered here into the append's statement, where it takes effect only if the
+# event is written (the ``appended``/``inserted`` expressions above), all or nothing.
+
+
+@dataclass(frozen=True)
+class HitCounts:
+    """One more hit on each of these memories, last accessed ``at``: recall's usage signal,
+    counted only with the event that carried them."""
+
+    ids: Sequence[int]
+    at: datetime
+
+
+@dataclass(frozen=True)
+class Injections:
+    """The memories the event carried (``Injection`` rows, its provenance): ``included`` as
+    entries, ``truncated`` as truncated refs."""
+
+    included: Sequence[int]
+    truncated: Sequence[int] = ()
+
+
+AppendWork = HitCounts | Injections
+
+
+@cache
+def _memory_table() -> str:
+    # The memories are recall's rows; only their hit counts are written here.
+    return str(apps.get_model("recall", "MemoryRecord")._meta.db_table)
+
+
+def _sql_array(values: Sequence[Any]) -> str:
+    """A PostgreSQL array literal of ints or bools: psycopg would inspect every element of a
+    list to choose its type, on every recall."""
+    return (
+        "{"
+        + ",".join(("t" if v else "f") if isinstance(v, bool) else str(int(v)) for v in values)
+        + "}"
+    )
+
+
+def _rendered(work: AppendWork, workspace: Workspace) -> tuple[str, str, list[Any]] | None:
+    """The work's expression (name, SQL) and parameters; None when there is nothing to do."""
+    if isinstance(work, HitCounts):
+        if not work.ids:
+            return None
+        sql = (
+            f"UPDATE {_memory_table()} SET hit_count = hit_count + 1, last_accessed_at = %s"
+            " WHERE id = ANY(%s::bigint[]) AND EXISTS (SELECT 1 FROM appended)"
+        )
+        return "hits", sql, [work.at, _sql_array(work.ids)]
+    carried = [*work.included, *work.truncated]
+    if not carried:
+        return None
+    sql = (
+        f"INSERT INTO {Injection._meta.db_table} (memory_id, event_id, workspace_id, truncated)"
+        " SELECT m.id, inserted.id, %s, m.truncated"
+        " FROM inserted, unnest(%s::bigint[], %s::boolean[]) AS m(id, truncated)"
+    )
+    flags = [False] * len(work.included) + [True] * len(work.truncated)
+    return "injections", sql, [workspace.pk, _sql_array(carried), _sql_array(flags)]
+
+
+@cache
+def _append_statement(work: tuple[tuple[str, str], ...]) -> PreparedStatement:
+    """The append with these (name, SQL) expressions: one prepared statement per shape."""
+    if len({name for name, _ in work}) < len(work):
+        raise ValueError("an append does each kind of work once")
+    names = "".join(f"+{name}" for name, _ in work)
+    ctes = "".join(f",\n{name} AS ({sql})" for name, sql in work)
+    return prepared_statement(f"audit.append{names}", _APPEND_SQL.format(work=ctes))
+
 
 APPEND_ATTEMPTS = 8
 
@@ -137,7 +215,7 @@ def audit_event_record(
     event = _append(
         _locked_tip(workspace),
         workspace=workspace, type=type, author=author, payload=payload,
-        workload_id=workload_id, environment=environment, actor_id=actor_id, guarded=(),
+        workload_id=workload_id, environment=environment, actor_id=actor_id, work=(),
     )  # fmt: skip
     if event is None:  # impossible while we hold the lock
         raise RuntimeError("the audit chain moved while locked")
@@ -154,20 +232,20 @@ def audit_event_append(
     workload_id: uuid.UUID | None = None,
     environment: str = "",
     actor_id: str = "",
-    guarded: Sequence[tuple[str, Sequence[Any]]] = (),
+    work: Sequence[AppendWork] = (),
 ) -> AuditEvent:
     """Append without a transaction, for the recall hot path: compare-and-swap on the tip.
 
     One statement moves the tip from ``tip`` to the new event's hash, inserts the event and
-    runs the ``guarded`` statements (data-modifying SQL that must say
-    ``AND EXISTS (SELECT 1 FROM appended)`` so it only takes effect with the event): all or
-    nothing, as one statement is. If another append moved the tip first, nothing is written
-    and the append is retried on the new tip; after a few lost races it takes the lock.
+    does the ``work`` (hit counts, injections: rendered here, each taking effect only with the
+    event): all or nothing, as one statement is. If another append moved the tip first,
+    nothing is written and the append is retried on the new tip; after a few lost races it
+    takes the lock. The event is durable when this returns (no transaction holds it open).
     """
     fields: dict[str, Any] = {
         "workspace": workspace, "type": type, "author": author, "payload": payload,
         "workload_id": workload_id, "environment": environment, "actor_id": actor_id,
-        "guarded": guarded,
+        "work": work,
     }  # fmt: skip
     for _ in range(APPEND_ATTEMPTS):
         if tip is None:
@@ -208,9 +286,9 @@ def _append(
     workload_id: uuid.UUID | None,
     environment: str,
     actor_id: str,
-    guarded: Sequence[tuple[str, Sequence[Any]]],
+    work: Sequence[AppendWork],
 ) -> AuditEvent | None:
-    """One statement: move the tip, insert the event, run the guarded statements."""
+    """One statement: move the tip, insert the event, do the work."""
     # Encode once: the stored jsonb and the hashed fields must be the same JSON (a UUID or
     # datetime in a payload becomes its string in both).
     payload_json = json.dumps(payload, cls=DjangoJSONEncoder)
@@ -228,17 +306,17 @@ def _append(
     )
     key = signing_key()
     digest = event_hash(tip.last_hash, fields, key)
-    ctes = "".join(f",\nguarded_{i} AS ({sql})" for i, (sql, _) in enumerate(guarded))
+    rendered = [r for r in (_rendered(w, workspace) for w in work) if r is not None]
     params: list[Any] = [
         digest, workspace.pk, tip.last_hash,
         workspace.pk, type, occurred_at, author, workload_id, environment, actor_id,
         payload_json, tip.last_hash, digest, key.id,
     ]  # fmt: skip
-    for _, guarded_params in guarded:
-        params.extend(guarded_params)
-    with prepared_cursor() as cursor:
-        cursor.execute(_APPEND_SQL.format(guarded=ctes), params)
-        event_id = cursor.fetchone()[0]
+    for _, _, work_params in rendered:
+        params.extend(work_params)
+    statement = _append_statement(tuple((name, sql) for name, sql, _ in rendered))
+    row = statement.fetchone(params)
+    event_id = row[0] if row else None
     if event_id is None:
         return None
     return AuditEvent(

@@ -536,9 +536,8 @@ def appends(workspace: Any, info: dict[str, Any], count: int) -> dict[str, Any]:
     import random
 
     from audit.models import AuditChainHead, EventType
-    from audit.services import ChainTip, _append
+    from audit.services import AppendWork, ChainTip, HitCounts, Injections, _append
     from policies.models import Workload
-    from recall.services import HITS_SQL, INJECTIONS_SQL, sql_array
 
     rng = random.Random(7)
     p = info["pools"]
@@ -562,14 +561,11 @@ def appends(workspace: Any, info: dict[str, Any], count: int) -> dict[str, Any]:
             draw("typical1"), draw("typical2"), draw("rare3"),
         ] + [draw(pool) for pool in ("rare4", "rare5") if rng.random() < 0.5]  # fmt: skip
         included, truncated = ids[:-1], ids[-1:]
-        guarded: list[tuple[str, list[Any]]] = []
+        work: list[AppendWork] = []
         if variant != "event":
-            guarded.append((HITS_SQL, [now, sql_array(included)]))
+            work.append(HitCounts(included, now))
         if variant == "eventHitsInjections":
-            flags = [False] * len(included) + [True] * len(truncated)
-            guarded.append(
-                (INJECTIONS_SQL, [workspace.pk, sql_array(included + truncated), sql_array(flags)])
-            )
+            work.append(Injections(included, truncated))
         payload = {
             "envelopeId": f"bench-{i}", "effectivePolicyHash": "0" * 64,
             "effectiveBudgetHash": "1" * 64, "prefixFingerprint": "2" * 64, "digest": "3" * 64,
@@ -584,7 +580,7 @@ def appends(workspace: Any, info: dict[str, Any], count: int) -> dict[str, Any]:
         event = _append(
             tip, workspace=workspace, type=EventType.ASSEMBLED, author="token:bench",
             payload=payload, workload_id=workload.id, environment="prod",
-            actor_id="user:u00001", guarded=guarded,
+            actor_id="user:u00001", work=work,
         )  # fmt: skip
         elapsed = (time.perf_counter() - t0) * 1000
         assert event is not None, "the chain moved: is something else appending?"

@@ -390,21 +390,15 @@ def bare_sql(
     from django.utils import timezone
 
     from portal.db.cursors import prepared_cursor
+    from recall.engine.funnel_cache import FUNNEL_CACHE_MIN, filter_key
+    from recall.engine.policy_filter import policy_params
+    from recall.engine.read import EXACT_SEARCH_MAX, EXACT_SQL, RECALL_READ_AND_FILL, vector_literal
     from recall.runtime import embedder
-    from recall.selectors import (
-        EXACT_SEARCH_MAX,
-        EXACT_SQL,
-        FUNNEL_CACHE_MIN,
-        RECALL_SQL,
-        filter_key,
-        policy_params,
-        vector_literal,
-    )
 
     now = timezone.now()
     base = policy_params(policy, now)
     vectors = {q: vector_literal(embedder().embed([q])[0]) for _, q in jobs}
-    sql = EXACT_SQL if statement == "ranking" else RECALL_SQL
+    sql = EXACT_SQL if statement == "ranking" else RECALL_READ_AND_FILL.sql
 
     def params(actor_pk: int, query: str) -> dict[str, Any]:
         kind, _, name = names[actor_pk].partition(":")
@@ -443,14 +437,9 @@ def recall_at_k(
     from django.db import connection
     from django.utils import timezone
 
+    from recall.engine.policy_filter import policy_params
+    from recall.engine.read import EXACT_SQL, hnsw_nearest, recall_read_and_fill, vector_literal
     from recall.runtime import embedder
-    from recall.selectors import (
-        EXACT_SQL,
-        hnsw_nearest,
-        policy_params,
-        recall_candidates,
-        vector_literal,
-    )
 
     now = timezone.now()
     base = policy_params(policy, now)
@@ -467,7 +456,7 @@ def recall_at_k(
         with connection.cursor() as cursor:
             cursor.execute(EXACT_SQL, params)
             truth = {row[0] for row in cursor.fetchall()}
-        endpoint = recall_candidates(
+        endpoint = recall_read_and_fill(
             workspace_id=workspace_id, workload_id=workload_id, environment="prod",
             actor_id=actor_id, policy=policy, query_vector=vector, limit=k, rejected_limit=0,
             now=now,

@@ -29,9 +29,9 @@ from django.utils import timezone
 from maintenance import lifecycle
 from maintenance.connections import ConnectionCounter
 from maintenance.models import ArchiveChunk, MaintenanceItem, MaintenanceRun, Outcome
+from recall.engine.read import vector_literal
 from recall.models import MemoryRecord
 from recall.runtime import embedder
-from recall.selectors import vector_literal
 
 TABLE = MemoryRecord._meta.db_table
 PAGE = 2_000

@@ -2,29 +2,17 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
-
-from django.db import connection
 
 from policies import algebra
 from policies.conflicts import Conflict
 from policies.models import Workload, WorkloadPolicyVersion, WorkspacePolicyVersion
 from portal.access import Caller, scoped_get
-from portal.db.cursors import prepared_cursor
+from portal.db.cursors import prepared_statement
 from portal.errors import ConflictError, NotFoundError, ValidationFailed
 from portal.models import Role, Workspace
-from recall.selectors import (
-    EMBEDDED_SQL,
-    FAIL_CLOSED_SQL,
-    POLICY_SQL,
-    embedder_model,
-    policy_params,
-)
-from recall.selectors import TABLE as MEMORY_TABLE
 
 
 def workspace_policy_current(*, workspace: Workspace) -> WorkspacePolicyVersion:
@@ -75,7 +63,9 @@ class EffectivePolicy:
     conflicts: tuple[Conflict, ...] = ()
 
 
-_POLICY_CONTEXT_SQL = """
+_POLICY_CONTEXT = prepared_statement(
+    "policies.context",
+    """
 SELECT
     EXISTS (
         SELECT 1 FROM policies_environment e WHERE e.workspace_id = %(ws)s AND e.slug = %(env)s
@@ -95,7 +85,8 @@ LEFT JOIN LATERAL (
     -- the environment's own policy wins over the all-environments default
     ORDER BY environment = '', version DESC LIMIT 1
 ) w ON true
-"""
+""",
+)
 
 _EFFECTIVE_CACHE_SIZE = 2048
 _Effective = tuple[dict[str, Any], str, str, list[str], tuple[Conflict, ...]]
@@ -146,9 +137,7 @@ def effective_policy_for(
     hot path needs no separate lookups.
     """
     params: dict[str, Any] = {"ws": workload.workspace_id, "wl": workload.pk, "env": environment}
-    with prepared_cursor() as cursor:
-        cursor.execute(_POLICY_CONTEXT_SQL, params)
-        row = cursor.fetchone()
+    row = _POLICY_CONTEXT.fetchone(params)
     if row is None:  # every workspace is created with a floor; this is a broken invariant
         raise NotFoundError(f"Workspace {workload.workspace_id} has no policy yet.")
     (
@@ -201,7 +190,7 @@ def effective_policy_for(
     )
 
 
-# --- portal pages: compliance and floor-change impact ------------------------------------------
+# --- portal pages: compliance (the floor change's impact: policies.impact) ---------------------
 
 
 def workload_policies_latest(
@@ -279,116 +268,6 @@ def workload_compliance(
             cells.append(ComplianceCell(environment, version, own is not None, relaxing, found))
         rows.append(WorkloadCompliance(workload, cells))
     return environments, rows
-
-
-@dataclass(frozen=True)
-class ImpactRow:
-    """What a floor change would do to one workload/environment: the memories it would take
-    out of recall, and how the workload policy would stand against the proposed floor."""
-
-    workload: Workload | None  # None: the floor alone (no workload policy)
-    environment: str
-    version: WorkloadPolicyVersion | None
-    recallable_now: int
-    would_stop: int
-    relaxing_axes: list[str]  # axes the policy would relax under the proposed floor
-    conflicts: list[Conflict]  # where the proposed floor would overrule it (the floor wins)
-
-
-_PARAM = re.compile(r"%\((\w+)\)s")
-
-
-def _policy_clause(policy: dict[str, Any], suffix: str, now: datetime) -> tuple[str, dict]:
-    """recall/selectors' POLICY_SQL with its parameters renamed, so many policies share a query."""
-    sql = _PARAM.sub(lambda m: f"%({m.group(1)}_{suffix})s", POLICY_SQL)
-    params = {f"{k}_{suffix}": v for k, v in policy_params(policy, now).items()}
-    return f"COALESCE(({sql}), false)", params
-
-
-def memory_policy_impact(
-    *, workspace: Workspace, pairs: list[tuple[dict[str, Any], dict[str, Any]]], now: datetime
-) -> list[tuple[int, int]]:
-    """Per (current, proposed) effective policy: rows recallable now, and rows it would drop.
-
-    One query over the workspace's memories, whatever the number of pairs, with a select list
-    of fixed width (PostgreSQL caps a target list at 1664 entries): each distinct policy is one
-    boolean, evaluated once per memory into an array; memories are grouped by that array (a
-    handful of distinct patterns), and the pairs, a list of (before, after) array positions,
-    are joined to the groups and summed with ``GROUP BY``.
-    """
-    if not pairs:
-        return []
-    index: dict[str, int] = {}
-    clauses: list[str] = []
-    params: dict[str, Any] = {"workspace": workspace.pk, "now": now}
-    params["model"] = embedder_model()
-
-    def position(policy: dict[str, Any]) -> int:
-        """The policy's 1-based position in the ``ok`` array (SQL arrays start at 1)."""
-        key = algebra.canonical_json(algebra.canonical_policy(policy))
-        if key not in index:
-            sql, more = _policy_clause(policy, f"p{len(clauses)}", now)
-            clauses.append(sql)
-            params.update(more)
-            index[key] = len(clauses)
-        return index[key]
-
-    params["before"] = [position(current) for current, _ in pairs]
-    params["after"] = [position(proposed) for _, proposed in pairs]
-    sql = f"""
-WITH patterns AS (
-    SELECT ARRAY[{", ".join(clauses)}] AS ok, count(*) AS n
-    FROM {MEMORY_TABLE} m
-    WHERE m.workspace_id = %(workspace)s AND {FAIL_CLOSED_SQL} AND {EMBEDDED_SQL}
-    GROUP BY 1
-)
-SELECT
-    coalesce(sum(s.n) FILTER (WHERE s.ok[p.b]), 0)::bigint,
-    coalesce(sum(s.n) FILTER (WHERE s.ok[p.b] AND NOT s.ok[p.a]), 0)::bigint
-FROM unnest(%(before)s::int[], %(after)s::int[]) WITH ORDINALITY AS p(b, a, i)
-LEFT JOIN patterns s ON true
-GROUP BY p.i
-ORDER BY p.i
-"""
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return [(int(now_count), int(stop)) for now_count, stop in cursor.fetchall()]
-
-
-def floor_change_impact(
-    *,
-    workspace: Workspace,
-    proposed: Any,
-    current: WorkspacePolicyVersion | None = None,
-    now: datetime | None = None,
-) -> list[ImpactRow]:
-    """What a proposed floor (raw document) would take out of recall, per workload × environment.
-
-    Raises ``PolicyError`` if the proposed floor is not valid. Environments are the
-    workspace's real ones: the all-environments default only matters through them.
-    """
-    new_floor, _ = algebra.normalize_floor(proposed)
-    old_floor = (current or workspace_policy_current(workspace=workspace)).document
-    environments, compliance = workload_compliance(workspace=workspace, floor=old_floor)
-    targets: list[tuple[Workload | None, str, WorkloadPolicyVersion | None]] = [(None, "", None)]
-    for row in compliance:
-        for cell in row.cells:
-            if cell.environment:
-                targets.append((row.workload, cell.environment, cell.version))
-    pairs = []
-    standing: list[tuple[list[str], list[Conflict]]] = []
-    for _, _, version in targets:
-        document = version.document if version else {}
-        proposed_policy, found = algebra.narrow_settled(new_floor, document)
-        pairs.append((algebra.narrow(old_floor, document), proposed_policy))
-        standing.append((algebra.check_workload(new_floor, document), found))
-    counts = memory_policy_impact(workspace=workspace, pairs=pairs, now=now or datetime.now(tz=UTC))
-    return [
-        ImpactRow(workload, environment, version, now_count, stop, relaxing, found)
-        for (workload, environment, version), (now_count, stop), (relaxing, found) in zip(
-            targets, counts, standing, strict=True
-        )
-    ]
 
 
 def workload_for(caller: Caller, workload_id: Any, *, required: str = Role.VIEWER) -> Workload:

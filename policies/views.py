@@ -35,6 +35,7 @@ from policies.forms import (
     domain_error_lines,
     floor_document,
 )
+from policies.impact import floor_change_impact
 from policies.labels import axis_value
 from policies.models import (
     PolicyVersionBase,
@@ -44,7 +45,6 @@ from policies.models import (
 )
 from policies.selectors import (
     effective_policy_for,
-    floor_change_impact,
     workload_compliance,
     workload_policy_current,
     workspace_policy_current,

@@ -6,3 +6,11 @@ from django.apps import AppConfig
 class RecallConfig(AppConfig):
     name = "recall"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # Registrations with the floors below: the floor page's impact preview counts
+        # memories with recall's engine (policies imports nothing from recall).
+        from policies.impact import impact_counter_register
+        from recall.engine.impact import memory_policy_impact
+
+        impact_counter_register(memory_policy_impact)

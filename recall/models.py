@@ -8,6 +8,7 @@ from django.db.models import Q
 from pgvector.django import HnswIndex, VectorField
 
 from policies.algebra import VOCABULARIES
+from recall.engine.policy_filter import FILTER_COLUMNS
 
 
 def _choices(vocabulary: str) -> list[tuple[str, str]]:
@@ -122,25 +123,15 @@ class MemoryRecord(models.Model):
     class Meta:
         ordering = ["-created_at", "-id"]
         indexes = [
-            # Covers every column the recall filter reads, so the per-actor funnel and the
-            # exact search's filter are index-only scans that never touch the wide heap rows.
+            # Covers every column the recall filter reads (recall.engine.policy_filter), so
+            # the per-actor funnel and the exact search's filter are index-only scans that
+            # never touch the wide heap rows.
             # Keyed by id within the actor, so the memories added since a cached funnel are
             # one range scan.
             models.Index(
                 fields=["actor", "id"],
                 include=[
-                    "lifecycle_status",
-                    "is_current",
-                    "expires_at",
-                    "consent_policy",
-                    "memory_type",
-                    "source_kind",
-                    "confirmation_status",
-                    "confidence",
-                    "sensitivity",
-                    "created_at",
-                    "segment_kind",
-                    "embedding_model",
+                    *FILTER_COLUMNS,
                     # Row-level security reads it (portal/db/scope.py): the scan stays
                     # index-only.
                     "workspace",
@@ -229,7 +220,7 @@ class FunnelCache(models.Model):
     eligible = ArrayField(models.BigIntegerField(), null=True)
     rejected = models.JSONField()
     # The rows coded ``embedding_pending`` (waiting for the embedding job): that job leaves
-    # ``memory_version`` alone, so each use codes these rows again (recall.selectors).
+    # ``memory_version`` alone, so each use codes these rows again (recall.engine.read).
     pending = ArrayField(models.BigIntegerField(), default=list)
     computed_at = models.DateTimeField()
 

@@ -1,16 +1,15 @@
 """Reads for the recall pages: the sandbox and the memory browser.
 
-The memory browser's "recallable?" column is one CASE expression built from the recall
-filter's own SQL (``FAIL_CLOSED_SQL`` and ``POLICY_CHECKS``), so the page can never disagree
-with what recall would do. The sandbox's compare mode uses :func:`recall_preview`, the recall
-pipeline without its writes (no audit event, no hit counts); its decisions are grouped by
-outcome (:func:`decision_groups`), each filtered memory with the value that failed, read in one
-bounded query (:func:`memory_policy_fields`).
+The memory browser's "recallable?" column is the recall filter itself, compiled by the engine
+as one CASE expression (``recall.engine.policy_filter``), so the page can never disagree with
+what recall would do. The sandbox's compare mode uses :func:`recall_preview`, the recall
+pipeline without its writes (no audit event, no hit counts, no funnel cache fill); its
+decisions are grouped by outcome (:func:`decision_groups`), each filtered memory with the value
+that failed, read in one bounded query (:func:`memory_policy_fields`).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -25,15 +24,10 @@ from audit.models import AuditEvent, EventType
 from policies import labels
 from policies.models import Workload
 from portal.models import Workspace
+from recall.engine.policy_filter import POLICY_CODES, policy_filter_expression
+from recall.engine.read import RankedRow
 from recall.models import Actor, MemoryRecord
-from recall.selectors import (
-    EMBEDDED_SQL,
-    FAIL_CLOSED_SQL,
-    POLICY_CHECKS,
-    RankedRow,
-    memory_list,
-    policy_params,
-)
+from recall.selectors import memory_list
 from recall.services import DECISIONS_MAX, RecallRequest, recall_plan
 
 # --- decision codes in words -------------------------------------------------------------------
@@ -84,7 +78,8 @@ def actor_suggestions(*, workspace: Workspace, q: str, limit: int = 15) -> list[
 
 
 def assembled_event_id(*, workspace: Workspace, envelope_id: str) -> int | None:
-    """The ``context.assembled`` event a recall wrote, found by its envelope id."""
+    """The ``context.assembled`` event a recall wrote, found by its envelope id (a recall
+    that has its event at hand, ``recall_record``'s, need not look it up)."""
     return (
         AuditEvent.objects.filter(
             workspace=workspace, type=EventType.ASSEMBLED, payload__envelopeId=envelope_id
@@ -97,39 +92,11 @@ def assembled_event_id(*, workspace: Workspace, envelope_id: str) -> int | None:
 
 # --- the memory browser: "recallable?" in the list query ----------------------------------------
 
-_NAMED_PARAM = re.compile(r"%\((\w+)\)s")
-_ALIAS = re.compile(r"\bm\.")
 
-# Which fail-closed rule a row breaks, checked only once FAIL_CLOSED_SQL itself said "no".
-_FAIL_CLOSED_WHY = (
-    "CASE WHEN m.lifecycle_status <> 'active' THEN 'status_not_active'"
-    " WHEN NOT m.is_current THEN 'not_current'"
-    " WHEN m.consent_policy = 'withdrawn' THEN 'consent_withdrawn'"
-    " WHEN m.expires_at <= %(now)s THEN 'expired'"
-    " ELSE 'lifecycle_excluded' END"
-)
-
-
-def recall_code_sql() -> str:
-    """The recall filter as one CASE: the first rule a row breaks, else ``passes_policy``."""
-    whens = " ".join(
-        f"WHEN NOT COALESCE({check}, false) THEN '{code}'" for code, check in POLICY_CHECKS
-    )
-    return (
-        f"CASE WHEN NOT ({FAIL_CLOSED_SQL}) THEN {_FAIL_CLOSED_WHY}"
-        f" WHEN NOT COALESCE({EMBEDDED_SQL}, false) THEN 'embedding_pending' {whens}"
-        " ELSE 'passes_policy' END"
-    )
-
-
-def _for_orm(sql: str, params: Mapping[str, Any]) -> tuple[str, list[Any]]:
-    """Named ``%(x)s`` placeholders → positional ones, and the ``m`` alias → the real table.
-
-    The ORM composes positional parameters only, and names the base table by its own name.
-    """
-    table = f'"{MemoryRecord._meta.db_table}".'
-    names = _NAMED_PARAM.findall(sql)
-    return _ALIAS.sub(table, _NAMED_PARAM.sub("%s", sql)), [params[name] for name in names]
+def _recall_code(policy: dict[str, Any], now: datetime) -> RawSQL:
+    """The first recall rule a row breaks under ``policy`` at ``now`` (the fail-closed one
+    named), else ``passes_policy``."""
+    return policy_filter_expression(policy, now, part="decision_explained", model=MemoryRecord)
 
 
 def memory_rows(
@@ -143,8 +110,7 @@ def memory_rows(
     rows = memory_list(actor=actor, filters=filters)
     if policy is None:
         return rows
-    sql, params = _for_orm(recall_code_sql(), policy_params(policy, now or timezone.now()))
-    return rows.annotate(recall_code=RawSQL(sql, params))
+    return rows.annotate(recall_code=_recall_code(policy, now or timezone.now()))
 
 
 def recall_reason(memory: MemoryRecord) -> str:
@@ -172,7 +138,8 @@ def recall_reason(memory: MemoryRecord) -> str:
 
 @dataclass(frozen=True)
 class RecallPreview:
-    """What a recall would return, computed without writing anything."""
+    """What a recall would return, computed without writing anything (not even the funnel
+    cache)."""
 
     policy: dict[str, Any]
     policy_hash: str
@@ -196,7 +163,8 @@ def recall_preview(
     override: dict[str, Any] | None,
 ) -> RecallPreview:
     """What ``recall_assemble`` would return (``recall_plan``), with every decision code and
-    without recording anything: a "what if" never shows up as a recall in the trail.
+    without writing anything: a "what if" never shows up as a recall in the trail, and fills
+    no funnel cache.
 
     Raises ``PolicyError`` for an override the floor does not permit.
     """
@@ -205,7 +173,7 @@ def recall_preview(
             workspace=workspace, workload=workload, environment=environment, actor_id=actor_id,
             query=query, top_k=top_k, override=override, author="",
         ),
-        rejected_limit=DECISIONS_MAX,
+        fill_cache=False, rejected_limit=DECISIONS_MAX,
     )  # fmt: skip
     plan, ranked = assembly.plan, assembly.scored[:top_k]
     codes = {str(row.id): "below_top_k" for row, _ in assembly.scored[top_k:]}
@@ -241,12 +209,11 @@ def memory_codes(
     ``policy`` now (``passes_policy`` if none): the memory browser's judgement, for a set."""
     if not ids:
         return {}
-    sql, params = _for_orm(recall_code_sql(), policy_params(policy, now))
     rows = (
         MemoryRecord.objects.filter(workspace=workspace, pk__in=ids)
         .select_related("actor")
         .defer("embedding", "content")
-        .annotate(recall_code=RawSQL(sql, params))
+        .annotate(recall_code=_recall_code(policy, now))
     )
     return {row.pk: (row, row.recall_code) for row in rows}
 
@@ -264,7 +231,7 @@ FILTER_AXES: dict[str, str] = {
     "consent_not_allowed": "consentPolicyAllowed",
     "older_than_max_age": "maxAgeSeconds",
 }
-assert {code for code, _ in POLICY_CHECKS} <= set(FILTER_AXES), "every filter names its axis"
+assert set(POLICY_CODES) <= set(FILTER_AXES), "every filter names its axis"
 
 # A set axis's code -> (the field in words, the model field).
 _SET_FIELDS: dict[str, tuple[str, str]] = {

@@ -9,26 +9,33 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
-from audit.models import EventType, Injection
-from audit.services import ChainTip, audit_event_append, audit_event_record
+from audit.models import AuditEvent, EventType
+from audit.services import (
+    ChainTip,
+    HitCounts,
+    Injections,
+    audit_event_append,
+    audit_event_record,
+)
 from policies.models import Workload
 from policies.selectors import EffectivePolicy, effective_policy_for
 from portal.errors import ConflictError, NotFoundError, ValidationFailed
 from portal.models import Workspace
 from portal.tasks import eager, enqueue
 from recall.actor_ids import ActorIdError, normalize_actor_id, split_actor_id
+from recall.engine.read import (
+    Funnel,
+    RankedRow,
+    RecallCandidates,
+    recall_read,
+    recall_read_and_fill,
+    vector_literal,
+)
 from recall.envelope import content_hash, context_digest, prefix_fingerprint, query_hash
 from recall.models import Actor, MemoryRecord
 from recall.planner import BudgetPlan, BudgetPolicy, Candidate, plan_budget
 from recall.runtime import embedder, token_estimator
 from recall.scoring import inclusion_score
-from recall.selectors import (
-    Funnel,
-    RankedRow,
-    RecallCandidates,
-    recall_candidates,
-    vector_literal,
-)
 
 
 def actor_parse(actor_id: str) -> tuple[str, str]:
@@ -174,31 +181,6 @@ class RecallRequest:
     author: str
 
 
-HITS_SQL = (
-    f"UPDATE {MemoryRecord._meta.db_table}"
-    " SET hit_count = hit_count + 1, last_accessed_at = %s"
-    " WHERE id = ANY(%s::bigint[]) AND EXISTS (SELECT 1 FROM appended)"
-)
-
-
-def sql_array(values: Sequence[Any]) -> str:
-    """A PostgreSQL array literal of ints or bools: psycopg would inspect every element of a
-    list to choose its type, on every recall."""
-    return (
-        "{"
-        + ",".join(("t" if v else "f") if isinstance(v, bool) else str(int(v)) for v in values)
-        + "}"
-    )
-
-
-# The event's memories, written with it (``inserted`` is the event's row in the append).
-INJECTIONS_SQL = (
-    f"INSERT INTO {Injection._meta.db_table} (memory_id, event_id, workspace_id, truncated)"
-    " SELECT m.id, inserted.id, %s, m.truncated"
-    " FROM inserted, unnest(%s::bigint[], %s::boolean[]) AS m(id, truncated)"
-)
-
-
 @dataclass(frozen=True)
 class Assembly:
     """Everything one recall computed, before anything is recorded."""
@@ -211,10 +193,13 @@ class Assembly:
     now: datetime
 
 
-def recall_plan(*, request: RecallRequest, rejected_limit: int | None = None) -> Assembly:
+def recall_plan(
+    *, request: RecallRequest, fill_cache: bool, rejected_limit: int | None = None
+) -> Assembly:
     """The recall pipeline (SPEC §5) up to the envelope, recording nothing: one policy query
-    and one read statement (funnel, nearest rows, previous fingerprint, chain tip). The only
-    thing that statement may write is a large actor's funnel cache (``FunnelCache``).
+    and one read statement (funnel, nearest rows, previous fingerprint, chain tip). With
+    ``fill_cache``, that statement also stores a large actor's funnel (``FunnelCache``), the
+    only thing it writes; without, it writes nothing.
 
     ``rejected_limit`` overrides how many policy-rejected ids to fetch (by default: up to
     ``DECISIONS_MAX`` at verbosity full, none otherwise).
@@ -226,7 +211,8 @@ def recall_plan(*, request: RecallRequest, rejected_limit: int | None = None) ->
     now = timezone.now()
     if rejected_limit is None:
         rejected_limit = DECISIONS_MAX if policy["diagnosticsVerbosity"] == "full" else 0
-    found = recall_candidates(
+    read = recall_read_and_fill if fill_cache else recall_read
+    found = read(
         workspace_id=request.workspace.pk,
         workload_id=request.workload.id,
         environment=request.environment,
@@ -259,29 +245,34 @@ def recall_plan(*, request: RecallRequest, rejected_limit: int | None = None) ->
     return Assembly(effective, found, scored, plan, envelope, now)
 
 
-def recall_assemble(*, request: RecallRequest) -> dict[str, Any]:
-    """Run the recall pipeline (SPEC §5), record it, and return the envelope.
+@dataclass(frozen=True)
+class Recorded:
+    """A recall's envelope and the ``context.assembled`` event that records it."""
 
-    After ``recall_plan``'s reads, one statement writes everything (the ``context.assembled``
-    event, the chain tip, the hit counts and the event's injections, all or nothing): an
-    envelope is never returned
-    without its audit record.
+    envelope: dict[str, Any]
+    event: AuditEvent
+
+
+def recall_assemble(*, request: RecallRequest) -> dict[str, Any]:
+    """Run the recall pipeline (SPEC §5), record it, and return the envelope
+    (``recall_record`` without the event)."""
+    return recall_record(request=request).envelope
+
+
+def recall_record(*, request: RecallRequest) -> Recorded:
+    """Run the recall pipeline (SPEC §5), record it, and return the envelope with its event.
+
+    After ``recall_plan``'s read (which fills the funnel cache), one statement writes
+    everything (the ``context.assembled`` event, the chain tip, the hit counts and the
+    event's injections, all or nothing), committed before this returns: an envelope is never
+    returned without its audit record.
     """
-    assembly = recall_plan(request=request)
+    assembly = recall_plan(request=request, fill_cache=True)
     envelope = assembly.envelope
     included = [int(pk) for pk in assembly.plan.included_ids]
     truncated = [int(pk) for pk in assembly.plan.truncated_ids]
     effective = assembly.effective
-    guarded: list[tuple[str, list[Any]]] = []
-    if included:
-        guarded.append((HITS_SQL, [assembly.now, sql_array(included)]))
-    if included or truncated:
-        carried = included + truncated
-        flags = [False] * len(included) + [True] * len(truncated)
-        guarded.append(
-            (INJECTIONS_SQL, [request.workspace.pk, sql_array(carried), sql_array(flags)])
-        )
-    audit_event_append(
+    event = audit_event_append(
         workspace=request.workspace,
         tip=ChainTip(assembly.found.chain_tip) if assembly.found.chain_tip else None,
         type=EventType.ASSEMBLED,
@@ -313,9 +304,9 @@ def recall_assemble(*, request: RecallRequest) -> dict[str, Any]:
                 "override": effective.override,
             },
         },
-        guarded=guarded,
+        work=[HitCounts(included, assembly.now), Injections(included, truncated)],
     )
-    return envelope
+    return Recorded(envelope, event)
 
 
 def _rescore(rows: list[RankedRow], now: datetime) -> list[tuple[RankedRow, float]]:

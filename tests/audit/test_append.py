@@ -4,10 +4,12 @@ import threading
 
 import pytest
 from django.db import connection, transaction
+from django.utils import timezone
 
 from audit.models import AuditChainHead, AuditEvent
 from audit.services import (
     ChainTip,
+    HitCounts,
     audit_chain_verify,
     audit_event_append,
     audit_event_record,
@@ -44,12 +46,7 @@ class CompareAndSwapAppendTests:
 
         audit_event_append(
             workspace=workspace_a, tip=stale, type="context.assembled", author="token:agent",
-            payload={"n": 2},
-            guarded=[(
-                "UPDATE recall_memoryrecord SET hit_count = hit_count + 1"
-                " WHERE id = %s AND EXISTS (SELECT 1 FROM appended)",
-                [memory.pk],
-            )],
+            payload={"n": 2}, work=[HitCounts([memory.pk], timezone.now())],
         )  # fmt: skip
 
         memory.refresh_from_db()
@@ -66,11 +63,7 @@ class CompareAndSwapAppendTests:
         result = _append(
             stale, workspace=workspace_a, type="context.assembled", author="token:agent",
             payload={}, workload_id=None, environment="", actor_id="",
-            guarded=[(
-                "UPDATE recall_memoryrecord SET hit_count = hit_count + 1"
-                " WHERE id = %s AND EXISTS (SELECT 1 FROM appended)",
-                [memory.pk],
-            )],
+            work=[HitCounts([memory.pk], timezone.now())],
         )  # fmt: skip
 
         assert result is None

@@ -20,9 +20,9 @@ from audit.services import audit_chain_verify
 from console.services import api_token_create
 from maintenance.models import MaintenanceRun
 from policies.models import Workload
-from policies.selectors import memory_policy_impact
 from policies.services import workspace_create
 from portal.models import ApiToken, Membership, Role, Workspace
+from recall.engine.impact import memory_policy_impact
 from recall.models import Actor, MemoryRecord
 
 

@@ -85,7 +85,7 @@ def _populate(persona: Any, workload: Any) -> None:
 def two_workspaces(
     operator, outsider, workload_a, workload_b, monkeypatch: pytest.MonkeyPatch
 ) -> tuple[Any, Any]:
-    from recall import selectors
+    from recall.engine import read as selectors
 
     monkeypatch.setattr(selectors, "FUNNEL_CACHE_MIN", 1)  # every recall keeps its funnel
     _populate(operator, workload_a)

@@ -23,7 +23,7 @@ from django.utils import timezone
 from policies.models import Workload
 from policies.selectors import effective_policy_for
 from policies.services import workload_policy_save
-from recall import selectors
+from recall.engine import read as selectors
 from recall.models import Actor, MemoryRecord
 from recall.runtime import embedder
 from tests.recall import factories

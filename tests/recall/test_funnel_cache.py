@@ -20,7 +20,7 @@ from django.utils import timezone
 from policies.models import Workload
 from policies.selectors import effective_policy_for
 from policies.services import workload_create, workload_policy_save
-from recall import selectors
+from recall.engine import read as selectors
 from recall.models import Actor, FunnelCache, MemoryRecord
 from recall.runtime import embedder
 from tests.helpers import database_owner
@@ -72,7 +72,7 @@ def read(
     if not cache:
         selectors.FUNNEL_CACHE_MIN = 10**12
     try:
-        return selectors.recall_candidates(
+        return selectors.recall_read_and_fill(
             workspace_id=workload.workspace_id,
             workload_id=workload.id,
             environment="prod",
@@ -158,7 +158,7 @@ class FunnelCacheTests:
     def test_an_actor_keeps_only_its_most_recent_funnels(self, strict, ada_rows):
         policy = effective_policy_for(workload=strict, environment="prod").policy
         for n in range(selectors.FUNNEL_CACHE_PER_ACTOR + 3):
-            selectors.recall_candidates(
+            selectors.recall_read_and_fill(
                 workspace_id=strict.workspace_id, workload_id=strict.id, environment="prod",
                 actor_id=ADA, policy={**policy, "confidenceMin": n / 100},
                 query_vector=embedder().embed([QUERY])[0], limit=30, rejected_limit=0,

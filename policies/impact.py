@@ -1,0 +1,96 @@
+"""The floor page's impact preview: what a proposed floor would take out of recall.
+
+Per workload and environment, the memories the current effective policy lets through and how
+many of those the proposed floor would stop, with how the workload policy would stand against
+it. The policies are this app's; the memories are recall's, and recall sits above policies: so
+recall registers the counter at start-up (``recall.apps``: ``recall.engine.impact``) and this
+module calls whatever was registered.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from policies import algebra
+from policies.conflicts import Conflict
+from policies.models import Workload, WorkloadPolicyVersion, WorkspacePolicyVersion
+from policies.selectors import workload_compliance, workspace_policy_current
+from portal.models import Workspace
+
+Pairs = list[tuple[dict[str, Any], dict[str, Any]]]  # (current policy, proposed policy)
+
+
+class ImpactCounter(Protocol):
+    """Per pair of policies: the memories recallable under the first, and how many of those
+    the second would stop."""
+
+    def __call__(
+        self, *, workspace: Workspace, pairs: Pairs, now: datetime
+    ) -> list[tuple[int, int]]: ...
+
+
+_counter: list[ImpactCounter] = []
+
+
+def impact_counter_register(counter: ImpactCounter) -> ImpactCounter:
+    """Set the function that counts memories under pairs of policies (one: the last wins)."""
+    _counter[:] = [counter]
+    return counter
+
+
+def _count(workspace: Workspace, pairs: Pairs, now: datetime) -> list[tuple[int, int]]:
+    if not _counter:
+        raise RuntimeError("no impact counter is registered (recall registers one when ready)")
+    return _counter[0](workspace=workspace, pairs=pairs, now=now)
+
+
+@dataclass(frozen=True)
+class ImpactRow:
+    """What a floor change would do to one workload/environment: the memories it would take
+    out of recall, and how the workload policy would stand against the proposed floor."""
+
+    workload: Workload | None  # None: the floor alone (no workload policy)
+    environment: str
+    version: WorkloadPolicyVersion | None
+    recallable_now: int
+    would_stop: int
+    relaxing_axes: list[str]  # axes the policy would relax under the proposed floor
+    conflicts: list[Conflict]  # where the proposed floor would overrule it (the floor wins)
+
+
+def floor_change_impact(
+    *,
+    workspace: Workspace,
+    proposed: Any,
+    current: WorkspacePolicyVersion | None = None,
+    now: datetime | None = None,
+) -> list[ImpactRow]:
+    """What a proposed floor (raw document) would take out of recall, per workload × environment.
+
+    Raises ``PolicyError`` if the proposed floor is not valid. Environments are the
+    workspace's real ones: the all-environments default only matters through them.
+    """
+    new_floor, _ = algebra.normalize_floor(proposed)
+    old_floor = (current or workspace_policy_current(workspace=workspace)).document
+    environments, compliance = workload_compliance(workspace=workspace, floor=old_floor)
+    targets: list[tuple[Workload | None, str, WorkloadPolicyVersion | None]] = [(None, "", None)]
+    for row in compliance:
+        for cell in row.cells:
+            if cell.environment:
+                targets.append((row.workload, cell.environment, cell.version))
+    pairs = []
+    standing: list[tuple[list[str], list[Conflict]]] = []
+    for _, _, version in targets:
+        document = version.document if version else {}
+        proposed_policy, found = algebra.narrow_settled(new_floor, document)
+        pairs.append((algebra.narrow(old_floor, document), proposed_policy))
+        standing.append((algebra.check_workload(new_floor, document), found))
+    counts = _count(workspace, pairs, now or datetime.now(tz=UTC))
+    return [
+        ImpactRow(workload, environment, version, now_count, stop, relaxing, found)
+        for (workload, environment, version), (now_count, stop), (relaxing, found) in zip(
+            targets, counts, standing, strict=True
+        )
+    ]

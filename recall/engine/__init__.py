@@ -1,0 +1,16 @@
+"""The recall engine: the only home of recall's raw SQL.
+
+* ``policy_filter``: the recall filter (the fail-closed rules, the embedded rule and every
+  policy axis), written once as templates and compiled for each caller: the hot path's
+  statements, the memory browser's "recallable?" column, the floor's impact preview.
+* ``funnel_cache``: ``FunnelCache``'s part of the recall statement, its limits, and the
+  trigger SQL that keeps it honest (as the migrations installed it).
+* ``read``: the hot path's one read statement (funnel, cache, nearest rows) and the ranking
+  (exact or HNSW with a fallback); ``recall_read`` writes nothing, ``recall_read_and_fill``
+  also stores a large actor's funnel.
+* ``impact``: what a proposed floor would take out of recall (registered with
+  ``policies.impact`` at start-up: policies sits below recall and imports nothing from it).
+
+Nothing here imports the engine's package eagerly: ``recall.models`` reads the filter's
+columns from ``policy_filter`` for its covering index.
+"""

@@ -1,0 +1,381 @@
+"""The recall read: the policy funnel and the vector ranking, in one statement when it can.
+
+The fail-closed rules and every recall axis (``policy_filter``) are evaluated in PostgreSQL,
+before ranking. Ranking takes one of two access paths, chosen by the size of the eligible set:
+
+* **exact** (eligible set up to ``EXACT_SEARCH_MAX`` rows): the eligible rows are
+  materialised first and ordered by true cosine distance. The covering index
+  ``memory_recall_cover_idx`` answers the filter without touching the heap, so the cost is
+  one distance per eligible row. Always complete.
+* **hnsw**: the HNSW index with pgvector's iterative scan, which keeps walking the graph
+  until enough rows pass the filter. If it still returns fewer rows than asked while more
+  are eligible (the scan hit ``hnsw.max_scan_tuples``), the exact path runs instead, so
+  recall never silently returns fewer than ``topK`` rows.
+
+The funnel (every memory's decision code, for the diagnostics counts) is one index-only scan
+of the actor's rows; for actors with at least ``FUNNEL_CACHE_MIN`` memories its result is kept
+in ``FunnelCache`` and reused while it is provably current (``funnel_cache``). The statement
+comes in two variants, both prepared (``portal.db.cursors``): :func:`recall_read` writes
+nothing; :func:`recall_read_and_fill`, the recall endpoint's, also stores the funnel it
+computed, in the same round trip.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import connection, transaction
+
+from audit.services import CHAIN_TIP_SQL
+from portal.db.cursors import PreparedStatement, prepared_statement
+from recall.engine.funnel_cache import (
+    ACTOR,
+    FILL,
+    FUNNEL_CACHE_MIN,
+    FUNNEL_CACHE_PER_ACTOR,
+    LOOKUP,
+    REJECTED_KEEP,
+    TABLE,
+    filter_key,
+)
+from recall.engine.policy_filter import policy_filter_sql, policy_params
+
+__all__ = [
+    "EXACT_SEARCH_MAX", "EXACT_SQL", "FUNNEL_CACHE_MIN", "FUNNEL_CACHE_PER_ACTOR",
+    "HNSW_EF_SEARCH", "HNSW_MAX_SCAN_TUPLES", "HNSW_SQL", "REJECTED_KEEP", "RECALL_READ",
+    "RECALL_READ_AND_FILL", "Funnel", "RankedRow", "RecallCandidates", "hnsw_nearest",
+    "memory_ranked", "policy_params", "recall_read", "recall_read_and_fill", "vector_literal",
+]  # fmt: skip
+
+EXACT_SEARCH_MAX = 20_000
+HNSW_EF_SEARCH = 100
+HNSW_MAX_SCAN_TUPLES = 40_000
+
+_RECALLABLE = policy_filter_sql("recallable")
+_DECISION = policy_filter_sql("decision")
+
+
+@dataclass(frozen=True)
+class Funnel:
+    candidates: int
+    lifecycle_excluded: int
+    after_policy: int
+    reasons: dict[str, int]
+    embedding_pending: int = 0
+
+
+def _funnel(counts: dict[str, int]) -> Funnel:
+    candidates = sum(counts.values())
+    lifecycle = counts.pop("lifecycle_excluded", 0)
+    pending = counts.pop("embedding_pending", 0)
+    after_policy = counts.pop("passes_policy", 0)
+    return Funnel(candidates, lifecycle, after_policy, counts, pending)
+
+
+@dataclass(frozen=True)
+class RankedRow:
+    id: int
+    content: str
+    memory_type: str
+    source_kind: str
+    confirmation_status: str
+    confidence: float
+    sensitivity: str
+    segment_kind: str
+    token_count: int
+    created_at: datetime
+    hit_count: int
+    similarity: float
+
+
+RANKED_COLUMNS = (
+    "m.id, m.content, m.memory_type, m.source_kind, m.confirmation_status, m.confidence,"
+    " m.sensitivity, m.segment_kind, m.token_count, m.created_at, m.hit_count"
+)
+
+
+def vector_literal(vector: Sequence[float]) -> str:
+    """A vector in pgvector's text form, for a ``%s::vector`` parameter."""
+    return "[" + ",".join(f"{v:.7g}" for v in vector) + "]"
+
+
+# --- ranking ------------------------------------------------------------------------------------
+
+# Two stages: the filter reads only the covering index (index-only scan, no wide heap rows),
+# then distances are computed for the eligible ids alone. Materialising both keeps the planner
+# from answering ORDER BY distance with the HNSW index, which would filter after the scan.
+EXACT_SQL = f"""
+WITH ids AS MATERIALIZED (
+    SELECT m.id FROM {TABLE} m
+    WHERE m.actor_id = %(actor)s AND {_RECALLABLE}
+),
+eligible AS MATERIALIZED (
+    SELECT m.id, m.embedding <=> %(query)s::vector AS distance
+    FROM ids JOIN {TABLE} m ON m.id = ids.id
+)
+SELECT {RANKED_COLUMNS}, COALESCE(1 - e.distance, 0) AS similarity
+FROM eligible e JOIN {TABLE} m ON m.id = e.id
+ORDER BY e.distance NULLS LAST, m.id
+LIMIT %(limit)s
+"""
+
+HNSW_SQL = f"""
+SELECT {RANKED_COLUMNS}, 1 - (m.embedding <=> %(query)s::vector) AS similarity
+FROM {TABLE} m
+WHERE m.actor_id = %(actor)s AND {_RECALLABLE}
+ORDER BY m.embedding <=> %(query)s::vector
+LIMIT %(limit)s
+"""
+
+
+def memory_ranked(
+    *,
+    actor_pk: int,
+    policy: dict[str, Any],
+    query_vector: Sequence[float],
+    limit: int,
+    eligible: int,
+    now: datetime,
+) -> tuple[list[RankedRow], str]:
+    """The ``limit`` eligible rows nearest the query, and the access path used."""
+    params = {
+        **policy_params(policy, now),
+        "actor": actor_pk,
+        "query": vector_literal(query_vector),
+        "limit": limit,
+    }
+    wanted = min(limit, eligible)
+    if eligible > EXACT_SEARCH_MAX:
+        rows = hnsw_nearest(params)
+        if len(rows) >= wanted:
+            return rows, "hnsw"
+    with connection.cursor() as cursor:
+        cursor.execute(EXACT_SQL, params)
+        return [RankedRow(*row) for row in cursor.fetchall()], "exact"
+
+
+def hnsw_nearest(params: dict[str, Any], *, ef_search: int | None = None) -> list[RankedRow]:
+    """The nearest eligible rows through the HNSW index with pgvector's iterative scan."""
+    # set_config(..., true) is SET LOCAL: it lasts until the end of this transaction, which
+    # the scan therefore shares. One statement, not three joined by ";", since a connection
+    # with server-side binding prepares statements and a prepared statement cannot hold
+    # several commands.
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true),"
+            " set_config('hnsw.ef_search', %s, true),"
+            " set_config('hnsw.max_scan_tuples', %s, true)",
+            [str(ef_search or HNSW_EF_SEARCH), str(HNSW_MAX_SCAN_TUPLES)],
+        )
+        cursor.execute(HNSW_SQL, params)
+        return [RankedRow(*row) for row in cursor.fetchall()]
+
+
+# --- the hot path's statement -------------------------------------------------------------------
+
+# The hot path in one round trip: the actor, the funnel (every row's decision code from one
+# index-only scan, or the actor's cached funnel plus the rows added since), the first rejected
+# ids, the previous fingerprint, the chain tip and, when the eligible set is small enough for
+# exact search, the nearest rows. A larger eligible set returns no rows here and is ranked by
+# ``memory_ranked`` with the HNSW index instead.
+_FUNNEL_AND_NEAREST = f"""
+WITH actor AS (
+    SELECT a.id, a.memory_version, a.memory_inserts FROM {ACTOR} a
+    WHERE a.workspace_id = %(workspace)s AND a.kind = %(kind)s AND a.name = %(name)s
+),
+{LOOKUP},
+coded AS MATERIALIZED (
+    SELECT * FROM added WHERE EXISTS (SELECT 1 FROM usable)
+    UNION ALL
+    SELECT * FROM rechecked WHERE EXISTS (SELECT 1 FROM usable)
+    UNION ALL
+    SELECT m.id, {_DECISION} AS code, m.created_at, m.expires_at
+    FROM {TABLE} m
+    WHERE m.actor_id = (SELECT id FROM actor) AND NOT EXISTS (SELECT 1 FROM usable)
+),
+counts AS MATERIALIZED (
+    SELECT code, sum(n)::bigint AS n FROM (
+        SELECT code, count(*) AS n FROM coded GROUP BY code
+        UNION ALL
+        SELECT kv.key, kv.value::bigint FROM usable, jsonb_each_text(usable.counts) kv
+        -- exactly the rechecked rows, counted again in coded
+        WHERE kv.key <> 'embedding_pending'
+    ) parts GROUP BY code
+),
+passing AS MATERIALIZED (
+    SELECT coalesce(sum(n), 0) AS n FROM counts WHERE code = 'passes_policy'
+),
+rejected AS MATERIALIZED (
+    (SELECT id, code FROM coded
+     WHERE code NOT IN ('passes_policy', 'lifecycle_excluded', 'embedding_pending')
+     ORDER BY id LIMIT {REJECTED_KEEP})
+    UNION ALL
+    SELECT (r ->> 0)::bigint, r ->> 1 FROM usable, jsonb_array_elements(usable.rejected) r
+),
+eligible_ids AS (
+    SELECT id FROM coded WHERE code = 'passes_policy'
+    UNION ALL
+    SELECT unnest(usable.eligible) FROM usable
+),
+eligible AS MATERIALIZED (
+    SELECT m.id, m.embedding <=> %(query)s::vector AS distance
+    FROM eligible_ids e JOIN {TABLE} m ON m.id = e.id
+    WHERE (SELECT n FROM passing) <= %(exact_max)s
+),
+nearest AS (
+    SELECT id, distance FROM eligible ORDER BY distance NULLS LAST, id LIMIT %(limit)s
+)"""
+
+_RESULT = f"""
+SELECT
+    (SELECT id FROM actor),
+    -- as text: the scalars repeat on every row, and are decoded once (row 1) in Python
+    (SELECT coalesce(json_object_agg(code, n), '{{}}')::text FROM counts),
+    (SELECT coalesce(json_agg(json_build_array(r.id, r.code)), '[]')::text FROM (
+        SELECT id, code FROM rejected ORDER BY id LIMIT %(rejected_limit)s
+    ) r),
+    -- the previous context.assembled for the same key: its prefix fingerprint sets `reused`
+    (SELECT ev.payload ->> 'prefixFingerprint' FROM audit_auditevent ev
+     WHERE ev.workspace_id = %(workspace)s AND ev.actor_id = %(actor_id)s
+       AND ev.workload_id = %(workload)s AND ev.environment = %(environment)s
+       AND ev.type = 'context.assembled'
+     ORDER BY ev.id DESC LIMIT 1),
+    {CHAIN_TIP_SQL},
+    EXISTS (SELECT 1 FROM usable),
+    t.*
+FROM (SELECT 1) one
+LEFT JOIN LATERAL (
+    SELECT {RANKED_COLUMNS}, COALESCE(1 - n.distance, 0) AS similarity
+    FROM nearest n JOIN {TABLE} m ON m.id = n.id
+    ORDER BY n.distance NULLS LAST, m.id
+) t ON true
+"""
+
+RECALL_READ = prepared_statement("recall.read", _FUNNEL_AND_NEAREST + _RESULT)
+# The same read, and the funnel it computed or extended stored for a large actor (``FILL``).
+RECALL_READ_AND_FILL = prepared_statement(
+    "recall.read_and_fill", _FUNNEL_AND_NEAREST + ",\n" + FILL + _RESULT
+)
+
+
+@dataclass(frozen=True)
+class RecallCandidates:
+    actor_pk: int | None
+    funnel: Funnel
+    rows: list[RankedRow]
+    rejections: list[tuple[int, str]]
+    path: str
+    previous_fingerprint: str | None
+    chain_tip: str | None
+    funnel_cached: bool = False
+
+
+def recall_read(
+    *,
+    workspace_id: int,
+    workload_id: uuid.UUID,
+    environment: str,
+    actor_id: str,
+    policy: dict[str, Any],
+    query_vector: Sequence[float],
+    limit: int,
+    rejected_limit: int,
+    now: datetime,
+) -> RecallCandidates:
+    """Everything recall reads about the actor's memories, nearest rows included; writes
+    nothing (a cached funnel is used, never stored)."""
+    return _recall(
+        RECALL_READ,
+        workspace_id=workspace_id, workload_id=workload_id, environment=environment,
+        actor_id=actor_id, policy=policy, query_vector=query_vector, limit=limit,
+        rejected_limit=rejected_limit, now=now,
+    )  # fmt: skip
+
+
+def recall_read_and_fill(
+    *,
+    workspace_id: int,
+    workload_id: uuid.UUID,
+    environment: str,
+    actor_id: str,
+    policy: dict[str, Any],
+    query_vector: Sequence[float],
+    limit: int,
+    rejected_limit: int,
+    now: datetime,
+) -> RecallCandidates:
+    """:func:`recall_read`, and, in the same statement, a large actor's funnel stored in
+    ``FunnelCache`` when this read computed or extended it (the cache fill)."""
+    return _recall(
+        RECALL_READ_AND_FILL,
+        workspace_id=workspace_id, workload_id=workload_id, environment=environment,
+        actor_id=actor_id, policy=policy, query_vector=query_vector, limit=limit,
+        rejected_limit=rejected_limit, now=now,
+    )  # fmt: skip
+
+
+def _recall(
+    statement: PreparedStatement,
+    *,
+    workspace_id: int,
+    workload_id: uuid.UUID,
+    environment: str,
+    actor_id: str,
+    policy: dict[str, Any],
+    query_vector: Sequence[float],
+    limit: int,
+    rejected_limit: int,
+    now: datetime,
+) -> RecallCandidates:
+    kind, _, name = actor_id.partition(":")
+    filters = policy_params(policy, now)
+    params = {
+        **filters,
+        "filter_key": filter_key(filters),
+        "workspace": workspace_id,
+        "workload": workload_id,
+        "environment": environment,
+        "actor_id": actor_id,
+        "kind": kind,
+        "name": name,
+        "query": vector_literal(query_vector),
+        "limit": limit,
+        "exact_max": EXACT_SEARCH_MAX,
+        "rejected_limit": min(rejected_limit, REJECTED_KEEP),
+        "cache_min": FUNNEL_CACHE_MIN,
+    }
+    result = statement.fetchall(params)
+    actor_pk, counts, rejected, previous, tip, cached = result[0][:6]
+    counts, rejected = _json(counts), _json(rejected)
+    funnel = _funnel({code: int(n) for code, n in counts.items()})
+    rows = [RankedRow(*row[6:]) for row in result if row[6] is not None]
+    path = "exact" if rows else "none"
+    if actor_pk is not None and funnel.after_policy > EXACT_SEARCH_MAX:
+        rows, path = memory_ranked(
+            actor_pk=actor_pk,
+            policy=policy,
+            query_vector=query_vector,
+            limit=limit,
+            eligible=funnel.after_policy,
+            now=now,
+        )
+    return RecallCandidates(
+        actor_pk,
+        funnel,
+        rows,
+        [(int(i), str(c)) for i, c in rejected],
+        path,
+        previous,
+        tip,
+        funnel_cached=bool(cached),
+    )
+
+
+def _json(value: Any) -> Any:
+    # Django reads json/jsonb as text on raw cursors.
+    return json.loads(value) if isinstance(value, str) else value
