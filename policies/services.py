@@ -13,7 +13,7 @@ from policies.selectors import environment_check, workload_policy_current, works
 from portal.db.scope import scope_include
 from portal.errors import ConflictError, ValidationFailed
 from portal.models import DEFAULT_ENVIRONMENTS, Environment, Membership, Role, Workspace
-from portal.versioning import NO_VERSION, base_version_check
+from portal.versioning import versioned_save
 
 COMMENT_MAX = 500
 
@@ -75,52 +75,59 @@ def workspace_policy_save(
     """
     floor, relaxable = algebra.normalize_floor(document)
     comment = change_comment(comment)
-    # Lock the workspace row so two concurrent saves cannot both become version n+1, and
-    # two saves from the same base cannot both pass the version check.
-    Workspace.objects.select_for_update(no_key=True).filter(pk=workspace.pk).first()
-    previous = workspace.policy_versions.order_by("-version").first()
-    base_version_check(
+
+    def locked_document() -> dict[str, Any]:
+        # FOR NO KEY UPDATE: it excludes other saves but not the KEY SHARE a recall's audit
+        # append takes on this row (tests/policies/test_lock_order.py: no deadlock).
+        Workspace.objects.select_for_update(no_key=True).filter(pk=workspace.pk).first()
+        # relaxableAxes is versioned with the floor, so it is compared and diffed with it.
+        return algebra.floor_document(floor, relaxable)
+
+    def floor_of(version: WorkspacePolicyVersion) -> dict[str, Any]:
+        return algebra.floor_document(version.document, version.relaxable_axes)
+
+    def insert(_after: dict[str, Any], number: int) -> WorkspacePolicyVersion:
+        return WorkspacePolicyVersion.objects.create(
+            workspace=workspace,
+            version=number,
+            document=floor,
+            relaxable_axes=relaxable,
+            author=author,
+            comment=comment,
+        )
+
+    def record(
+        after: dict[str, Any],
+        previous: WorkspacePolicyVersion | None,
+        version: WorkspacePolicyVersion,
+    ) -> None:
+        before = (
+            {"policy": previous.document, "relaxableAxes": previous.relaxable_axes}
+            if previous
+            else None
+        )
+        audit_event_record(
+            workspace=workspace,
+            type=EventType.WORKSPACE_POLICY_SET,
+            author=author,
+            payload={
+                "version": version.version,
+                "before": before,
+                "after": {"policy": floor, "relaxableAxes": relaxable},
+                "diff": algebra.diff_documents(floor_of(previous) if previous else None, after),
+                "comment": comment,
+            },
+        )
+
+    return versioned_save(
         what="The operator floor",
-        current=previous.version if previous else NO_VERSION,
-        base=base_version,
+        base_version=base_version,
+        locked_document=locked_document,
+        latest=lambda: workspace.policy_versions.order_by("-version").first(),
+        unchanged=lambda previous, after: not algebra.diff_documents(floor_of(previous), after),
+        insert=insert,
+        record=record,
     )
-    if previous is not None and not algebra.diff_documents(
-        algebra.floor_document(previous.document, previous.relaxable_axes),
-        algebra.floor_document(floor, relaxable),
-    ):
-        return previous
-    version = WorkspacePolicyVersion.objects.create(
-        workspace=workspace,
-        version=(previous.version + 1) if previous else 1,
-        document=floor,
-        relaxable_axes=relaxable,
-        author=author,
-        comment=comment,
-    )
-    before = (
-        {"policy": previous.document, "relaxableAxes": previous.relaxable_axes}
-        if previous
-        else None
-    )
-    audit_event_record(
-        workspace=workspace,
-        type=EventType.WORKSPACE_POLICY_SET,
-        author=author,
-        payload={
-            "version": version.version,
-            "before": before,
-            "after": {"policy": floor, "relaxableAxes": relaxable},
-            # relaxableAxes is versioned with the floor, so a change to it is part of the diff.
-            "diff": algebra.diff_documents(
-                algebra.floor_document(previous.document, previous.relaxable_axes)
-                if previous
-                else None,
-                algebra.floor_document(floor, relaxable),
-            ),
-            "comment": comment,
-        },
-    )
-    return version
 
 
 @transaction.atomic
@@ -295,41 +302,59 @@ def workload_policy_save(
     """
     environment = environment_check(workspace=workload.workspace, environment=environment)
     comment = change_comment(comment)
-    # Lock the floor while validating against it, so a concurrent floor change cannot slip in;
-    # the lock also serialises this workload's saves for the version check.
-    Workspace.objects.select_for_update(no_key=True).filter(pk=workload.workspace_id).first()
-    workload_check_live(Workload.objects.select_for_update(no_key=True).get(pk=workload.pk))
-    floor_version = workspace_policy_current(workspace=workload.workspace)
-    normalized = algebra.validate_workload(floor_version.document, document)
-    previous = workload_policy_current(workload=workload, environment=environment)
-    base_version_check(
+
+    def locked_document() -> tuple[dict[str, Any], WorkspacePolicyVersion]:
+        # Lock the floor while validating against it, so a concurrent floor change cannot slip
+        # in; the lock also serialises this workload's saves. FOR NO KEY UPDATE on both rows:
+        # a recall's audit append must still insert through them (test_lock_order.py).
+        Workspace.objects.select_for_update(no_key=True).filter(pk=workload.workspace_id).first()
+        workload_check_live(Workload.objects.select_for_update(no_key=True).get(pk=workload.pk))
+        floor_version = workspace_policy_current(workspace=workload.workspace)
+        return algebra.validate_workload(floor_version.document, document), floor_version
+
+    def insert(
+        checked: tuple[dict[str, Any], WorkspacePolicyVersion], number: int
+    ) -> WorkloadPolicyVersion:
+        normalized, _floor_version = checked
+        return WorkloadPolicyVersion.objects.create(
+            workload=workload,
+            environment=environment,
+            version=number,
+            document=normalized,
+            author=author,
+            comment=comment,
+        )
+
+    def record(
+        checked: tuple[dict[str, Any], WorkspacePolicyVersion],
+        previous: WorkloadPolicyVersion | None,
+        version: WorkloadPolicyVersion,
+    ) -> None:
+        normalized, floor_version = checked
+        audit_event_record(
+            workspace=workload.workspace,
+            type=EventType.WORKLOAD_POLICY_SET,
+            author=author,
+            workload_id=workload.id,
+            environment=environment,
+            payload={
+                "version": version.version,
+                "before": previous.document if previous else None,
+                "after": normalized,
+                "diff": algebra.diff_documents(previous.document if previous else None, normalized),
+                "comment": comment,
+                "floorVersion": floor_version.version,
+            },
+        )
+
+    return versioned_save(
         what=f"{workload.name}'s policy for {environment or 'all environments'}",
-        current=previous.version if previous else NO_VERSION,
-        base=base_version,
+        base_version=base_version,
+        locked_document=locked_document,
+        latest=lambda: workload_policy_current(workload=workload, environment=environment),
+        unchanged=lambda previous, checked: (
+            not algebra.diff_documents(previous.document, checked[0])
+        ),
+        insert=insert,
+        record=record,
     )
-    if previous is not None and not algebra.diff_documents(previous.document, normalized):
-        return previous
-    version = WorkloadPolicyVersion.objects.create(
-        workload=workload,
-        environment=environment,
-        version=(previous.version + 1) if previous else 1,
-        document=normalized,
-        author=author,
-        comment=comment,
-    )
-    audit_event_record(
-        workspace=workload.workspace,
-        type=EventType.WORKLOAD_POLICY_SET,
-        author=author,
-        workload_id=workload.id,
-        environment=environment,
-        payload={
-            "version": version.version,
-            "before": previous.document if previous else None,
-            "after": normalized,
-            "diff": algebra.diff_documents(previous.document if previous else None, normalized),
-            "comment": comment,
-            "floorVersion": floor_version.version,
-        },
-    )
-    return version

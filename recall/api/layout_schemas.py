@@ -1,6 +1,6 @@
 """The JSON Schema of a ``memory:`` layout configuration, read off the parser's own tables.
 
-``recall.layout`` parses every configuration with a checker per key; mapping each checker to
+``recall.layout.config`` parses every configuration with a checker per key; mapping each checker to
 its schema keeps the OpenAPI schema from restating (and drifting from) those rules. YAML text
 is a string to JSON Schema: what it must hold is checked once it is parsed.
 """
@@ -10,23 +10,23 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from recall import layout
-from recall.layout import KNOWN_SECTIONS, MAX_COUNT
+from recall.layout import config
+from recall.layout.vocabulary import KNOWN_SECTIONS, MAX_COUNT
 
 _COUNT = {"type": "integer", "minimum": 0, "maximum": MAX_COUNT}
 _CHECKERS: dict[Any, dict[str, Any]] = {
-    layout._check_bool: {"type": "boolean"},
-    layout._check_count: _COUNT,
-    layout._check_ratio: {"type": "number", "minimum": 0, "maximum": 1},
-    layout._check_text: {"type": "string", "pattern": r"\S"},
+    config.check_bool: {"type": "boolean"},
+    config.check_count: _COUNT,
+    config.check_ratio: {"type": "number", "minimum": 0, "maximum": 1},
+    config.check_text: {"type": "string", "pattern": r"\S"},
 }
 _NESTED: dict[Any, dict[str, Any]] = {
-    layout._parse_section_priority: {
+    config.parse_section_priority: {
         "type": "array",
         "items": {"type": "string", "enum": list(KNOWN_SECTIONS)},
         "uniqueItems": True,
     },
-    layout._parse_max_items: {
+    config.parse_max_items: {
         "type": "object",
         "properties": {name: {**_COUNT, "nullable": True} for name in KNOWN_SECTIONS},
         "additionalProperties": False,
@@ -50,13 +50,13 @@ def _section(scalars: Mapping[str, Any], nested: Mapping[str, Any] | None = None
 def memory_config_schema() -> dict[str, Any]:
     """The ``memory:`` section: any subset of its keys (the rest take the seed's defaults)."""
     sections = {
-        "supporting_context": _section(layout._SUPPORTING_SCALARS, layout._SUPPORTING_NESTED),
-        "priming": _section(layout._PRIMING_SCALARS),
-        "compaction": _section(layout._COMPACTION_SCALARS),
+        "supporting_context": _section(config.SUPPORTING_SCALARS, config.SUPPORTING_NESTED),
+        "priming": _section(config.PRIMING_SCALARS),
+        "compaction": _section(config.COMPACTION_SCALARS),
     }
-    schema = _section(layout._MEMORY_SCALARS)
+    schema = _section(config.MEMORY_SCALARS)
     schema["properties"].update(sections)
-    assert set(schema["properties"]) == {*layout._MEMORY_SCALARS, *layout._MEMORY_NESTED}
+    assert set(schema["properties"]) == {*config.MEMORY_SCALARS, *config.MEMORY_NESTED}
     return schema
 
 

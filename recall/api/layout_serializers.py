@@ -1,5 +1,9 @@
 """Wire shapes of the chat layout planner (SPEC section 6): strict in, camelCase out.
 
+``LayoutRequestSerializer`` is the one validator of a layout request, for the API and for the
+sandbox page (whose form turns its lines into this same data), and it hands the planner a
+typed ``LayoutRequest``. ``LayoutResultSerializer`` is the one camelCase shape of a result.
+
 Inputs are strict on purpose: DRF's defaults turn ``"12"`` into 12, ``"yes"`` into True and
 ignore unknown keys, and a sandbox that quietly reads a typo as "not given" teaches the wrong
 numbers. Every rejection names the field as the caller wrote it (``history[2].role``).
@@ -7,7 +11,7 @@ numbers. Every rejection names the field as the caller wrote it (``history[2].ro
 
 from __future__ import annotations
 
-import difflib
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -24,8 +28,9 @@ from portal.api.fields import (
     StrictUUIDField,
 )
 from recall.api.layout_schemas import layout_config_field_schema
-from recall.layout import KNOWN_SECTIONS, LEGACY_NAMES, PASSAGE_TERMS, LayoutConfigError
-from recall.layout_services import MAX_TOKENS, layout_config_parse
+from recall.layout.config import LayoutConfig, LayoutConfigError, parse_memory_config
+from recall.layout.request import LayoutRequest, SupportingItem, Turn
+from recall.layout.vocabulary import KNOWN_SECTIONS, MAX_COUNT, PASSAGE_TERMS, suggested_name
 
 CHAT_ROLES = ("system", "user", "assistant", "tool")
 
@@ -46,17 +51,16 @@ def _json_type(value: Any) -> str:
 
 def unknown_name_message(name: Any, known: Iterable[str], what: str = "field") -> str:
     known = list(known)
-    if isinstance(name, str):
-        if LEGACY_NAMES.get(name) in known:
-            return f"Unknown {what}; use {LEGACY_NAMES[name]!r} ({name!r} is an earlier name)."
-        close = difflib.get_close_matches(name, known, n=1)
-        if close:
-            return f"Unknown {what}; did you mean {close[0]!r}?"
-    return f"Unknown {what}; expected one of: {', '.join(known)}."
+    suggestion = suggested_name(name, known)
+    if suggestion is None:
+        return f"Unknown {what}; expected one of: {', '.join(known)}."
+    if suggestion.legacy:
+        return f"Unknown {what}; use {suggestion.name!r} ({name!r} is an earlier name)."
+    return f"Unknown {what}; did you mean {suggestion.name!r}?"
 
 
 def token_count(**kwargs: Any) -> StrictIntegerField:
-    return StrictIntegerField(min_value=0, max_value=MAX_TOKENS, **kwargs)
+    return StrictIntegerField(min_value=0, max_value=MAX_COUNT, **kwargs)
 
 
 def ratio(**kwargs: Any) -> StrictFloatField:
@@ -195,7 +199,7 @@ class LayoutConfigField(serializers.Field):
         if not isinstance(data, Mapping | str):
             raise ValidationError([f"Expected an object or YAML text, got {_json_type(data)}."])
         try:
-            return layout_config_parse(data)
+            return parse_memory_config(data)
         except LayoutConfigError as exc:
             raise ValidationError(exc.errors) from exc
 
@@ -224,8 +228,51 @@ class LayoutRequestSerializer(StrictSerializer):
         required=False, help_text="Use this workload's stored config (a `config` here wins)."
     )
 
+    def layout_request(self, config: LayoutConfig) -> LayoutRequest:
+        """The validated data as the planner's typed request, planned with ``config``."""
+        data = self.validated_data
+        return LayoutRequest(
+            history=tuple(Turn(**turn) for turn in data.get("history", [])),
+            prior_session_history=tuple(
+                Turn(**turn) for turn in data.get("priorSessionHistory", [])
+            ),
+            supporting={
+                name: tuple(SupportingItem(**item) for item in items)
+                for name, items in data.get("supporting", {}).items()
+            },
+            query=data["query"],
+            system_prompt_tokens=data["systemPromptTokens"],
+            tool_schema_tokens=data["toolSchemaTokens"],
+            context_window=data.get("contextWindow"),
+            output_buffer=data.get("outputBuffer"),
+            budget_ratio=data.get("budgetRatio"),
+            config=config,
+        )
+
 
 # --- response ---------------------------------------------------------------------------------
+# Read off a ``LayoutPreview`` (the planned ``LayoutResult`` and the monitor's decision): each
+# field names the attribute it shows, so this is the one place snake_case becomes camelCase.
+
+
+def camel(name: str) -> str:
+    first, *rest = name.split("_")
+    return first + "".join(part.title() for part in rest)
+
+
+class CamelKeysDictField(serializers.DictField):
+    """A dict whose snake_case keys are shown in camelCase."""
+
+    def to_representation(self, value: Any) -> dict[str, Any]:
+        return {camel(key): item for key, item in super().to_representation(value).items()}
+
+
+class FiniteFloatField(serializers.FloatField):
+    """A float, or null where it is infinite (JSON has no infinity)."""
+
+    def to_representation(self, value: Any) -> Any:
+        number = float(value)
+        return number if math.isfinite(number) else None
 
 
 class LayoutStageSerializer(serializers.Serializer):
@@ -236,33 +283,37 @@ class LayoutStageSerializer(serializers.Serializer):
         child=serializers.IntegerField(),
         help_text="What the stage removed, by part (turns, short_passages, a section, ...).",
     )
-    estimateAfter = serializers.IntegerField()
+    estimateAfter = serializers.IntegerField(source="estimate_after")
     fits = serializers.BooleanField()
 
 
 class LayoutTokensSerializer(serializers.Serializer):
     """The window split into parts; they add up to ``contextWindow`` when the layout fits."""
 
-    fixed = serializers.IntegerField()
-    history = serializers.IntegerField()
-    priorSessionHistory = serializers.IntegerField()
-    supporting = serializers.IntegerField()
-    query = serializers.IntegerField()
-    formatting = serializers.IntegerField()
-    free = serializers.IntegerField()
+    fixed = serializers.IntegerField(source="fixed_costs")
+    history = serializers.IntegerField(source="history_tokens")
+    priorSessionHistory = serializers.IntegerField(source="prior_history_tokens")
+    supporting = serializers.IntegerField(source="supporting_tokens")
+    query = serializers.IntegerField(source="query_tokens")
+    formatting = serializers.IntegerField(source="formatting_overhead")
+    free = serializers.IntegerField(source="free_tokens")
 
 
 class CompactionDecisionSerializer(serializers.Serializer):
-    enabled = serializers.BooleanField()
-    compact = serializers.BooleanField()
+    enabled = serializers.BooleanField(source="compaction_enabled")
+    compact = serializers.BooleanField(source="compaction.compact")
     code = serializers.CharField(
-        help_text="disabled, no_history, in_progress, cooldown, severity, rising_trend, not_needed"
+        source="compaction.code",
+        help_text="disabled, no_history, in_progress, cooldown, severity, rising_trend, not_needed",
     )
-    reason = serializers.CharField()
-    severity = serializers.CharField(allow_null=True)
-    timeBudgetMs = serializers.IntegerField(allow_null=True)
+    reason = serializers.CharField(source="compaction.reason")
+    severity = serializers.CharField(source="compaction.severity", allow_null=True)
+    timeBudgetMs = serializers.IntegerField(source="compaction.time_budget_ms", allow_null=True)
 
 
+# Where the configuration came from: only the view knows, so it is given in the serializer's
+# context as ``config_source``, not read off the preview. (A comment, not a docstring: that
+# would become the schema's description.)
 class LayoutConfigSourceSerializer(serializers.Serializer):
     # A declared field (the metaclass takes it out of the class), not Field.source.
     source = serializers.ChoiceField(  # type: ignore[assignment]
@@ -271,35 +322,44 @@ class LayoutConfigSourceSerializer(serializers.Serializer):
     workloadId = serializers.UUIDField(allow_null=True)
     version = serializers.IntegerField(allow_null=True)
 
+    def to_representation(self, instance: Any) -> Any:
+        return super().to_representation(self.context["config_source"])
+
 
 class LayoutResultSerializer(serializers.Serializer):
-    contextWindow = serializers.IntegerField()
-    fixedCosts = serializers.IntegerField()
-    dynamicBudget = serializers.IntegerField()
-    supportingContextBudget = serializers.IntegerField()
-    formattingOverhead = serializers.IntegerField()
-    estimateBeforePruning = serializers.IntegerField()
-    estimatedTokens = serializers.IntegerField()
-    availableBudget = serializers.IntegerField()
-    freeTokens = serializers.IntegerField()
-    utilizationPct = serializers.FloatField(
-        allow_null=True, help_text="Of the dynamic budget; null when it is 0 and overfull."
+    contextWindow = serializers.IntegerField(source="result.context_window")
+    fixedCosts = serializers.IntegerField(source="result.fixed_costs")
+    dynamicBudget = serializers.IntegerField(source="result.dynamic_budget")
+    supportingContextBudget = serializers.IntegerField(source="result.supporting_context_budget")
+    formattingOverhead = serializers.IntegerField(source="result.formatting_overhead")
+    estimateBeforePruning = serializers.IntegerField(source="result.estimate_before_pruning")
+    estimatedTokens = serializers.IntegerField(source="result.estimated_tokens")
+    availableBudget = serializers.IntegerField(source="result.available_budget")
+    freeTokens = serializers.IntegerField(source="result.free_tokens")
+    utilizationPct = FiniteFloatField(
+        source="result.utilization_pct",
+        allow_null=True,
+        help_text="Of the dynamic budget; null when it is 0 and overfull.",
     )
-    severity = serializers.CharField()
-    fits = serializers.BooleanField()
-    emergencyOverage = serializers.BooleanField()
-    stages = LayoutStageSerializer(many=True)
-    stagesRun = serializers.ListField(child=serializers.IntegerField())
-    tokens = LayoutTokensSerializer()
-    history = ChatMessageSerializer(many=True)
-    priorSessionHistory = ChatMessageSerializer(many=True)
-    supporting = serializers.DictField(child=SupportingItemSerializer(many=True))
-    filtered = serializers.DictField(
-        child=serializers.IntegerField(), help_text="Items left out before pruning, by reason."
+    severity = serializers.CharField(source="result.severity")
+    fits = serializers.BooleanField(source="result.fits")
+    emergencyOverage = serializers.BooleanField(source="result.emergency_overage")
+    stages = LayoutStageSerializer(source="result.stages", many=True)
+    stagesRun = serializers.ListField(source="result.stages_run", child=serializers.IntegerField())
+    tokens = LayoutTokensSerializer(source="result")
+    history = ChatMessageSerializer(source="result.history", many=True)
+    priorSessionHistory = ChatMessageSerializer(source="result.prior_session_history", many=True)
+    supporting = serializers.DictField(
+        source="result.supporting", child=SupportingItemSerializer(many=True)
     )
-    warnings = serializers.ListField(child=serializers.CharField())
-    compaction = CompactionDecisionSerializer()
-    config = LayoutConfigSourceSerializer()
+    filtered = CamelKeysDictField(
+        source="result.filtered",
+        child=serializers.IntegerField(),
+        help_text="Items left out before pruning, by reason.",
+    )
+    warnings = serializers.ListField(source="result.warnings", child=serializers.CharField())
+    compaction = CompactionDecisionSerializer(source="*")
+    config = LayoutConfigSourceSerializer(source="*")
 
 
 class LayoutConfigVersionSerializer(serializers.Serializer):

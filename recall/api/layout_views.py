@@ -24,22 +24,14 @@ from portal.api.versioning import (
 from portal.api.views import WORKSPACE_PARAM, ApiView, json_object, reject_unknown
 from portal.errors import NotFoundError, ValidationFailed
 from portal.models import Role, Workspace
-from recall import layout_services
 from recall.api.layout_schemas import layout_config_save_schema
 from recall.api.layout_serializers import (
     LayoutConfigVersionSerializer,
     LayoutRequestSerializer,
     LayoutResultSerializer,
 )
-from recall.layout import (
-    LayoutConfig,
-    LayoutRequest,
-    LayoutRequestError,
-    SupportingItem,
-    Turn,
-    layout_config_to_dict,
-    layout_result_to_dict,
-)
+from recall.layout import services as layout_services
+from recall.layout.config import LayoutConfig, layout_config_to_dict
 from recall.models import WorkloadLayoutConfigVersion
 
 LAYOUT_DESCRIPTION = """\
@@ -65,15 +57,6 @@ CONFIG_BODY_DOC = (
 )
 # GET's read-only fields, tolerated in a PUT so that GET -> edit -> PUT works.
 READ_ONLY_KEYS = {"workloadId", "version", "isDefault", "author", "createdAt"}
-# Request key -> the planner's name, to translate any error the planner itself raises.
-PLANNER_NAMES = {
-    "context_window": "contextWindow",
-    "output_buffer": "outputBuffer",
-    "system_prompt_tokens": "systemPromptTokens",
-    "tool_schema_tokens": "toolSchemaTokens",
-    "budget_ratio": "budgetRatio",
-    "prior_session_history": "priorSessionHistory",
-}
 
 
 # --- POST /v1/context/layout ------------------------------------------------------------------
@@ -99,90 +82,6 @@ def _layout_config(
     return current.config, {"source": kind, "workloadId": workload.id, "version": version}
 
 
-def _layout_request(data: dict[str, Any], config: LayoutConfig) -> LayoutRequest:
-    return LayoutRequest(
-        history=[Turn(**turn) for turn in data.get("history", [])],
-        prior_session_history=[Turn(**turn) for turn in data.get("priorSessionHistory", [])],
-        supporting={
-            name: [SupportingItem(**item) for item in items]
-            for name, items in data.get("supporting", {}).items()
-        },
-        query=data["query"],
-        system_prompt_tokens=data["systemPromptTokens"],
-        tool_schema_tokens=data["toolSchemaTokens"],
-        context_window=data.get("contextWindow"),
-        output_buffer=data.get("outputBuffer"),
-        budget_ratio=data.get("budgetRatio"),
-        config=config,
-    )
-
-
-def _planner_field(path: str) -> str:
-    head, dot, rest = path.partition(".")
-    name, bracket, index = head.partition("[")
-    return PLANNER_NAMES.get(name, name) + bracket + index + dot + rest
-
-
-def _layout_body(preview: layout_services.LayoutPreview, source: dict[str, Any]) -> dict[str, Any]:
-    raw = layout_result_to_dict(preview.result)
-    decision = preview.compaction
-    return {
-        "contextWindow": raw["context_window"],
-        "fixedCosts": raw["fixed_costs"],
-        "dynamicBudget": raw["dynamic_budget"],
-        "supportingContextBudget": raw["supporting_context_budget"],
-        "formattingOverhead": raw["formatting_overhead"],
-        "estimateBeforePruning": raw["estimate_before_pruning"],
-        "estimatedTokens": raw["estimated_tokens"],
-        "availableBudget": raw["available_budget"],
-        "freeTokens": raw["free_tokens"],
-        "utilizationPct": raw["utilization_pct"],
-        "severity": raw["severity"],
-        "fits": raw["fits"],
-        "emergencyOverage": raw["emergency_overage"],
-        "stages": [
-            {
-                "number": stage["number"],
-                "name": stage["name"],
-                "description": stage["description"],
-                "removed": stage["removed"],
-                "estimateAfter": stage["estimate_after"],
-                "fits": stage["fits"],
-            }
-            for stage in raw["stages"]
-        ],
-        "stagesRun": raw["stages_run"],
-        "tokens": {
-            "fixed": raw["fixed_costs"],
-            "history": raw["history_tokens"],
-            "priorSessionHistory": raw["prior_history_tokens"],
-            "supporting": raw["supporting_tokens"],
-            "query": raw["query_tokens"],
-            "formatting": raw["formatting_overhead"],
-            "free": raw["free_tokens"],
-        },
-        "history": raw["history"],
-        "priorSessionHistory": raw["prior_session_history"],
-        "supporting": raw["supporting"],
-        "filtered": {_camel(reason): count for reason, count in raw["filtered"].items()},
-        "warnings": raw["warnings"],
-        "compaction": {
-            "enabled": preview.compaction_enabled,
-            "compact": decision.compact,
-            "code": decision.code,
-            "reason": decision.reason,
-            "severity": decision.severity.value if decision.severity else None,
-            "timeBudgetMs": decision.time_budget_ms,
-        },
-        "config": source,
-    }
-
-
-def _camel(name: str) -> str:
-    first, *rest = name.split("_")
-    return first + "".join(part.title() for part in rest)
-
-
 class ContextLayoutView(ApiView):
     @extend_schema(
         parameters=[WORKSPACE_PARAM],
@@ -195,15 +94,10 @@ class ContextLayoutView(ApiView):
         workspace = workspace_for(self.caller(request), request.query_params.get("workspace"))
         serializer = LayoutRequestSerializer(data=json_object(request))
         serializer.is_valid(raise_exception=True)
-        data = serializer.validated_data
-        config, source = _layout_config(workspace, data)
-        try:
-            preview = layout_services.layout_preview(request=_layout_request(data, config))
-        except LayoutRequestError as exc:  # the serializer should have caught it first
-            raise ValidationFailed(
-                {_planner_field(path): message for path, message in exc.errors.items()}
-            ) from exc
-        return Response(LayoutResultSerializer(_layout_body(preview, source)).data)
+        config, source = _layout_config(workspace, serializer.validated_data)
+        preview = layout_services.layout_preview(request=serializer.layout_request(config))
+        body = LayoutResultSerializer(preview, context={"config_source": source}).data
+        return Response(body)
 
 
 # --- /v1/workloads/{id}/layout-config ---------------------------------------------------------

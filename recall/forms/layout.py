@@ -3,31 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from django import forms
 
 from policies.models import Workload
-from recall.api.layout_serializers import (
-    CHAT_ROLES,
-    ChatMessageSerializer,
-    PassageSerializer,
-    SupportingItemSerializer,
-    unknown_name_message,
-)
-
-# Wire names used by services and the algebra → the form field that shows their errors.
-from recall.layout import (
-    KNOWN_SECTIONS,
-    SEED_CHAT_FRAGMENT,
-    LayoutConfig,
-    LayoutConfigError,
-    LayoutError,
-    LayoutRequest,
-    SupportingItem,
-    Turn,
-)
-from recall.layout_services import MAX_TOKENS, YAML_MAX_CHARS, layout_config_parse
+from recall.api.layout_serializers import CHAT_ROLES, LayoutRequestSerializer
+from recall.layout.config import SEED_CHAT_FRAGMENT, YAML_MAX_CHARS, LayoutConfig
+from recall.layout.request import LayoutRequest
+from recall.layout.vocabulary import KNOWN_SECTIONS, MAX_COUNT
 
 # --- the layout sandbox ------------------------------------------------------------------------
 
@@ -155,31 +140,85 @@ def _drf_messages(errors: Mapping[str, Any]) -> list[tuple[str, str]]:
     return pairs
 
 
-def parse_message_lines(text: str) -> tuple[list[Turn], list[str]]:
-    """``role: content`` lines (blank lines skipped) into turns, checked as the API checks them.
+# A problem of one line of a textarea: (line number, message), shown in line order.
+LineError = tuple[int, str]
 
-    Returns the turns and one error per bad line (``Line 3: ...``).
-    """
-    turns: list[Turn] = []
-    errors: list[str] = []
+
+@dataclass
+class MessageLines:
+    """``role: content`` lines as the API's chat messages, each with the line it came from;
+    ``errors`` are the lines that are not a message at all."""
+
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    numbers: list[int] = field(default_factory=list)
+    errors: list[LineError] = field(default_factory=list)
+
+    @property
+    def wire(self) -> list[dict[str, Any]]:
+        return self.messages
+
+    def serializer_errors(self, errors: Any) -> list[LineError]:
+        """The serializer's errors of these messages (a list by index), by line."""
+        found: list[LineError] = []
+        for number, problems in zip(self.numbers, errors, strict=False):
+            found += [
+                (number, f"Line {number}: {name}: {message}")
+                for name, message in _drf_messages(problems or {})
+            ]
+        return found
+
+
+def message_lines(text: str) -> MessageLines:
+    """``role: content`` lines (blank lines skipped) as ``{role, content}``, as the API takes
+    them; the serializer checks them."""
+    lines = MessageLines()
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         role, colon, content = line.partition(":")
         if not colon:
-            errors.append(f"Line {number}: write it as role: content, for example user: hello.")
-            continue
-        serializer = ChatMessageSerializer(
-            data={"role": role.strip().lower(), "content": content.strip()}
-        )
-        if not serializer.is_valid():
-            errors.extend(
-                f"Line {number}: {name}: {message}"
-                for name, message in _drf_messages(serializer.errors)
+            lines.errors.append(
+                (number, f"Line {number}: write it as role: content, for example user: hello.")
             )
             continue
-        turns.append(Turn(**serializer.validated_data))
-    return turns, errors
+        lines.messages.append({"role": role.strip().lower(), "content": content.strip()})
+        lines.numbers.append(number)
+    return lines
+
+
+@dataclass
+class SupportingLines:
+    """``section | relevancy | term | content`` lines as the API's sections of items, each
+    item with the line it came from; ``errors`` are the lines that are not an item at all."""
+
+    sections: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    numbers: dict[str, list[int]] = field(default_factory=dict)
+    errors: list[LineError] = field(default_factory=list)
+
+    @property
+    def wire(self) -> dict[str, list[dict[str, Any]]]:
+        return self.sections
+
+    def serializer_errors(self, errors: Any) -> list[LineError]:
+        """The serializer's errors of these sections (section -> a list by index, or the
+        section's own problem, such as an unknown name), by line."""
+        found: list[LineError] = []
+        for section, problems in errors.items():
+            numbers = self.numbers.get(section, [])
+            if section not in KNOWN_SECTIONS:  # the name itself: every line of it says so
+                found += [
+                    (number, f"Line {number}: {section!r}: {message}")
+                    for number in numbers
+                    for message in problems
+                ]
+                continue
+            items = self.sections[section]
+            for number, item, item_problems in zip(numbers, items, problems, strict=False):
+                for name, message in _drf_messages(item_problems or {}):
+                    if name == "term" and "term" not in item:
+                        message = "passages need a term: short or long."
+                    found.append((number, f"Line {number}: {name}: {message}"))
+        return found
 
 
 def _relevancy(text: str) -> float | None | str:
@@ -192,49 +231,43 @@ def _relevancy(text: str) -> float | None | str:
         return text
 
 
-def parse_supporting_lines(text: str) -> tuple[dict[str, list[SupportingItem]], list[str]]:
-    """``section | relevancy | term | content`` lines into items per section, in line order.
+def supporting_lines(text: str) -> SupportingLines:
+    """``section | relevancy | term | content`` lines as items per section, in line order.
 
-    Relevancy and term may be blank (or ``-``); passages need a term. Each item is checked with
-    the API's serializers, so the page and ``POST /v1/context/layout`` accept the same things.
+    Relevancy and term may be blank (or ``-``); the serializer checks the rest (passages need
+    a term), so the page and ``POST /v1/context/layout`` accept the same things.
     """
-    sections: dict[str, list[SupportingItem]] = {}
-    errors: list[str] = []
+    lines = SupportingLines()
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         parts = [part.strip() for part in line.split("|", 3)]
         if len(parts) < 4:
-            errors.append(
-                f"Line {number}: expected four parts separated by |: "
-                "section | relevancy | term | content."
+            lines.errors.append(
+                (
+                    number,
+                    f"Line {number}: expected four parts separated by |: "
+                    "section | relevancy | term | content.",
+                )
             )
             continue
         section, relevancy_text, term, content = parts
-        if section not in KNOWN_SECTIONS:
-            message = unknown_name_message(section, KNOWN_SECTIONS, "section")
-            errors.append(f"Line {number}: {section!r}: {message}")
-            continue
         relevancy = _relevancy(relevancy_text)
-        if isinstance(relevancy, str):
-            errors.append(
-                f"Line {number}: relevancy: {relevancy!r} is not a number; "
-                "use 0 to 1, or leave it blank."
+        if isinstance(relevancy, str) and section in KNOWN_SECTIONS:
+            lines.errors.append(
+                (
+                    number,
+                    f"Line {number}: relevancy: {relevancy!r} is not a number; "
+                    "use 0 to 1, or leave it blank.",
+                )
             )
             continue
         item: dict[str, Any] = {"content": content, "relevancy": relevancy}
         if term not in NONE_WORDS:
             item["term"] = term
-        serializer_class = PassageSerializer if section == "passages" else SupportingItemSerializer
-        serializer = serializer_class(data=item)
-        if not serializer.is_valid():
-            for name, message in _drf_messages(serializer.errors):
-                if name == "term" and "term" not in item:
-                    message = "passages need a term: short or long."
-                errors.append(f"Line {number}: {name}: {message}")
-            continue
-        sections.setdefault(section, []).append(SupportingItem(**serializer.validated_data))
-    return sections, errors
+        lines.sections.setdefault(section, []).append(item)
+        lines.numbers.setdefault(section, []).append(number)
+    return lines
 
 
 # Each textarea is as tall as its content (up to a cap); these are the fewest rows it shows.
@@ -260,24 +293,24 @@ def _lines_field(label: str, help_text: str, rows: int, placeholder: str) -> for
     )
 
 
+# The number fields only read text as numbers; their bounds are checked by the serializer
+# (the widgets still show them to the browser).
 def _token_field(label: str, *, required: bool, help_text: str = "") -> forms.IntegerField:
     return forms.IntegerField(
         label=label,
         required=required,
-        min_value=0,
-        max_value=MAX_TOKENS,
         help_text=help_text,
-        widget=forms.NumberInput(attrs={"min": 0, "step": 1}),
+        widget=forms.NumberInput(attrs={"min": 0, "step": 1, "max": MAX_COUNT}),
     )
 
 
 class LayoutForm(forms.Form):
     """A chat prompt to lay out, as text: numbers, the ``memory:`` YAML and one line per item.
 
-    The form turns strings into the planner's values; the rules themselves (roles, terms,
-    ratios, config keys) are the API's serializers and ``layout_config_parse``. The
-    configuration is the chosen workload's stored one, else the YAML; the window, output
-    buffer and ratio given here override it, and blank ones come from it.
+    The form turns its text into the data ``POST /v1/context/layout`` takes and validates it
+    with the API's ``LayoutRequestSerializer``, naming each problem's line. The configuration
+    is the chosen workload's stored one, else the YAML; the window, output buffer and ratio
+    given here override it, and blank ones come from it.
     """
 
     context_window = _token_field(
@@ -291,10 +324,8 @@ class LayoutForm(forms.Form):
     budget_ratio = forms.FloatField(
         label="Budget ratio",
         required=False,
-        min_value=0.0,
-        max_value=1.0,
         help_text="Supporting share, 0 to 1; blank: the config's.",
-        widget=forms.NumberInput(attrs={"min": 0, "max": 1, "step": "0.01"}),
+        widget=forms.NumberInput(attrs={"min": 0.0, "max": 1.0, "step": "0.01"}),
     )
     workload = forms.ChoiceField(label="Configuration", required=False)
     config = forms.CharField(
@@ -344,6 +375,7 @@ class LayoutForm(forms.Form):
         # Not ``self.config``: that name is the YAML field (``form.config`` in templates).
         self.parsed_config: LayoutConfig | None = None
         self.config_errors: list[tuple[str, str]] = []
+        self.request_serializer: LayoutRequestSerializer | None = None
         for name, least in TEXTAREA_ROWS_LEAST.items():
             value = self.data.get(name) if self.is_bound else self.initial.get(name)
             self.fields[name].widget.attrs["rows"] = fit_rows(str(value or ""), least=least)
@@ -353,74 +385,85 @@ class LayoutForm(forms.Form):
         lines = sum(1 for line in text.splitlines() if line.strip())
         if lines > LINES_MAX:
             raise forms.ValidationError(f"At most {LINES_MAX:,} lines; this has {lines:,}.")
-        value, errors = parse(text)
-        if errors:
-            shown = errors[:LINE_ERRORS_SHOWN]
-            if len(errors) > len(shown):
-                shown.append(f"…and {len(errors) - len(shown)} more problems.")
-            raise forms.ValidationError(shown)
-        return value
+        return parse(text)
 
-    def clean_history(self) -> list[Turn]:
-        return self._lines("history", parse_message_lines)
+    def clean_history(self) -> MessageLines:
+        return self._lines("history", message_lines)
 
-    def clean_prior_history(self) -> list[Turn]:
-        return self._lines("prior_history", parse_message_lines)
+    def clean_prior_history(self) -> MessageLines:
+        return self._lines("prior_history", message_lines)
 
-    def clean_supporting(self) -> dict[str, list[SupportingItem]]:
-        return self._lines("supporting", parse_supporting_lines)
+    def clean_supporting(self) -> SupportingLines:
+        return self._lines("supporting", supporting_lines)
 
     def clean(self) -> dict[str, Any]:
+        """Validate the request as the API does, every problem next to its field or line."""
         data = super().clean() or {}
-        if data.get("workload") or "config" not in data:
-            return data  # a workload's stored config was validated when it was saved
-        try:
-            self.parsed_config = layout_config_parse(data["config"])
-        except LayoutConfigError as exc:
-            self.config_errors = list(exc.errors.items())
-        # PyYAML's constructors raise these, not YAMLError, for "[[[[…" nested thousands deep,
-        # a 5,000-digit integer or a 13th month; they are bad input, not a server error.
-        except RecursionError:
-            self.config_errors = [("memory", "the YAML is nested too deeply to be a config")]
-        except ValueError as exc:
-            self.config_errors = [("memory", f"invalid YAML: {exc}")]
-        for path, message in self.config_errors:
-            self.add_error("config", f"{path}: {message}")
+        # What the API would be sent; a field the form could not read is left out (it
+        # already has its error), so the rest are still checked.
+        body = {
+            wire: data[name] for wire, name in WIRE_FIELDS.items() if data.get(name) is not None
+        }
+        lines: dict[str, MessageLines | SupportingLines] = {
+            name: data[name] for name in LINE_FIELDS if name in data
+        }
+        body.update({LINE_FIELDS[name]: parsed.wire for name, parsed in lines.items()})
+        # A workload's stored config was validated when it was saved; the YAML is not read.
+        if not data.get("workload") and "config" in data:
+            body["config"] = data["config"]
+        serializer = LayoutRequestSerializer(data=body)
+        problems: dict[str, Any] = {} if serializer.is_valid() else dict(serializer.errors)
+        for wire, name in WIRE_FIELDS.items():
+            for message in problems.get(wire, []):
+                self.add_error(name, str(message))
+        for path, message in problems.get("config", {}).items():
+            text = message if isinstance(message, str) else " ".join(message)
+            self.config_errors.append((path, text))
+            self.add_error("config", f"{path}: {text}")
+        for name, parsed in lines.items():
+            found = parsed.errors + parsed.serializer_errors(problems.get(LINE_FIELDS[name], {}))
+            if found:
+                self.add_error(name, _summarised([m for _, m in sorted(found, key=_line)]))
+        if not problems:
+            self.request_serializer = serializer
+            self.parsed_config = serializer.validated_data.get("config")
         return data
 
     def layout_request(self, config: LayoutConfig) -> LayoutRequest:
-        data = self.cleaned_data
-        return LayoutRequest(
-            history=data["history"],
-            prior_session_history=data["prior_history"],
-            supporting=data["supporting"],
-            query=data["query"],
-            system_prompt_tokens=data["system_prompt_tokens"],
-            tool_schema_tokens=data["tool_schema_tokens"],
-            context_window=data["context_window"],
-            output_buffer=data["output_buffer"],
-            budget_ratio=data["budget_ratio"],
-            config=config,
-        )
-
-    def add_planner_errors(self, exc: LayoutError) -> None:
-        """The planner's own rejections (a last line of defence) next to the fields they name."""
-        for path, message in exc.errors.items():
-            head = path.split(".", 1)[0].split("[", 1)[0]
-            target = PLANNER_FIELDS.get(head)
-            self.add_error(target if target in self.fields else None, f"{path}: {message}")
+        """The validated request, planned with ``config``; only once the form is valid."""
+        assert self.request_serializer is not None
+        return self.request_serializer.layout_request(config)
 
 
-# The planner's request names -> this form's fields.
-PLANNER_FIELDS = {
-    "context_window": "context_window",
-    "output_buffer": "output_buffer",
-    "system_prompt_tokens": "system_prompt_tokens",
-    "tool_schema_tokens": "tool_schema_tokens",
-    "budget_ratio": "budget_ratio",
-    "history": "history",
-    "prior_session_history": "prior_history",
-    "supporting": "supporting",
+def _line(error: LineError) -> int:
+    return error[0]
+
+
+def _summarised(messages: list[str]) -> list[str]:
+    """The first ``LINE_ERRORS_SHOWN`` messages, then how many more there are."""
+    shown = messages[:LINE_ERRORS_SHOWN]
+    if len(messages) > len(shown):
+        shown.append(f"…and {len(messages) - len(shown)} more problems.")
+    return shown
+
+
+# The API's names -> this form's fields that show their errors: plain values ...
+WIRE_FIELDS = {
+    "contextWindow": "context_window",
+    "systemPromptTokens": "system_prompt_tokens",
+    "toolSchemaTokens": "tool_schema_tokens",
+    "outputBuffer": "output_buffer",
+    "budgetRatio": "budget_ratio",
     "query": "query",
-    "config": "config",
 }
+# ... and textareas of lines.
+LINE_FIELDS = {
+    "history": "history",
+    "prior_history": "priorSessionHistory",
+    "supporting": "supporting",
+}
+
+
+# The planner's request names this form spells differently -> its fields (the others are the
+# same): where ``portal.form_errors`` puts the planner's own rejections.
+PLANNER_FIELDS = {"prior_session_history": "prior_history"}

@@ -11,11 +11,15 @@ from django.shortcuts import render
 from django.views.decorators.http import require_http_methods
 
 from policies.models import Workload
+from portal.form_errors import add_path_errors
 from portal.http import HtmxHttpRequest
 from portal.pages import workspace_page
-from recall import layout_services
-from recall.forms.layout import LAYOUT_EXAMPLES, SEED_EXAMPLE, LayoutForm
-from recall.layout import PRUNING_STAGES, LayoutConfig, LayoutRequestError, LayoutResult
+from recall.forms.layout import LAYOUT_EXAMPLES, PLANNER_FIELDS, SEED_EXAMPLE, LayoutForm
+from recall.layout import services as layout_services
+from recall.layout.cascade import PRUNING_STAGES
+from recall.layout.config import layout_config_yaml
+from recall.layout.planner import LayoutResult
+from recall.layout.request import LayoutRequest, LayoutRequestError
 from recall.svg import LAYOUT_PARTS, layout_bar
 from recall.views.picks import (
     UNPROCESSABLE,
@@ -73,7 +77,7 @@ def _layout_initial(
     copied = _pick_layout_workload(workloads, params.get("copy_of"))
     if workload is None and copied is not None:
         config = layout_services.layout_config_current(workload=copied).config
-        initial["config"] = layout_services.layout_config_yaml(config)
+        initial["config"] = layout_config_yaml(config)
     if workload is not None and current is not None:
         config = current.config
         initial.update(
@@ -81,7 +85,7 @@ def _layout_initial(
             context_window=config.context_window,
             output_buffer=config.output_buffer,
             budget_ratio=config.supporting_context.budget_ratio,
-            config=layout_services.layout_config_yaml(config),
+            config=layout_config_yaml(config),
         )
     return initial
 
@@ -106,7 +110,7 @@ def layout(request: HtmxHttpRequest, slug: str) -> HttpResponse:
         if current is not None:
             # Show the stored YAML that was used, whatever the textarea held.
             data = request.POST.copy()
-            data["config"] = layout_services.layout_config_yaml(current.config)
+            data["config"] = layout_config_yaml(current.config)
         form = LayoutForm(data, workloads=workloads)
         outcome = _layout_plan(form, current)
         if form.errors:
@@ -147,12 +151,14 @@ def _layout_plan(
         return {}
     config = current.config if current is not None else form.parsed_config
     assert config is not None  # the form parsed the YAML when no workload was chosen
+    request = form.layout_request(config)
     try:
-        preview = layout_services.layout_preview(request=form.layout_request(config))
+        preview = layout_services.layout_preview(request=request)
     except LayoutRequestError as exc:
-        form.add_planner_errors(exc)
+        # The planner's own rejections, a last line of defence behind the form's checks.
+        add_path_errors(form, exc.errors, aliases=PLANNER_FIELDS)
         return {}
-    return _layout_outcome(form, preview, config)
+    return _layout_outcome(request, preview)
 
 
 def _ratio_text(ratio: float) -> str:
@@ -183,27 +189,24 @@ def _cascade_end(result: LayoutResult) -> str:
     return f"Stopped at stage {last}, the first that fits; {rest} did not run."
 
 
-def _kept_rows(
-    form: LayoutForm, result: LayoutResult, config: LayoutConfig
-) -> list[dict[str, Any]]:
+def _kept_rows(request: LayoutRequest, result: LayoutResult) -> list[dict[str, Any]]:
     """What the prompt keeps of what was given, part by part (only parts that were given)."""
-    data = form.cleaned_data
     rows = [
         {
             "part": "Current-session turns",
-            "given": len(data["history"]),
+            "given": len(request.history),
             "kept": len(result.history),
         },
         {
             "part": "Prior-session turns",
-            "given": len(data["prior_history"]),
+            "given": len(request.prior_session_history),
             "kept": len(result.prior_session_history),
         },
     ]
-    sections = list(config.supporting_context.section_priority)
-    sections += [name for name in data["supporting"] if name not in sections]
+    sections = list(request.config.supporting_context.section_priority)
+    sections += [name for name in request.supporting if name not in sections]
     for name in sections:
-        given = len(data["supporting"].get(name, []))
+        given = len(request.supporting.get(name, []))
         if given:
             kept = len(result.supporting.get(name, []))
             rows.append({"part": name.replace("_", " ").capitalize(), "given": given, "kept": kept})
@@ -211,16 +214,9 @@ def _kept_rows(
 
 
 def _layout_outcome(
-    form: LayoutForm, preview: layout_services.LayoutPreview, config: LayoutConfig
+    request: LayoutRequest, preview: layout_services.LayoutPreview
 ) -> dict[str, Any]:
     result = preview.result
-    data = form.cleaned_data
-    ratio = data["budget_ratio"]
-    if ratio is None:
-        ratio = config.supporting_context.budget_ratio
-    output_buffer = data["output_buffer"]
-    if output_buffer is None:
-        output_buffer = config.output_buffer
     tokens = {
         "fixed": result.fixed_costs,
         "history": result.history_tokens,
@@ -235,10 +231,10 @@ def _layout_outcome(
         "result": result,
         "compaction": preview.compaction,
         "compaction_enabled": preview.compaction_enabled,
-        "ratio_text": _ratio_text(ratio),
-        "output_buffer": output_buffer,
-        "system_prompt_tokens": data["system_prompt_tokens"],
-        "tool_schema_tokens": data["tool_schema_tokens"],
+        "ratio_text": _ratio_text(request.resolved_budget_ratio),
+        "output_buffer": request.resolved_output_buffer,
+        "system_prompt_tokens": request.system_prompt_tokens,
+        "tool_schema_tokens": request.tool_schema_tokens,
         "utilization_text": f"{pct:.1f}%" if math.isfinite(pct) else "∞",
         "layout_svg": layout_bar(
             tokens,
@@ -268,7 +264,7 @@ def _layout_outcome(
             for stage in result.stages
         ],
         "cascade_end": _cascade_end(result),
-        "kept_rows": _kept_rows(form, result, config),
+        "kept_rows": _kept_rows(request, result),
         "filtered": [
             (FILTER_WORDS.get(reason, reason), count)
             for reason, count in result.filtered.items()

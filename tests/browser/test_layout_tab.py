@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from recall.layout_services import layout_config_save
+from recall.layout.services import layout_config_save
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -11,8 +11,8 @@ from django.conf import settings
 from django.utils.crypto import get_random_string
 
 from audit.models import AuditEvent
-from recall.layout import SEED_CHAT_FRAGMENT, SEED_COMPACTION_FRAGMENT
-from recall.layout_services import layout_config_save
+from recall.layout.config import SEED_CHAT_FRAGMENT, SEED_COMPACTION_FRAGMENT
+from recall.layout.services import layout_config_save
 from recall.models import WorkloadLayoutConfigVersion
 from tests.helpers import error_of
 

@@ -1,4 +1,4 @@
-"""Budget severity and the compaction monitor (``recall/budget_monitor.py``)."""
+"""Budget severity and the compaction monitor (``recall/layout/monitor.py``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recall.budget_monitor import (
+from recall.layout.monitor import (
     BudgetSeverity,
     BudgetStatus,
     CompactionConfig,

@@ -13,32 +13,29 @@ import yaml
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from recall.budget_monitor import BudgetSeverity, CompactionConfig, ContextBudgetMonitor
-from recall.layout import (
-    ITEM_OVERHEAD_TOKENS,
-    KNOWN_SECTIONS,
-    MESSAGE_OVERHEAD_TOKENS,
-    PRUNING_STAGES,
-    SECTION_HEADER_TOKENS,
+from recall.layout.budget import compute_budget
+from recall.layout.cascade import PRUNING_STAGES
+from recall.layout.config import (
     SEED_CHAT_FRAGMENT,
     SEED_COMPACTION_FRAGMENT,
     LayoutConfig,
     LayoutConfigError,
-    LayoutRequest,
-    LayoutRequestError,
-    LayoutResult,
     PrimingConfig,
     SupportingContextConfig,
-    SupportingItem,
-    Turn,
-    compute_budget,
-    estimate_tokens,
     layout_config_errors,
     layout_config_to_dict,
-    layout_result_to_dict,
     parse_memory_config,
-    plan_layout,
 )
+from recall.layout.estimate import (
+    ITEM_OVERHEAD_TOKENS,
+    MESSAGE_OVERHEAD_TOKENS,
+    SECTION_HEADER_TOKENS,
+    estimate_tokens,
+)
+from recall.layout.monitor import BudgetSeverity, CompactionConfig, ContextBudgetMonitor
+from recall.layout.planner import LayoutResult, layout_result_to_dict, plan_layout
+from recall.layout.request import LayoutRequest, LayoutRequestError, SupportingItem, Turn
+from recall.layout.vocabulary import KNOWN_SECTIONS
 
 
 def one_token_per_char(text: str) -> int:

@@ -13,12 +13,9 @@ from django.utils.crypto import get_random_string
 from audit.models import AuditEvent, EventType
 from audit.services import audit_chain_verify
 from portal.errors import ValidationFailed
-from recall.layout import LayoutConfig, layout_config_to_dict, parse_memory_config
-from recall.layout_services import (
-    layout_config_current,
-    layout_config_parse,
-    layout_config_save,
-)
+from recall.layout.config import LayoutConfig, layout_config_to_dict, parse_memory_config
+from recall.layout.config import parse_memory_config as layout_config_parse
+from recall.layout.services import layout_config_current, layout_config_save
 from recall.models import WorkloadLayoutConfigVersion
 from tests.helpers import error_of
 

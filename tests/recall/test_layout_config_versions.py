@@ -9,7 +9,7 @@ import pytest
 from django.db import connection
 
 from portal.errors import VersionConflict
-from recall.layout_services import layout_config_save
+from recall.layout.services import layout_config_save
 from tests.helpers import error_of
 from tests.recall.test_layout_config import SEED_FRAGMENT, config_url, state
 

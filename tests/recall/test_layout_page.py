@@ -10,7 +10,7 @@ import pytest
 from django.test import Client
 
 from audit.models import AuditEvent
-from recall.layout_services import layout_config_save
+from recall.layout.services import layout_config_save
 from recall.models import WorkloadLayoutConfigVersion
 from tests.recall.test_pages import HTMX, client_for
 

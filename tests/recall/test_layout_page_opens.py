@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from recall.layout_services import layout_config_save
+from recall.layout.services import layout_config_save
 from tests.recall.test_layout_page import URL, figure, form_values
 from tests.recall.test_pages import HTMX, client_for
 
