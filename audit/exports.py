@@ -20,7 +20,7 @@ from django.db.models import QuerySet
 
 from audit.api.serializers import AuditEventSerializer
 from audit.models import AuditEvent
-from policies.algebra import AXES
+from audit.presenters import changed_names
 
 CHUNK = 500
 API_COLUMNS = tuple(AuditEventSerializer.Meta.fields)
@@ -32,20 +32,6 @@ def _ids(key: str) -> Callable[[Mapping[str, Any]], Any]:
         return len(ids) if isinstance(ids, list) else None
 
     return count
-
-
-def changed_names(payload: Mapping[str, Any]) -> list[str]:
-    """The names an event changed: a versioned document's diff keys (axes in the algebra's
-    order, not jsonb's), a workload's changed fields, a layout's changed paths, a memory
-    edit's fields."""
-    order = {name: n for n, name in enumerate(AXES)}
-    for key in ("diff", "changes"):
-        if isinstance(payload.get(key), dict):
-            return sorted(payload[key], key=lambda name: (order.get(name, len(order)), name))
-    for key in ("changed", "fields"):
-        if isinstance(payload.get(key), list):
-            return [str(name) for name in payload[key]]
-    return []
 
 
 def _changed(payload: Mapping[str, Any]) -> Any:

@@ -11,5 +11,4 @@ urlpatterns = [
     path("audit/export.csv", views.export_csv, name="export-csv"),
     path("audit/export.jsonl", views.export_jsonl, name="export-jsonl"),
     path("audit/<int:event_id>/", views.event, name="event"),
-    path("audit/query-storage/", views.query_storage, name="query-storage"),
 ]

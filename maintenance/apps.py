@@ -10,5 +10,6 @@ class MaintenanceConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        # Registrations with the floors below: the memory page's panels, erasure's archives.
-        from maintenance import erasure, panels  # noqa: F401
+        # Registrations with the floors below: the memory page's panels, erasure's archives,
+        # the audit pages' presenters of maintenance's events.
+        from maintenance import erasure, events, panels  # noqa: F401

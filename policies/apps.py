@@ -20,3 +20,5 @@ class PoliciesConfig(AppConfig):
         from portal.errors import coded_error_register
 
         coded_error_register(PolicyError, POLICY_ERROR_STATUS)
+        # The audit pages show policies' events through policies' presenters.
+        from policies import events  # noqa: F401

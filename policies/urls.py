@@ -19,4 +19,6 @@ urlpatterns = [
         views.workload_narrow,
         name="workload-narrow",
     ),
+    # The workspace's query-storage setting, switched from the audit trail's page.
+    path("audit/query-storage/", views.query_storage, name="query-storage"),
 ]

@@ -733,3 +733,25 @@ def workload_history(request: HtmxHttpRequest, slug: str, workload_id: uuid.UUID
         },
     )
     return _history_page(request, access, history)
+
+
+@login_required
+@require_POST
+def query_storage(request: HttpRequest, slug: str) -> HttpResponse:
+    """Switch whether assembled events keep the query text (the audit trail's page offers
+    it): operators only, audited."""
+    access = workspace_page(request, slug, required=Role.OPERATOR)
+    choice = request.POST.get("store")
+    if choice not in ("on", "off"):
+        messages.error(request, "Choose to store queries or not.")
+    else:
+        services.workspace_store_queries_set(
+            workspace=access.workspace, enabled=choice == "on", author=access.caller.label
+        )
+        messages.success(
+            request,
+            "Recall queries are stored from now on."
+            if choice == "on"
+            else "Recall queries are no longer stored (those already stored stay).",
+        )
+    return redirect("audit:events", slug=slug)

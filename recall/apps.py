@@ -14,3 +14,5 @@ class RecallConfig(AppConfig):
         from recall.engine.impact import memory_policy_impact
 
         impact_counter_register(memory_policy_impact)
+        # The audit pages show recall's events through recall's presenters.
+        from recall import events  # noqa: F401

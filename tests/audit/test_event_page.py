@@ -17,8 +17,8 @@ from django.utils import timezone
 
 from audit.exports import PAYLOAD_COLUMNS, payload_cells
 from audit.models import AuditEvent, EventType
+from audit.presenters import presented_types, presenter_for, summary
 from audit.services import audit_event_record
-from audit.views import EVENT_TITLES, summary
 from console.services import api_token_revoke
 from maintenance import services as maintenance
 from policies import labels
@@ -323,8 +323,10 @@ class OtherEventTests:
 
 
 class SummaryTests:
-    def test_every_event_type_has_a_title(self):
-        assert set(EVENT_TITLES) == set(EventType.values)
+    def test_every_event_type_has_a_registered_presenter_and_title(self):
+        # The apps are ready here: each app's events.py has registered its presenters.
+        assert presented_types() == set(EventType.values)
+        assert all(presenter_for(value).title not in ("", value) for value in EventType.values)
 
     def test_a_first_workload_policy_reads_as_created(self):
         event = AuditEvent(

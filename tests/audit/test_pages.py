@@ -398,7 +398,7 @@ class DashboardPageTests:
 
 
 def test_the_list_names_changed_axes_in_the_algebras_order_not_jsonbs():
-    from audit.views import summary
+    from audit.presenters import summary
 
     event = AuditEvent(
         type=EventType.WORKLOAD_POLICY_SET,

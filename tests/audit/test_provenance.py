@@ -243,7 +243,7 @@ class QueryStoragePageTests:
         from portal.models import Workspace
 
         url = reverse("audit:events", args=[operator.workspace.slug])
-        switch = reverse("audit:query-storage", args=[operator.workspace.slug])
+        switch = reverse("policies:query-storage", args=[operator.workspace.slug])
         page = client_for(operator).get(url).content.decode()
         assert "Not stored (a query may be personal data)" in page
         assert f'action="{switch}"' in page
@@ -260,6 +260,6 @@ class QueryStoragePageTests:
     def test_others_may_not(self, editor):
         from portal.models import Workspace
 
-        switch = reverse("audit:query-storage", args=[editor.workspace.slug])
+        switch = reverse("policies:query-storage", args=[editor.workspace.slug])
         assert client_for(editor).post(switch, {"store": "on"}).status_code == 403
         assert Workspace.objects.get(pk=editor.workspace.pk).store_queries is False

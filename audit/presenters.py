@@ -1,0 +1,250 @@
+"""How the audit pages show an event: the extension point every app presents its events through.
+
+The list gives each event a one-line summary; the event page gives it a title and says what it
+is about, in words, before its hashes. Audit writes the trail for every app but knows the words
+of none above it: each app registers a ``Presenter`` for every event type it records, in its own
+``events.py``, which its ``AppConfig.ready()`` imports (explicit registration, as NetBox's
+plugins register their template extensions). A test asserts that every ``EventType`` has one.
+
+A presenter reads a payload as it was stored, however old: a key may be missing or of another
+shape, and a presenter shows what it can rather than fail the page.
+
+Here too are the value types the event page shows (``Fact``, ``Change``), the word helpers the
+presenters share, the presenters of audit's own events (API tokens) and the fallback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from django.utils.safestring import SafeString
+
+from audit.models import AuditEvent, EventType
+from portal.models import Workspace
+
+# --- what the event page shows ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One line of an event's details: a label and its value in words, maybe a link, a code
+    value (ids, prefixes), a badge, a hint, or a list of links."""
+
+    label: str
+    value: str = ""
+    href: str = ""
+    code: bool = False
+    badge: str | None = None  # the badge's class: "ok", "bad", "warn" or ""
+    hint: str = ""
+    links: tuple[tuple[str, str], ...] = field(default_factory=tuple)  # (text, href or "")
+
+
+@dataclass(frozen=True)
+class Change:
+    """One changed key of a versioned document (a policy axis, a lifecycle setting)."""
+
+    key: str  # the API name, shown as a secondary hint
+    label: str
+    before: str
+    after: str
+
+
+@dataclass(frozen=True)
+class Shown:
+    """One event as its page shows it: the row, its payload (a dict whatever was stored), its
+    workspace, and the workload it names (its id, name and ``archived_at``; None when it names
+    none or the workload was deleted)."""
+
+    event: AuditEvent
+    payload: Mapping[str, Any]
+    workspace: Workspace
+    workload: Any  # a model of the app above that owns workloads; audit only reads it
+
+
+def payload_of(event: AuditEvent) -> dict[str, Any]:
+    """The event's payload as a dict: any other stored shape reads as empty."""
+    return event.payload if isinstance(event.payload, dict) else {}
+
+
+def first_version(payload: Mapping[str, Any]) -> bool:
+    """A versioned document's first save records that there was nothing before it."""
+    return "before" in payload and payload["before"] is None
+
+
+# --- the names an event changed ----------------------------------------------------------------
+
+# Names that sort in a registered order, before all others (a policy's axes, in the algebra's
+# order), so a diff reads as its document does rather than in jsonb's shortest-key-first order.
+_NAME_ORDER: dict[str, int] = {}
+
+
+def changed_order_register(names: Iterable[str]) -> None:
+    """Sort these names, in this order, before any other changed name."""
+    for name in names:
+        _NAME_ORDER.setdefault(name, len(_NAME_ORDER))
+
+
+def changed_names(payload: Mapping[str, Any]) -> list[str]:
+    """The names an event changed: a versioned document's diff keys (in their registered
+    order, then alphabetically), a workload's changed fields, a layout's changed paths, a
+    memory edit's fields."""
+    order = _NAME_ORDER
+    for key in ("diff", "changes"):
+        if isinstance(payload.get(key), dict):
+            return sorted(payload[key], key=lambda name: (order.get(name, len(order)), name))
+    for key in ("changed", "fields"):
+        if isinstance(payload.get(key), list):
+            return [str(name) for name in payload[key]]
+    return []
+
+
+# --- words the presenters share ----------------------------------------------------------------
+
+
+def number(value: Any) -> str:
+    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
+
+
+def memories(n: Any) -> str:
+    return f"{number(n)} memor{'y' if n == 1 else 'ies'}"
+
+
+def quoted(text: str, comment: Any) -> str:
+    return f"{text} — “{comment}”" if comment else text
+
+
+def free_text(value: Any, limit: int = 0) -> str:
+    """A free-text field's value (cut to ``limit`` characters, if given); an empty one says so."""
+    if value in (None, ""):
+        return "(empty)"
+    text = str(value)
+    if limit and len(text) > limit:
+        return text[: limit - 1].rstrip(" ,;:.") + "…"
+    return text
+
+
+# --- presenters ----------------------------------------------------------------------------------
+
+
+class Presenter:
+    """How one event type reads. This base shows the ``name`` an event records (a workload's),
+    if any: the fallback for an event type that needs no more."""
+
+    # The event page's section(s) saying what the event is about, between its header and its
+    # chain; given this presenter's ``context()`` besides the page's own.
+    template = "audit/_details.html"
+    # What the page says of an event recorded for no environment.
+    no_environment = "—"
+
+    def __init__(self, type: str, title: str) -> None:
+        self.type = type
+        self.title = title
+
+    def summary(self, event: AuditEvent, payload: Mapping[str, Any]) -> str:
+        """One line for the list: what changed, what was assembled, for whom."""
+        return str(payload["name"]) if "name" in payload else ""
+
+    def row_hint(self, event: AuditEvent, payload: Mapping[str, Any]) -> str:
+        """A tooltip for the list's summary, if it needs one."""
+        return ""
+
+    def first_version(self, shown: Shown) -> bool:
+        return False
+
+    def changes(self, shown: Shown) -> list[Change]:
+        return []
+
+    def facts(self, shown: Shown) -> list[Fact]:
+        return [Fact("Name", str(shown.payload["name"]))] if "name" in shown.payload else []
+
+    def context(self, shown: Shown) -> dict[str, Any]:
+        """What this presenter's ``template`` reads besides the page's own context."""
+        return {}
+
+
+class DocumentPresenter(Presenter):
+    """The save of a versioned document (a policy, the lifecycle settings): its version, its
+    comment, and the keys it changed before and after (on a first version, what it set)."""
+
+    template = "audit/_change.html"
+    document = ""  # what the change section is headed, before "version n"
+    key_label = "Axis"  # the changed keys' column
+
+    def first_hint(self, shown: Shown) -> SafeString:
+        """What a first version's table lists, above it."""
+        return SafeString("")
+
+    def first_version(self, shown: Shown) -> bool:
+        return first_version(shown.payload)
+
+    def facts(self, shown: Shown) -> list[Fact]:
+        return []
+
+    def context(self, shown: Shown) -> dict[str, Any]:
+        return {
+            "document": self.document,
+            "key_label": self.key_label,
+            "first_hint": self.first_hint(shown),
+        }
+
+
+_PRESENTERS: dict[str, Presenter] = {}
+
+P = TypeVar("P", bound=type[Presenter])
+
+
+def presenter_register(titles: Mapping[str, str]) -> Callable[[P], P]:
+    """Class decorator: present each event type of ``titles`` with this class, under its title
+    (the event page's heading). An event type is presented once: a second registration is a
+    programming error, raised at start-up."""
+
+    def register(cls: P) -> P:
+        for type, title in titles.items():
+            if type in _PRESENTERS:
+                raise RuntimeError(
+                    f"{type} is presented by {_PRESENTERS[type]!r} already; not by {cls!r}"
+                )
+            _PRESENTERS[str(type)] = cls(str(type), title)
+        return cls
+
+    return register
+
+
+def presenter_for(type: str) -> Presenter:
+    """The event type's presenter; an unknown type reads by its name."""
+    return _PRESENTERS.get(type) or Presenter(type, type)
+
+
+def presented_types() -> frozenset[str]:
+    return frozenset(_PRESENTERS)
+
+
+def summary(event: AuditEvent) -> str:
+    """The list's one line about an event."""
+    return presenter_for(event.type).summary(event, payload_of(event))
+
+
+# --- audit's own events --------------------------------------------------------------------------
+
+
+@presenter_register(
+    {EventType.TOKEN_ISSUED: "API token issued", EventType.TOKEN_REVOKED: "API token revoked"}
+)
+class TokenPresenter(Presenter):
+    def summary(self, event: AuditEvent, payload: Mapping[str, Any]) -> str:
+        return f"{payload.get('name')} ({payload.get('role')}), {payload.get('prefix')}…"
+
+    def facts(self, shown: Shown) -> list[Fact]:
+        payload = shown.payload
+        return [
+            Fact("Name", str(payload.get("name", "—"))),
+            Fact("Role", str(payload.get("role", "—"))),
+            Fact(
+                "Token begins with",
+                f"{payload.get('prefix', '')}…",
+                code=True,
+                hint="Only the first characters: the token itself is never recorded.",
+            ),
+        ]
