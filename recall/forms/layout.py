@@ -155,6 +155,7 @@ class MessageLines:
 
     @property
     def wire(self) -> list[dict[str, Any]]:
+        """What the API takes: ``history`` or ``priorSessionHistory``."""
         return self.messages
 
     def serializer_errors(self, errors: Any) -> list[LineError]:
@@ -197,6 +198,7 @@ class SupportingLines:
 
     @property
     def wire(self) -> dict[str, list[dict[str, Any]]]:
+        """What the API takes: ``supporting``."""
         return self.sections
 
     def serializer_errors(self, errors: Any) -> list[LineError]:
@@ -253,6 +255,8 @@ def supporting_lines(text: str) -> SupportingLines:
             continue
         section, relevancy_text, term, content = parts
         relevancy = _relevancy(relevancy_text)
+        # A line of an unknown section is told only that (by the serializer), whatever else
+        # is wrong with it: the section is the first thing to fix.
         if isinstance(relevancy, str) and section in KNOWN_SECTIONS:
             lines.errors.append(
                 (
@@ -423,7 +427,8 @@ class LayoutForm(forms.Form):
         for name, parsed in lines.items():
             found = parsed.errors + parsed.serializer_errors(problems.get(LINE_FIELDS[name], {}))
             if found:
-                self.add_error(name, _summarised([m for _, m in sorted(found, key=_line)]))
+                in_line_order = sorted(found, key=lambda error: error[0])
+                self.add_error(name, _summarised([message for _, message in in_line_order]))
         if not problems:
             self.request_serializer = serializer
             self.parsed_config = serializer.validated_data.get("config")
@@ -433,10 +438,6 @@ class LayoutForm(forms.Form):
         """The validated request, planned with ``config``; only once the form is valid."""
         assert self.request_serializer is not None
         return self.request_serializer.layout_request(config)
-
-
-def _line(error: LineError) -> int:
-    return error[0]
 
 
 def _summarised(messages: list[str]) -> list[str]:
