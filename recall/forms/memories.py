@@ -8,8 +8,6 @@ from django import forms
 from django.db import models
 
 from recall.api.serializers import MEMORY_BATCH_MAX
-
-# Wire names used by services and the algebra → the form field that shows their errors.
 from recall.models import MemoryRecord
 
 # --- the memory browser ------------------------------------------------------------------------
@@ -66,6 +64,9 @@ IMPORT_MAX_BYTES = 5 * 1024 * 1024
 
 class MemoryImportForm(forms.Form):
     """A JSON Lines file: one memory per line in the API's camelCase shape."""
+
+    # The services' wire names -> this form's fields (``portal.form_errors``).
+    error_aliases = {"actorId": "actor"}
 
     actor = forms.CharField(
         label="Actor",

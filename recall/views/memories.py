@@ -23,13 +23,13 @@ from audit.selectors import memory_injection_summary
 from policies.algebra import PolicyError
 from policies.selectors import effective_policy_for
 from portal.errors import DomainError, ValidationFailed
+from portal.form_errors import add_domain_error
 from portal.http import HtmxHttpRequest
 from portal.models import Role, Workspace
 from portal.pages import PageAccess, panels, safe_next, workspace_page
 from recall import services
 from recall.filtersets import MemoryFilterSet
 from recall.forms.memories import MemoryEditForm, MemoryImportForm
-from recall.forms.sandbox import add_domain_error
 from recall.jsonl import parse_jsonl
 from recall.models import Actor, LifecycleStatus, MemoryRecord
 from recall.page_selectors import (
@@ -316,7 +316,7 @@ def memory_import(request: HtmxHttpRequest, slug: str) -> HttpResponse:
                     "actors": ", ".join(actors),
                 }
         except DomainError as exc:
-            add_domain_error(form, exc)
+            add_domain_error(form, exc, aliases=form.error_aliases)
     context = {
         **access.context(),
         "import_form": form,

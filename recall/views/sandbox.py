@@ -18,11 +18,13 @@ from policies import labels
 from policies.algebra import AXES, PolicyError
 from policies.selectors import effective_policy_for, workspace_policy_current
 from portal.errors import DomainError
+from portal.form_errors import add_domain_error
 from portal.http import HtmxHttpRequest
 from portal.models import Role, Workspace
 from portal.pages import PageAccess, workspace_page
 from recall import services
-from recall.forms.sandbox import SandboxForm, add_domain_error, draft_kept
+from recall.compare import RecallOutcome, recall_compare
+from recall.forms.sandbox import SandboxForm
 from recall.page_selectors import (
     RecallPreview,
     actor_suggestions,
@@ -90,9 +92,6 @@ def sandbox(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     default_actor = source.get("actor") or next(
         iter(actor_suggestions(workspace=workspace, q="", limit=1)), ""
     )
-    # Redrawn for another workload or environment (htmx swaps only the parts that depend on
-    # them), the override panel keeps the axes the user ticked as they were.
-    kept = {} if posting else draft_kept(request.GET)
     form = SandboxForm(
         request.POST if posting else None,
         workloads=workloads,
@@ -106,8 +105,10 @@ def sandbox(request: HtmxHttpRequest, slug: str) -> HttpResponse:
             "environment": environment,
             "query": source.get("query", ""),
             "top_k": source.get("top_k") or 5,
-            **kept,
         },
+        # Redrawn for another workload or environment (htmx swaps only the parts that depend
+        # on them), the override panel keeps the axes the user ticked as they were.
+        drafted=None if posting else request.GET,
     )
     outcome: dict[str, Any] = {}
     if posting and form.is_valid():
@@ -115,7 +116,7 @@ def sandbox(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     context = {
         **access.context(),
         "form": form,
-        "axis_blocks": form.axis_blocks(),
+        "override_axes": form.bound_axes(),
         "locked_axes": form.locked,
         "axes_total": len(AXES),
         "override_open": form.override_touched(),
@@ -137,9 +138,6 @@ def _sandbox_run(form: SandboxForm, access: PageAccess) -> dict[str, Any]:
     data = form.cleaned_data
     workspace = access.workspace
     override = form.override()
-    overridden = list(override)
-    if form.errors:
-        return {}
     actor_id = data["actor"].strip()
     args: dict[str, Any] = {
         "workspace": workspace,
@@ -171,16 +169,15 @@ def _sandbox_run(form: SandboxForm, access: PageAccess) -> dict[str, Any]:
         )
     except (PolicyError, DomainError) as exc:
         drafted = isinstance(exc, PolicyError) and bool(override)
-        add_domain_error(form, exc, fallback=not drafted)
-        touched = [name for name in overridden if f"override_{name}" in form.errors]
+        unplaced = add_domain_error(form, exc, aliases=form.error_aliases, fallback=not drafted)
+        touched = [name for name in override if f"override_{name}" in form.errors]
         if drafted and not touched:
             # e.g. a smaller totalTokenBudget that the locked reservations no longer fit: the
             # locked axes have no fields, so what they say is told here.
-            fields = (exc.details or {}).get("fields") or {}
             said = [
-                f"{labels.axis_label(name)} (not relaxable): {message}"
-                for name, message in fields.items()
-                if name in form.locked
+                f"{labels.axis_label(error.name)} (not relaxable): {error.message}"
+                for error in unplaced
+                if error.name in form.locked
             ]
             form.add_error(
                 None, " ".join([f"The draft override cannot be applied: {exc.message}", *said])
@@ -277,14 +274,29 @@ def _compare_context(
     *,
     override: dict[str, Any],
 ) -> dict[str, Any]:
-    """Which memories enter or leave the context under the draft override."""
-    saved_state = {e["id"]: "included" for e in envelope["entries"]}
-    saved_state.update({t["id"]: "truncated" for t in envelope["truncatedRefs"]})
-    draft_state = {pk: "included" for pk in draft.included}
-    draft_state.update({pk: "truncated" for pk in draft.truncated})
-    meta: dict[str, dict[str, Any]] = {}
-    for entry in envelope["entries"] + envelope["truncatedRefs"]:
-        meta[entry["id"]] = entry
+    """Which memories enter or leave the context under the draft override, as the page shows
+    it. The saved side is the real run's envelope (the preview gives the reasons of the rest)."""
+    comparison = recall_compare(
+        RecallOutcome(
+            included=[e["id"] for e in envelope["entries"]],
+            truncated=[t["id"] for t in envelope["truncatedRefs"]],
+            codes=saved.codes,
+            policy_hash=saved.policy_hash,
+            budget_hash=saved.budget_hash,
+        ),
+        RecallOutcome(
+            included=draft.included,
+            truncated=draft.truncated,
+            codes=draft.codes,
+            policy_hash=draft.policy_hash,
+            budget_hash=draft.budget_hash,
+        ),
+    )
+    # What each row shows of its memory: the envelope's view of it, else the draft's (whose
+    # content may be shown: a memory listed from the draft side entered the draft context).
+    meta: dict[str, dict[str, Any]] = {
+        entry["id"]: entry for entry in envelope["entries"] + envelope["truncatedRefs"]
+    }
     for pk, row in draft.rows.items():
         meta.setdefault(
             pk,
@@ -292,41 +304,29 @@ def _compare_context(
                 "segmentKind": row.segment_kind,
                 "memoryType": row.memory_type,
                 "tokens": row.token_count,
-                # Content only when it entered the draft context (it passed the draft policy).
-                **({"content": row.content} if pk in draft_state else {}),
+                "content": row.content,
             },
         )
-    rows = []
-    for pk in list(saved_state) + [pk for pk in draft_state if pk not in saved_state]:
-        saved_code = saved_state.get(pk) or saved.codes.get(pk, "not_selected")
-        draft_code = draft_state.get(pk) or draft.codes.get(pk, "not_selected")
-        change = (
-            "stays"
-            if pk in saved_state and pk in draft_state
-            else ("leaves" if pk in saved_state else "enters")
-        )
-        rows.append(
-            {
-                "id": pk,
-                "change": change,
-                "saved_words": decision_words(saved_code),
-                "draft_words": decision_words(draft_code),
-                "saved_code": saved_code,
-                "draft_code": draft_code,
-                **meta.get(pk, {}),
-            }
-        )
-    order = {"enters": 0, "leaves": 1, "stays": 2}
-    rows.sort(key=lambda r: order[r["change"]])
+    rows = [
+        {
+            "id": change.id,
+            "change": change.change,
+            "saved_words": decision_words(change.saved_code),
+            "draft_words": decision_words(change.draft_code),
+            "saved_code": change.saved_code,
+            "draft_code": change.draft_code,
+            **meta.get(change.id, {}),
+        }
+        for change in comparison.changes
+    ]
     return {
         "rows": rows,
-        "entering": sum(1 for r in rows if r["change"] == "enters"),
-        "leaving": sum(1 for r in rows if r["change"] == "leaves"),
+        "entering": comparison.entering,
+        "leaving": comparison.leaving,
         "override": _override_rows(override),
         "draft": draft,
         "draft_funnel": _funnel(draft.counts),
         "draft_budget_svg": budget_bar(draft.budget, dom_id="budget-draft", width=COMPARE_WIDTH),
         "draft_budget_rows": _budget_rows(draft.budget),
-        "same_policy": draft.policy_hash == saved.policy_hash
-        and draft.budget_hash == saved.budget_hash,
+        "same_policy": comparison.same_policy,
     }
