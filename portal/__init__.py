@@ -1,5 +1,6 @@
-from __future__ import annotations
+"""The ground floor: tenancy, access, errors, database helpers, canonical hashing, settings.
 
-from portal.celery import app as celery_app
-
-__all__ = ["celery_app"]
+Empty on purpose: the domain rules import ``portal.canonical``, and importing a package runs
+its ``__init__``; the Celery app is loaded by ``PortalConfig.ready`` (and found by
+``celery -A portal`` in ``portal.celery``).
+"""

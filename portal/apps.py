@@ -10,7 +10,8 @@ class PortalConfig(AppConfig):
     def ready(self) -> None:
         from django.db.backends.signals import connection_created
 
-        from portal import schema  # noqa: F401 - registers the OpenAPI auth extension
+        # The Celery app (so that shared tasks bind to it) and the OpenAPI auth extension.
+        from portal import celery, schema  # noqa: F401
         from portal.db.cursors import generic_plans
         from portal.db.scope import on_connection_created
 
