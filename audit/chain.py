@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from policies.algebra import canonical_json
+from portal.canonical import canonical_json
 
 GENESIS_HASH = "0" * 64
 

@@ -16,8 +16,6 @@ Normalized form (what every function below expects and returns):
 from __future__ import annotations
 
 import copy
-import hashlib
-import json
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -31,6 +29,10 @@ from policies.vocabulary import SEGMENT_KINDS as SEGMENT_KINDS
 from policies.vocabulary import SENSITIVITY_ORDER as SENSITIVITY_ORDER
 from policies.vocabulary import VERBOSITY_ORDER as VERBOSITY_ORDER
 from policies.vocabulary import VOCABULARIES as VOCABULARIES
+
+# Re-exported: the canonical form lives on the ground floor (the audit chain hashes with it).
+from portal.canonical import canonical_json as canonical_json
+from portal.canonical import sha256_hex as sha256_hex
 
 # --- error codes -------------------------------------------------------------------------------
 
@@ -672,40 +674,6 @@ def effective_policy(
 
 
 # --- canonical form and hashes -----------------------------------------------------------------
-
-
-def _plain(obj: object) -> Any:
-    # Exact-type fast paths first (hashing walks whole audit payloads); the isinstance
-    # checks below give the same result for every other type.
-    kind = type(obj)
-    if kind is str or kind is int or kind is float or kind is bool or obj is None:
-        return obj
-    if kind is dict:
-        return {str(k): _plain(v) for k, v in obj.items()}  # type: ignore[attr-defined]
-    if kind is list:
-        return [_plain(v) for v in obj]  # type: ignore[attr-defined]
-    if isinstance(obj, Mapping):
-        return {str(k): _plain(v) for k, v in obj.items()}
-    if isinstance(obj, (set, frozenset)):
-        return sorted((_plain(v) for v in obj), key=canonical_json)
-    if isinstance(obj, (list, tuple)):
-        return [_plain(v) for v in obj]
-    return obj
-
-
-def canonical_json(obj: object) -> str:
-    """Deterministic JSON: sorted keys, no whitespace, Python sets as sorted lists.
-
-    Lists keep their order (dropOrder is meaningful); use ``canonical_policy`` first to sort
-    a policy's set axes.
-    """
-    return json.dumps(
-        _plain(obj), sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    )
-
-
-def sha256_hex(obj: object) -> str:
-    return hashlib.sha256(canonical_json(obj).encode("utf-8")).hexdigest()
 
 
 def _canonical_value(name: str, value: Any) -> Any:
