@@ -465,6 +465,3 @@ LINE_FIELDS = {
 }
 
 
-# The planner's request names this form spells differently -> its fields (the others are the
-# same): where ``portal.form_errors`` puts the planner's own rejections.
-PLANNER_FIELDS = {"prior_session_history": "prior_history"}

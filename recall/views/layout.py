@@ -11,15 +11,14 @@ from django.shortcuts import render
 from django.views.decorators.http import require_http_methods
 
 from policies.models import Workload
-from portal.form_errors import add_path_errors
 from portal.http import HtmxHttpRequest
 from portal.pages import workspace_page
-from recall.forms.layout import LAYOUT_EXAMPLES, PLANNER_FIELDS, SEED_EXAMPLE, LayoutForm
+from recall.forms.layout import LAYOUT_EXAMPLES, SEED_EXAMPLE, LayoutForm
 from recall.layout import services as layout_services
 from recall.layout.cascade import PRUNING_STAGES
 from recall.layout.config import layout_config_yaml
 from recall.layout.planner import LayoutResult
-from recall.layout.request import LayoutRequest, LayoutRequestError
+from recall.layout.request import LayoutRequest
 from recall.svg import LAYOUT_PARTS, layout_bar
 from recall.views.picks import (
     UNPROCESSABLE,
@@ -152,13 +151,8 @@ def _layout_plan(
     config = current.config if current is not None else form.parsed_config
     assert config is not None  # the form parsed the YAML when no workload was chosen
     request = form.layout_request(config)
-    try:
-        preview = layout_services.layout_preview(request=request)
-    except LayoutRequestError as exc:
-        # The planner's own rejections, a last line of defence behind the form's checks.
-        add_path_errors(form, exc.errors, aliases=PLANNER_FIELDS)
-        return {}
-    return _layout_outcome(request, preview)
+    # Checked by the form's serializer (as the API's), so the preview plans it as it is.
+    return _layout_outcome(request, layout_services.layout_preview(request=request))
 
 
 def _ratio_text(ratio: float) -> str:
