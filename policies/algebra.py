@@ -30,9 +30,8 @@ from policies.vocabulary import SENSITIVITY_ORDER as SENSITIVITY_ORDER
 from policies.vocabulary import VERBOSITY_ORDER as VERBOSITY_ORDER
 from policies.vocabulary import VOCABULARIES as VOCABULARIES
 
-# Re-exported: the canonical form lives on the ground floor (the audit chain hashes with it).
-from portal.canonical import canonical_json as canonical_json
-from portal.canonical import sha256_hex as sha256_hex
+# The canonical form lives on the ground floor (the audit chain hashes with it too).
+from portal.canonical import canonical_json, sha256_hex
 
 # --- error codes -------------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ from policies import algebra
 from policies.conflicts import Conflict
 from policies.models import Workload, WorkloadPolicyVersion, WorkspacePolicyVersion
 from portal.access import Caller, scoped_get
+from portal.canonical import canonical_json
 from portal.db.cursors import prepared_statement
 from portal.errors import ConflictError, NotFoundError, ValidationFailed
 from portal.models import Role, Workspace
@@ -106,7 +107,7 @@ def _effective_cached(
     # Keyed on the normalised override: equal overrides share an entry, and the key stays as
     # small as the policy whatever the request repeated (a malformed one is refused here).
     normal = algebra.normalize_document(override, partial=True) if override else {}
-    key = (floor_id, workload_id, algebra.canonical_json(normal))
+    key = (floor_id, workload_id, canonical_json(normal))
     cached = _effective_cache.get(key)
     if cached is None:
         policy = algebra.effective_policy(floor_doc, workload_doc, override, relaxable)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 
-from policies.algebra import sha256_hex
+from portal.canonical import sha256_hex
 
 
 def content_hash(content: str) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 from django.db import connection
 
 from policies import algebra
+from portal.canonical import canonical_json
 from portal.models import Workspace
 from recall.engine.funnel_cache import TABLE
 from recall.engine.policy_filter import compile_policy_filter, policy_filter_sql, policy_params
@@ -43,7 +44,7 @@ def memory_policy_impact(
 
     def position(policy: dict[str, Any]) -> int:
         """The policy's 1-based position in the ``ok`` array (SQL arrays start at 1)."""
-        key = algebra.canonical_json(algebra.canonical_policy(policy))
+        key = canonical_json(algebra.canonical_policy(policy))
         if key not in index:
             sql, more = compile_policy_filter(policy, now, part="axes", suffix=f"_p{len(clauses)}")
             clauses.append(sql)
