@@ -11,9 +11,8 @@ from functools import cache
 from itertools import islice
 from typing import Any
 
-from django.apps import apps
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Max
 from django.utils import timezone
 
@@ -91,9 +90,11 @@ SELECT (SELECT id FROM inserted)
 
 @dataclass(frozen=True)
 class HitCounts:
-    """One more hit on each of these memories, last accessed ``at``: recall's usage signal,
-    counted only with the event that carried them."""
+    """One more hit on each of these rows of ``table`` (the memories the event carried: a
+    table with ``hit_count`` and ``last_accessed_at`` columns), last accessed ``at``: counted
+    only with the event. The table is the caller's, named by it: audit knows no app above."""
 
+    table: str
     ids: Sequence[int]
     at: datetime
 
@@ -108,12 +109,6 @@ class Injections:
 
 
 AppendWork = HitCounts | Injections
-
-
-@cache
-def _memory_table() -> str:
-    # The memories are recall's rows; only their hit counts are written here.
-    return str(apps.get_model("recall", "MemoryRecord")._meta.db_table)
 
 
 def _sql_array(values: Sequence[Any]) -> str:
@@ -132,7 +127,8 @@ def _rendered(work: AppendWork, workspace: Workspace) -> tuple[str, str, list[An
         if not work.ids:
             return None
         sql = (
-            f"UPDATE {_memory_table()} SET hit_count = hit_count + 1, last_accessed_at = %s"
+            f"UPDATE {connection.ops.quote_name(work.table)}"
+            " SET hit_count = hit_count + 1, last_accessed_at = %s"
             " WHERE id = ANY(%s::bigint[]) AND EXISTS (SELECT 1 FROM appended)"
         )
         return "hits", sql, [work.at, _sql_array(work.ids)]

@@ -563,7 +563,7 @@ def appends(workspace: Any, info: dict[str, Any], count: int) -> dict[str, Any]:
         included, truncated = ids[:-1], ids[-1:]
         work: list[AppendWork] = []
         if variant != "event":
-            work.append(HitCounts(included, now))
+            work.append(HitCounts("recall_memoryrecord", included, now))
         if variant == "eventHitsInjections":
             work.append(Injections(included, truncated))
         payload = {

@@ -304,7 +304,10 @@ def recall_record(*, request: RecallRequest) -> Recorded:
                 "override": effective.override,
             },
         },
-        work=[HitCounts(included, assembly.now), Injections(included, truncated)],
+        work=[
+            HitCounts(MemoryRecord._meta.db_table, included, assembly.now),
+            Injections(included, truncated),
+        ],
     )
     return Recorded(envelope, event)
 

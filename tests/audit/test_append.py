@@ -46,7 +46,7 @@ class CompareAndSwapAppendTests:
 
         audit_event_append(
             workspace=workspace_a, tip=stale, type="context.assembled", author="token:agent",
-            payload={"n": 2}, work=[HitCounts([memory.pk], timezone.now())],
+            payload={"n": 2}, work=[HitCounts("recall_memoryrecord", [memory.pk], timezone.now())],
         )  # fmt: skip
 
         memory.refresh_from_db()
@@ -63,7 +63,7 @@ class CompareAndSwapAppendTests:
         result = _append(
             stale, workspace=workspace_a, type="context.assembled", author="token:agent",
             payload={}, workload_id=None, environment="", actor_id="",
-            work=[HitCounts([memory.pk], timezone.now())],
+            work=[HitCounts("recall_memoryrecord", [memory.pk], timezone.now())],
         )  # fmt: skip
 
         assert result is None
