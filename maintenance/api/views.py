@@ -45,10 +45,14 @@ def _run(caller: Caller, run_id: Any, *, required: str = Role.VIEWER) -> Mainten
     return scoped_get(caller, rows, pk, what="maintenance run", required=required)
 
 
+# A count of memories is at most 12 digits (the schema says so too).
+COUNT_MAX = 10**12 - 1
+
+
 def _count(raw: str | None, name: str) -> int | None:
     if raw is None or raw == "":
         return None
-    if not (raw.isascii() and raw.isdigit()) or len(raw) > 12:
+    if not (raw.isascii() and raw.isdigit()) or len(raw.lstrip("0")) > len(str(COUNT_MAX)):
         raise ValidationFailed({name: f"A whole number of memories, such as 12; got {raw!r}."})
     return int(raw)
 
@@ -134,7 +138,7 @@ class SweepStartView(ApiView):
             ),
             OpenApiParameter(
                 "confirm",
-                int,
+                {"type": "integer", "minimum": 0, "maximum": COUNT_MAX},
                 description="execute only: the number of memories you expect it to change "
                 "(required for a retention run over the workspace's retentionMaxShare)",
             ),

@@ -77,6 +77,9 @@ class SweepStartTests:
             ("compaction", "", 404, "NOT_FOUND", None),
             ("decay", "?mode=run", 400, "INVALID_REQUEST", "mode"),
             ("decay", "?mode=execute&confirm=ten", 400, "INVALID_REQUEST", "confirm"),
+            # Past the schema's maximum (12 digits), and far past what int() parses.
+            ("decay", "?mode=execute&confirm=1000000000000", 400, "INVALID_REQUEST", "confirm"),
+            ("decay", "?mode=execute&confirm=" + "9" * 5000, 400, "INVALID_REQUEST", "confirm"),
             ("decay", "?mode=execute&preview=abc", 400, "INVALID_REQUEST", "preview"),
             ("decay", "?mode=preview&preview=1", 400, "INVALID_REQUEST", "preview"),
             ("decay", "?mode=execute&preview=999999", 404, "NOT_FOUND", None),
