@@ -60,10 +60,23 @@ class ChainTip:
     last_hash: str
 
 
-# A sub-select other reads can embed to learn the tip in the same round trip.
+# Sub-selects other reads embed, so that they learn what they need of the trail in their own
+# round trip while audit's tables are read only by SQL written here.
+# The chain tip (named parameter: workspace).
 CHAIN_TIP_SQL = (
     f"(SELECT last_hash FROM {AuditChainHead._meta.db_table} WHERE workspace_id = %(workspace)s)"
 )
+
+
+def latest_payload_value_sql(*, type: str, key: str) -> str:
+    """``payload ->> key`` of the latest event of ``type`` for one actor, workload and
+    environment (named parameters: workspace, actor_id, workload, environment)."""
+    return f"""(SELECT ev.payload ->> '{key}' FROM {AuditEvent._meta.db_table} ev
+     WHERE ev.workspace_id = %(workspace)s AND ev.actor_id = %(actor_id)s
+       AND ev.workload_id = %(workload)s AND ev.environment = %(environment)s
+       AND ev.type = '{type}'
+     ORDER BY ev.id DESC LIMIT 1)"""
+
 
 _APPEND_SQL = f"""
 WITH appended AS (

@@ -20,7 +20,6 @@ from django.db.models.expressions import RawSQL
 from django.db.models.functions import Concat
 from django.utils import timezone
 
-from audit.models import AuditEvent, EventType
 from policies import labels
 from policies.models import Workload
 from portal.models import Workspace
@@ -74,19 +73,6 @@ def actor_suggestions(*, workspace: Workspace, q: str, limit: int = 15) -> list[
         .filter(external__icontains=q.strip())
         .order_by("kind", "name")
         .values_list("external", flat=True)[:limit]
-    )
-
-
-def assembled_event_id(*, workspace: Workspace, envelope_id: str) -> int | None:
-    """The ``context.assembled`` event a recall wrote, found by its envelope id (a recall
-    that has its event at hand, ``recall_record``'s, need not look it up)."""
-    return (
-        AuditEvent.objects.filter(
-            workspace=workspace, type=EventType.ASSEMBLED, payload__envelopeId=envelope_id
-        )
-        .order_by("-id")
-        .values_list("id", flat=True)
-        .first()
     )
 
 

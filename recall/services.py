@@ -253,13 +253,7 @@ class Recorded:
     event: AuditEvent
 
 
-def recall_assemble(*, request: RecallRequest) -> dict[str, Any]:
-    """Run the recall pipeline (SPEC §5), record it, and return the envelope
-    (``recall_record`` without the event)."""
-    return recall_record(request=request).envelope
-
-
-def recall_record(*, request: RecallRequest) -> Recorded:
+def recall_assemble(*, request: RecallRequest) -> Recorded:
     """Run the recall pipeline (SPEC §5), record it, and return the envelope with its event.
 
     After ``recall_plan``'s read (which fills the funnel cache), one statement writes

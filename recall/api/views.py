@@ -227,7 +227,7 @@ class RecallView(ApiView):
                 override=override or None,
                 author=caller.label,
             )
-        )
+        ).envelope
         return Response(envelope)
 
 

@@ -31,7 +31,8 @@ from typing import Any
 
 from django.db import connection, transaction
 
-from audit.services import CHAIN_TIP_SQL
+from audit.models import EventType
+from audit.services import CHAIN_TIP_SQL, latest_payload_value_sql
 from portal.db.cursors import PreparedStatement, prepared_statement
 from recall.engine.funnel_cache import (
     ACTOR,
@@ -57,6 +58,9 @@ HNSW_EF_SEARCH = 100
 HNSW_MAX_SCAN_TUPLES = 40_000
 
 _RECALLABLE = policy_filter_sql("recallable")
+PREVIOUS_FINGERPRINT_SQL = latest_payload_value_sql(
+    type=EventType.ASSEMBLED, key="prefixFingerprint"
+)
 _DECISION = policy_filter_sql("decision")
 
 
@@ -240,11 +244,7 @@ SELECT
         SELECT id, code FROM rejected ORDER BY id LIMIT %(rejected_limit)s
     ) r),
     -- the previous context.assembled for the same key: its prefix fingerprint sets `reused`
-    (SELECT ev.payload ->> 'prefixFingerprint' FROM audit_auditevent ev
-     WHERE ev.workspace_id = %(workspace)s AND ev.actor_id = %(actor_id)s
-       AND ev.workload_id = %(workload)s AND ev.environment = %(environment)s
-       AND ev.type = 'context.assembled'
-     ORDER BY ev.id DESC LIMIT 1),
+    {PREVIOUS_FINGERPRINT_SQL},
     {CHAIN_TIP_SQL},
     EXISTS (SELECT 1 FROM usable),
     t.*

@@ -28,7 +28,6 @@ from recall.forms.sandbox import SandboxForm
 from recall.page_selectors import (
     RecallPreview,
     actor_suggestions,
-    assembled_event_id,
     decision_words,
     recall_preview,
     sandbox_decisions,
@@ -160,13 +159,14 @@ def _sandbox_run(form: SandboxForm, access: PageAccess) -> dict[str, Any]:
                 recall_preview(**args, override=None),
                 recall_preview(**args, override=override or None),
             )
-        envelope = services.recall_assemble(
+        recorded = services.recall_assemble(
             request=services.RecallRequest(
                 **args,
                 override=None if comparing else (override or None),
                 author=access.caller.label,
             )
         )
+        envelope, event_id = recorded.envelope, recorded.event.pk
     except (PolicyError, DomainError) as exc:
         drafted = isinstance(exc, PolicyError) and bool(override)
         unplaced = add_domain_error(form, exc, aliases=form.error_aliases, fallback=not drafted)
@@ -190,7 +190,7 @@ def _sandbox_run(form: SandboxForm, access: PageAccess) -> dict[str, Any]:
             if previews is not None
             else _run_policy(args, envelope, override=override or None)
         )
-    result = _result_context(envelope, workspace, policy=policy)
+    result = _result_context(envelope, event_id, workspace, policy=policy)
     result["ran_for"] = (args["workload"].name, args["environment"])
     if previews is not None:
         result["compare"] = _compare_context(envelope, *previews, override=override)
@@ -237,7 +237,11 @@ def _budget_rows(budget: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _result_context(
-    envelope: dict[str, Any], workspace: Workspace, *, policy: dict[str, Any] | None
+    envelope: dict[str, Any],
+    event_id: int,
+    workspace: Workspace,
+    *,
+    policy: dict[str, Any] | None,
 ) -> dict[str, Any]:
     """``policy``: the effective policy the recall ran under (filtered rows show their failing
     value against it); None when the decisions are not shown."""
@@ -251,7 +255,6 @@ def _result_context(
         {"code": code, "words": decision_words(code), "n": n}
         for code, n in diagnostics.get("reasons", {}).items()
     ]
-    event_id = assembled_event_id(workspace=workspace, envelope_id=envelope["envelopeId"])
     return {
         "envelope": envelope,
         "funnel": _funnel(diagnostics["counts"]),
@@ -263,7 +266,7 @@ def _result_context(
         "verbosity": diagnostics["verbosity"],
         "warnings": diagnostics.get("warnings", []),
         "event_id": event_id,
-        "event_url": reverse("audit:event", args=[workspace.slug, event_id]) if event_id else None,
+        "event_url": reverse("audit:event", args=[workspace.slug, event_id]),
     }
 
 

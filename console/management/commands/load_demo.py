@@ -180,7 +180,7 @@ class DemoWeek:
                 override=step.override,
                 author=step.author,
             )
-        )
+        ).envelope
         for entry in envelope["entries"]:
             self.last_recalled[int(entry["id"])] = step.at
         self.recalls += 1
