@@ -2,7 +2,7 @@
 
 A filtered approximate-index scan can silently return fewer rows (or the wrong ones) once
 PostgreSQL filters after the HNSW scan, typically when a prepared statement switches to a
-generic plan. These tests build tables on which ``recall.selectors`` takes its HNSW path
+generic plan. These tests build tables on which ``recall.engine.read`` takes its HNSW path
 (``EXACT_SEARCH_MAX`` is lowered so a few thousand rows suffice), with a filter only 2% of the
 actor's rows pass, and compare every recall with a brute-force cosine ranking in Python.
 """
