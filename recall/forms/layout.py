@@ -463,5 +463,3 @@ LINE_FIELDS = {
     "prior_history": "priorSessionHistory",
     "supporting": "supporting",
 }
-
-
