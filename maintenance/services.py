@@ -55,6 +55,7 @@ from policies.services import change_comment
 from portal.errors import DomainError, NotFoundError, ValidationFailed
 from portal.models import Workspace
 from portal.tasks import TRANSIENT_ERRORS, QueueUnavailable, enqueue
+from portal.versioning import versioned_save
 from recall.models import MemoryRecord
 from recall.selectors import embedder_model
 
@@ -86,31 +87,47 @@ def lifecycle_settings_save(
     except LifecycleSettingsInvalid as exc:
         raise ValidationFailed(exc.fields, "The lifecycle settings are not valid.") from None
     comment = change_comment(comment)
-    # Lock the workspace row so two concurrent saves cannot both become version n+1.
-    Workspace.objects.select_for_update(no_key=True).filter(pk=workspace.pk).first()
-    previous = lifecycle_settings_current(workspace=workspace)
-    if previous.document == normalized:
-        return previous
-    version = LifecycleSettingsVersion.objects.create(
-        workspace=workspace,
-        version=previous.version + 1,
-        document=normalized,
-        author=author,
-        comment=comment,
+
+    def locked_document() -> dict[str, Any]:
+        # The workspace row serialises saves: two cannot both become version n+1.
+        Workspace.objects.select_for_update(no_key=True).filter(pk=workspace.pk).first()
+        return normalized
+
+    def insert(document: dict[str, Any], number: int) -> LifecycleSettingsVersion:
+        return LifecycleSettingsVersion.objects.create(
+            workspace=workspace, version=number, document=document, author=author, comment=comment
+        )
+
+    def record(
+        document: dict[str, Any],
+        previous: LifecycleSettingsVersion | None,
+        version: LifecycleSettingsVersion,
+    ) -> None:
+        before = previous.document if previous is not None else None  # never None: defaults
+        audit_event_record(
+            workspace=workspace,
+            type=EventType.LIFECYCLE_SETTINGS_SET,
+            author=author,
+            payload={
+                "version": version.version,
+                "before": before,
+                "after": document,
+                "diff": algebra.diff_documents(before, document),
+                "comment": comment,
+            },
+        )
+
+    # The current settings are never missing: a workspace that never saved any is on the
+    # defaults, an unsaved version 0 (so the first save is version 1).
+    return versioned_save(
+        what="The lifecycle settings",
+        base_version=None,
+        locked_document=locked_document,
+        latest=lambda: lifecycle_settings_current(workspace=workspace),
+        unchanged=lambda current, document: current.document == document,
+        insert=insert,
+        record=record,
     )
-    audit_event_record(
-        workspace=workspace,
-        type=EventType.LIFECYCLE_SETTINGS_SET,
-        author=author,
-        payload={
-            "version": version.version,
-            "before": previous.document,
-            "after": normalized,
-            "diff": algebra.diff_documents(previous.document, normalized),
-            "comment": comment,
-        },
-    )
-    return version
 
 
 def lifecycle_settings_patch(
