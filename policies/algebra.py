@@ -19,7 +19,7 @@ import copy
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeGuard
+from typing import Any, TypedDict, TypeGuard
 
 from policies import conflicts
 from policies.conflicts import Conflict
@@ -172,6 +172,35 @@ _AXIS_LIST: tuple[Axis, ...] = (
 AXES: dict[str, Axis] = {axis.name: axis for axis in _AXIS_LIST}
 RECALL_AXES: tuple[str, ...] = tuple(a.name for a in _AXIS_LIST if a.group == "recall")
 BUDGET_AXES: tuple[str, ...] = tuple(a.name for a in _AXIS_LIST if a.group == "budget")
+
+
+class PolicyDocument(TypedDict):
+    """A complete policy (a floor, an effective policy) in normalized form: every axis, in
+    registry order. A workload policy or an override may leave axes out: a plain dict."""
+
+    memoryTypeAllowed: list[str]
+    sourceKindAllowed: list[str]
+    confirmationStatusAllowed: list[str]
+    consentPolicyAllowed: list[str]
+    confidenceMin: float
+    sensitivityCeiling: str
+    maxAgeSeconds: int | None
+    totalTokenBudget: int
+    perSegmentCeiling: dict[str, int]
+    perSegmentReservation: dict[str, int]
+    forbiddenSegmentKinds: list[str]
+    pinned: list[str]
+    dropOrder: list[str]
+    diagnosticsVerbosity: str
+
+
+assert list(PolicyDocument.__annotations__) == list(AXES), "one key per axis, in registry order"
+
+
+def is_complete(doc: Mapping[str, object]) -> TypeGuard[PolicyDocument]:
+    """Every axis and nothing else, in registry order (the values as the normalizers give)."""
+    return list(doc) == list(AXES)
+
 
 # Kinds whose value is an unordered set of labels (sorted in normalized and canonical form).
 _SET_KINDS = frozenset({"set", "superset"})
@@ -334,7 +363,7 @@ def _normalize_relaxable(value: object) -> list[str]:
     return sorted(set(value))
 
 
-def normalize_floor(doc: object) -> tuple[dict[str, Any], list[str]]:
+def normalize_floor(doc: object) -> tuple[PolicyDocument, list[str]]:
     """Validate a workspace floor (all axes, plus optional ``relaxableAxes``).
 
     Returns ``(floor without relaxableAxes, sorted relaxable axis names)``. The floor must also
@@ -357,6 +386,7 @@ def normalize_floor(doc: object) -> tuple[dict[str, Any], list[str]]:
         fields[RELAXABLE_KEY] = str(exc)
     if fields:
         raise _invalid(fields)
+    assert is_complete(normalized)  # partial=False required every axis
     validate_budget(normalized)
     return normalized, relaxable
 
@@ -546,7 +576,7 @@ def _narrow_reservations(
     return result
 
 
-def _narrow_axes(floor: Mapping[str, Any], workload: Mapping[str, Any]) -> dict[str, Any]:
+def _narrow_axes(floor: Mapping[str, Any], workload: Mapping[str, Any]) -> PolicyDocument:
     """Axis by axis: every workload axis applied, clamped so that it never passes the floor."""
     result: dict[str, Any] = {}
     for name, axis in AXES.items():
@@ -559,12 +589,14 @@ def _narrow_axes(floor: Mapping[str, Any], workload: Mapping[str, Any]) -> dict[
     result["perSegmentReservation"] = _narrow_reservations(
         floor, workload, result["perSegmentCeiling"]
     )
-    return {name: result[name] for name in AXES}
+    document = {name: result[name] for name in AXES}
+    assert is_complete(document)
+    return document
 
 
 def narrow_settled(
     floor: Mapping[str, Any], workload: Mapping[str, Any]
-) -> tuple[dict[str, Any], list[Conflict]]:
+) -> tuple[PolicyDocument, list[Conflict]]:
     """The effective policy of a workload (no override) and its conflicts with the floor.
 
     Two stages. Axis by axis, each workload axis is applied and clamped to the floor (a wider
@@ -579,7 +611,7 @@ def narrow_settled(
 
 def narrow(
     floor: Mapping[str, Any], workload: Mapping[str, Any], *, as_written: bool = False
-) -> dict[str, Any]:
+) -> PolicyDocument:
     """The floor narrowed by ``workload``: ``narrow_settled`` without its conflicts.
 
     ``as_written=True`` stops after the axis-by-axis stage, so a save can judge the document
@@ -608,7 +640,8 @@ def narrow_to_floor(floor: Mapping[str, Any], workload: Mapping[str, Any]) -> di
     """
     effective, found = narrow_settled(floor, workload)
     axes = set(workload) | {conflict.axis for conflict in found}
-    return {name: effective[name] for name in AXES if name in axes}
+    values: Mapping[str, Any] = effective  # read by axis name
+    return {name: values[name] for name in AXES if name in axes}
 
 
 # --- overrides and the effective policy --------------------------------------------------------
@@ -623,7 +656,7 @@ def apply_override(
     workload: Mapping[str, Any],
     override: object,
     relaxable: Iterable[str],
-) -> dict[str, Any]:
+) -> PolicyDocument:
     """Effective policy with a raw request override replacing the workload's relaxable axes.
 
     The stored workload policy is first narrowed to the floor (its conflicts settled, so an
@@ -662,7 +695,7 @@ def effective_policy(
     workload: Mapping[str, Any] | None,
     override: object | None,
     relaxable: Iterable[str],
-) -> dict[str, Any]:
+) -> PolicyDocument:
     """Floor, narrowed by the (normalized) workload, then the raw override applied.
 
     Without an override this never raises: the floor wins every conflict (``narrow_settled``).
@@ -731,10 +764,10 @@ def diff_documents(before: Mapping[str, Any] | None, after: Mapping[str, Any]) -
     }
 
 
-def default_floor() -> dict[str, Any]:
+def default_floor() -> PolicyDocument:
     """A sensible operator floor: recall everything consented, the seed's token budget."""
     consent = [c for c in VOCABULARIES["consentPolicy"] if c != "withdrawn"]
-    return normalize_document(
+    floor = normalize_document(
         {
             "memoryTypeAllowed": list(VOCABULARIES["memoryType"]),
             "sourceKindAllowed": list(VOCABULARIES["sourceKind"]),
@@ -758,3 +791,5 @@ def default_floor() -> dict[str, Any]:
         },
         partial=False,
     )
+    assert is_complete(floor)
+    return floor

@@ -51,9 +51,12 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from policies.vocabulary import SEGMENT_KINDS
+
+if TYPE_CHECKING:  # the algebra imports this module: the type only, for the checker
+    from policies.algebra import PolicyDocument
 
 FLOOR_FORBIDS_PINNED_KIND = "FLOOR_FORBIDS_PINNED_KIND"
 FLOOR_PINS_FORBIDDEN_KIND = "FLOOR_PINS_FORBIDDEN_KIND"
@@ -124,10 +127,10 @@ class Conflict:
 
 
 def settle(
-    floor: Mapping[str, Any], narrowed: Mapping[str, Any]
-) -> tuple[dict[str, Any], list[Conflict]]:
+    floor: Mapping[str, Any], narrowed: PolicyDocument
+) -> tuple[PolicyDocument, list[Conflict]]:
     """Steps 1-4 of the module docstring: ``(honourable policy, conflicts)``; inputs untouched."""
-    policy = copy.deepcopy(dict(narrowed))
+    policy = copy.deepcopy(narrowed)
     found = settle_pins(floor, policy)
     found += settle_ceilings(floor, policy)
     found += settle_total(floor, policy)
@@ -137,7 +140,7 @@ def settle(
 # --- step 1: pinned and forbidden ---------------------------------------------------------------
 
 
-def settle_pins(floor: Mapping[str, Any], policy: dict[str, Any]) -> list[Conflict]:
+def settle_pins(floor: Mapping[str, Any], policy: PolicyDocument) -> list[Conflict]:
     """Step 1, in place: no kind stays both pinned and forbidden."""
     pinned, forbidden = set(policy["pinned"]), set(policy["forbiddenSegmentKinds"])
     found = []
@@ -174,7 +177,7 @@ def settle_pins(floor: Mapping[str, Any], policy: dict[str, Any]) -> list[Confli
 # --- step 2: ceilings of floor-pinned kinds -----------------------------------------------------
 
 
-def settle_ceilings(floor: Mapping[str, Any], policy: dict[str, Any]) -> list[Conflict]:
+def settle_ceilings(floor: Mapping[str, Any], policy: PolicyDocument) -> list[Conflict]:
     """Step 2, in place: a floor-pinned kind's ceiling holds its floor reservation, and no more."""
     ceilings: dict[str, int] = policy["perSegmentCeiling"]
     reservations: dict[str, int] = policy["perSegmentReservation"]
@@ -247,7 +250,7 @@ def counted_reservations(policy: Mapping[str, Any]) -> int:
     return sum(v for k, v in policy["perSegmentReservation"].items() if k not in forbidden)
 
 
-def settle_total(floor: Mapping[str, Any], policy: dict[str, Any]) -> list[Conflict]:
+def settle_total(floor: Mapping[str, Any], policy: PolicyDocument) -> list[Conflict]:
     """Steps 3 and 4, in place: the counted reservations fit ``totalTokenBudget``."""
     total: int = policy["totalTokenBudget"]
     counted = counted_reservations(policy)

@@ -19,7 +19,8 @@ from policies.models import Workload, WorkloadPolicyVersion, WorkspacePolicyVers
 from policies.selectors import workload_compliance, workspace_policy_current
 from portal.models import Workspace
 
-Pairs = list[tuple[dict[str, Any], dict[str, Any]]]  # (current policy, proposed policy)
+# (current policy, proposed policy)
+Pairs = list[tuple[algebra.PolicyDocument, algebra.PolicyDocument]]
 
 
 class ImpactCounter(Protocol):

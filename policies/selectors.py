@@ -48,7 +48,7 @@ def environment_check(*, workspace: Workspace, environment: str | None) -> str:
 
 @dataclass(frozen=True)
 class EffectivePolicy:
-    policy: dict[str, Any]
+    policy: algebra.PolicyDocument
     policy_hash: str
     budget_hash: str
     compliant: bool
@@ -90,7 +90,7 @@ LEFT JOIN LATERAL (
 )
 
 _EFFECTIVE_CACHE_SIZE = 2048
-_Effective = tuple[dict[str, Any], str, str, list[str], tuple[Conflict, ...]]
+_Effective = tuple[algebra.PolicyDocument, str, str, list[str], tuple[Conflict, ...]]
 _effective_cache: dict[tuple[int, int | None, str], _Effective] = {}
 
 

@@ -1,4 +1,8 @@
-"""Fingerprints of an assembled context (plain Python).
+"""The envelope a recall returns: its shape and its fingerprints (plain Python).
+
+:class:`Envelope` is the response body of ``POST /v1/memory/actors/{actorId}/recall`` as
+``recall.services`` builds it, key for key and in the order it is sent (the reference's
+section 7 describes every field).
 
 ``digest`` identifies exactly what entered the context: the ordered (id, content hash) of the
 entries and truncated refs. ``prefixFingerprint`` identifies the stable prompt prefix: the
@@ -10,8 +14,106 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
+from typing import NotRequired, TypedDict
 
 from portal.canonical import sha256_hex
+
+
+class Entry(TypedDict):
+    """An included memory, in rank order."""
+
+    id: str
+    segmentKind: str
+    memoryType: str
+    sourceKind: str
+    confirmationStatus: str
+    confidence: float
+    sensitivity: str
+    content: str
+    tokens: int
+    similarity: float
+    score: float
+    createdAt: str
+
+
+class TruncatedRef(TypedDict):
+    """A memory that did not fit whole: its id and metadata only."""
+
+    id: str
+    segmentKind: str
+    memoryType: str
+    tokens: int
+
+
+class KindBudget(TypedDict):
+    reserved: int
+    ceiling: int | None  # None: no cap
+    demand: int
+    allocated: int
+    used: int
+
+
+class Budget(TypedDict):
+    totalTokenBudget: int
+    perKind: dict[str, KindBudget]  # every segment kind, in ``SEGMENT_KINDS`` order
+    usedTokens: int
+    pressure: bool
+    pinnedOverflow: bool
+
+
+class Counts(TypedDict):
+    """The recall funnel."""
+
+    candidates: int
+    afterPolicy: int
+    afterRanking: int
+    afterBudgetAllocation: int
+
+
+class ReportedDecision(TypedDict):
+    """A ranked memory's decision (every key), or a memory that failed a policy axis (``id``
+    and ``code`` only)."""
+
+    id: str
+    code: str
+    segmentKind: NotRequired[str]
+    tokens: NotRequired[int]
+    similarity: NotRequired[float]
+    score: NotRequired[float]
+
+
+class Diagnostics(TypedDict):
+    verbosity: str
+    counts: Counts
+    # From verbosity ``summary`` up; left out at ``none``.
+    reasons: NotRequired[dict[str, int]]
+    accessPath: NotRequired[str]
+    warnings: NotRequired[list[str]]
+    decisions: list[ReportedDecision]  # filled at ``full`` only
+
+
+class TokenCounts(TypedDict):
+    entries: int  # tokens of the entries
+    truncatedRefs: int  # how many
+    used: int
+    budget: int
+    query: int  # estimated tokens of the query
+    perKind: dict[str, int]  # used per kind
+
+
+class Envelope(TypedDict):
+    envelopeId: str
+    entries: list[Entry]
+    truncatedRefs: list[TruncatedRef]
+    budget: Budget
+    diagnostics: Diagnostics
+    effectivePolicyHash: str
+    effectiveBudgetHash: str
+    prefixFingerprint: str
+    digest: str
+    tokenCounts: TokenCounts
+    reused: bool
+    generatedAt: str  # ISO 8601
 
 
 def content_hash(content: str) -> str:

@@ -21,10 +21,12 @@ from django.db.models.functions import Concat
 from django.utils import timezone
 
 from policies import labels
+from policies.algebra import PolicyDocument
 from policies.models import Workload
 from portal.models import Workspace
 from recall.engine.policy_filter import POLICY_CODES, policy_filter_expression
 from recall.engine.read import RankedRow
+from recall.envelope import Budget, Counts, Envelope
 from recall.models import Actor, MemoryRecord
 from recall.selectors import memory_list
 from recall.services import DECISIONS_MAX, RecallRequest, recall_plan
@@ -79,7 +81,7 @@ def actor_suggestions(*, workspace: Workspace, q: str, limit: int = 15) -> list[
 # --- the memory browser: "recallable?" in the list query ----------------------------------------
 
 
-def _recall_code(policy: dict[str, Any], now: datetime) -> RawSQL:
+def _recall_code(policy: PolicyDocument, now: datetime) -> RawSQL:
     """The first recall rule a row breaks under ``policy`` at ``now`` (the fail-closed one
     named), else ``passes_policy``."""
     return policy_filter_expression(policy, now, part="decision_explained", model=MemoryRecord)
@@ -89,7 +91,7 @@ def memory_rows(
     *,
     actor: Actor,
     filters: Any,
-    policy: dict[str, Any] | None,
+    policy: PolicyDocument | None,
     now: datetime | None = None,
 ) -> QuerySet[MemoryRecord]:
     """The filtered memory list; with a policy, each row also carries ``recall_code``."""
@@ -127,15 +129,15 @@ class RecallPreview:
     """What a recall would return, computed without writing anything (not even the funnel
     cache)."""
 
-    policy: dict[str, Any]
+    policy: PolicyDocument
     policy_hash: str
     budget_hash: str
-    counts: dict[str, int]
+    counts: Counts
     included: list[str]
     truncated: list[str]
     codes: dict[str, str]  # memory id -> decision code, for the rows the pipeline looked at
     rows: dict[str, RankedRow]  # the ranked rows (passed policy), by id
-    budget: dict[str, Any]  # the envelope's ``budget`` shape
+    budget: Budget
 
 
 def recall_preview(
@@ -189,7 +191,7 @@ def memories_present(*, workspace: Workspace, ids: list[int]) -> set[int]:
 
 
 def memory_codes(
-    *, workspace: Workspace, ids: list[int], policy: dict[str, Any], now: datetime
+    *, workspace: Workspace, ids: list[int], policy: PolicyDocument, now: datetime
 ) -> dict[int, tuple[MemoryRecord, str]]:
     """These memories (those that still exist) with the first recall rule each breaks under
     ``policy`` now (``passes_policy`` if none): the memory browser's judgement, for a set."""
@@ -327,7 +329,7 @@ def failed_value(
 
 def decision_groups(
     *,
-    envelope: Mapping[str, Any],
+    envelope: Envelope,
     policy: Mapping[str, Any] | None,
     fields: Mapping[str, Mapping[str, Any]],
     now: datetime,
@@ -392,7 +394,7 @@ def memory_policy_fields(*, workspace: Workspace, ids: list[str]) -> dict[str, d
 
 
 def sandbox_decisions(
-    *, workspace: Workspace, envelope: Mapping[str, Any], policy: Mapping[str, Any] | None
+    *, workspace: Workspace, envelope: Envelope, policy: Mapping[str, Any] | None
 ) -> SandboxDecisions:
     """The sandbox's decisions for one envelope, each filtered row with its failing value."""
     filtered = [

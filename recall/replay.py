@@ -16,13 +16,14 @@ from typing import Any
 from django.utils import timezone
 
 from audit.models import AuditEvent, EventType
+from policies.algebra import PolicyDocument
 from policies.models import Workload
 from policies.selectors import effective_policy_for
 from portal.errors import ConflictError, DomainError, NotFoundError, ValidationFailed
 from portal.models import Workspace
-from recall.envelope import query_hash
+from recall.envelope import Counts, query_hash
 from recall.models import Actor
-from recall.page_selectors import decision_words, memory_codes, recall_preview
+from recall.page_selectors import RecallPreview, decision_words, memory_codes, recall_preview
 
 ENTERED, LEFT, STAYED = "entered", "left", "stayed"
 
@@ -82,7 +83,7 @@ class Replay:
     then_policy_hash: str
     now_policy_hash: str
     memories: list[ReplayedMemory]
-    now_counts: dict[str, int]
+    now_counts: Counts
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -186,8 +187,8 @@ def _compare(
     workspace: Workspace,
     event: AuditEvent,
     payload: dict[str, Any],
-    preview: Any,
-    policy: dict[str, Any],
+    preview: RecallPreview,
+    policy: PolicyDocument,
     now: datetime,
 ) -> list[ReplayedMemory]:
     then = {str(pk): "entry" for pk in payload.get("memoryIds") or []}

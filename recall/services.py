@@ -31,7 +31,18 @@ from recall.engine.read import (
     recall_read_and_fill,
     vector_literal,
 )
-from recall.envelope import content_hash, context_digest, prefix_fingerprint, query_hash
+from recall.envelope import (
+    Counts,
+    Diagnostics,
+    Entry,
+    Envelope,
+    ReportedDecision,
+    TruncatedRef,
+    content_hash,
+    context_digest,
+    prefix_fingerprint,
+    query_hash,
+)
 from recall.models import Actor, MemoryRecord
 from recall.planner import BudgetPlan, BudgetPolicy, Candidate, plan_budget
 from recall.runtime import embedder, token_estimator
@@ -189,7 +200,7 @@ class Assembly:
     found: RecallCandidates
     scored: list[tuple[RankedRow, float]]  # the whole re-scored pool, best first
     plan: BudgetPlan
-    envelope: dict[str, Any]
+    envelope: Envelope
     now: datetime
 
 
@@ -249,7 +260,7 @@ def recall_plan(
 class Recorded:
     """A recall's envelope and the ``context.assembled`` event that records it."""
 
-    envelope: dict[str, Any]
+    envelope: Envelope
     event: AuditEvent
 
 
@@ -324,11 +335,11 @@ def _envelope(
     plan: BudgetPlan,
     path: str,
     now: datetime,
-) -> dict[str, Any]:
+) -> Envelope:
     policy = effective.policy
     by_id = {str(row.id): (row, score) for row, score in ranked}
     entries = [_entry(*by_id[pk]) for pk in plan.included_ids]
-    truncated: list[dict[str, Any]] = [
+    truncated: list[TruncatedRef] = [
         {
             "id": pk,
             "segmentKind": by_id[pk][0].segment_kind,
@@ -339,35 +350,16 @@ def _envelope(
     ]
     hashes = {pk: content_hash(by_id[pk][0].content) for pk in by_id}
     pinned = set(policy["pinned"])
-    counts = {
+    counts: Counts = {
         "candidates": funnel.candidates,
         "afterPolicy": funnel.after_policy,
         "afterRanking": len(ranked),
         "afterBudgetAllocation": len(entries) + len(truncated),
     }
     verbosity = policy["diagnosticsVerbosity"]
-    diagnostics: dict[str, Any] = {"verbosity": verbosity, "counts": counts}
-    if verbosity != "none":
-        diagnostics["reasons"] = {
-            **(
-                {"lifecycle_excluded": funnel.lifecycle_excluded}
-                if funnel.lifecycle_excluded
-                else {}
-            ),
-            **({"embedding_pending": funnel.embedding_pending} if funnel.embedding_pending else {}),
-            **funnel.reasons,
-            **({"passes_policy": funnel.after_policy} if funnel.after_policy else {}),
-            **(
-                {"below_top_k": funnel.after_policy - len(ranked)}
-                if funnel.after_policy > len(ranked)
-                else {}
-            ),
-            **plan.reason_counts(),
-        }
-        diagnostics["accessPath"] = path
-        diagnostics["warnings"] = plan.warnings
+    decisions: list[ReportedDecision] = []
     if verbosity == "full":
-        diagnostics["decisions"] = [
+        decisions = [
             {
                 "id": d.id,
                 "code": d.code.value,
@@ -376,10 +368,21 @@ def _envelope(
                 "similarity": round(by_id[d.id][0].similarity, 6),
                 "score": round(by_id[d.id][1], 6),
             }
-            for d in plan.decisions
-        ][:DECISIONS_MAX]
+            for d in plan.decisions[:DECISIONS_MAX]
+        ]
+    # Built whole, so its keys keep the order the API has always sent (decisions last).
+    diagnostics: Diagnostics
+    if verbosity == "none":
+        diagnostics = {"verbosity": verbosity, "counts": counts, "decisions": decisions}
     else:
-        diagnostics["decisions"] = []
+        diagnostics = {
+            "verbosity": verbosity,
+            "counts": counts,
+            "reasons": _reasons(funnel, len(ranked), plan),
+            "accessPath": path,
+            "warnings": plan.warnings,
+            "decisions": decisions,
+        }
     query_tokens = token_estimator()(request.query)
     return {
         "envelopeId": str(uuid.uuid4()),
@@ -426,7 +429,19 @@ def _envelope(
     }
 
 
-def _entry(row: RankedRow, score: float) -> dict[str, Any]:
+def _reasons(funnel: Funnel, ranked: int, plan: BudgetPlan) -> dict[str, int]:
+    """How many memories each step left out or kept, by decision code (``diagnostics.reasons``)."""
+    return {
+        **({"lifecycle_excluded": funnel.lifecycle_excluded} if funnel.lifecycle_excluded else {}),
+        **({"embedding_pending": funnel.embedding_pending} if funnel.embedding_pending else {}),
+        **funnel.reasons,
+        **({"passes_policy": funnel.after_policy} if funnel.after_policy else {}),
+        **({"below_top_k": funnel.after_policy - ranked} if funnel.after_policy > ranked else {}),
+        **plan.reason_counts(),
+    }
+
+
+def _entry(row: RankedRow, score: float) -> Entry:
     return {
         "id": str(row.id),
         "segmentKind": row.segment_kind,

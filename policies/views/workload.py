@@ -186,7 +186,7 @@ def _effective_context(
     else:
         source = "the floor as is: no workload policy applies"
     return {
-        "effective": [(name, axis_value(name, effective.policy[name])) for name in algebra.AXES],
+        "effective": [(name, axis_value(name, value)) for name, value in effective.policy.items()],
         "effective_error": "",
         "effective_source": source,
         "effective_conflicts": effective.conflicts,

@@ -15,6 +15,7 @@ from typing import Any
 from django.db import connection
 
 from policies import algebra
+from policies.impact import Pairs
 from portal.canonical import canonical_json
 from portal.models import Workspace
 from recall.engine.funnel_cache import TABLE
@@ -24,7 +25,7 @@ _ADMITTED = policy_filter_sql("admitted")
 
 
 def memory_policy_impact(
-    *, workspace: Workspace, pairs: list[tuple[dict[str, Any], dict[str, Any]]], now: datetime
+    *, workspace: Workspace, pairs: Pairs, now: datetime
 ) -> list[tuple[int, int]]:
     """Per (current, proposed) effective policy: rows recallable now, and rows it would drop.
 
@@ -42,7 +43,7 @@ def memory_policy_impact(
     # the rules no policy changes bind ``now`` and ``model`` alone: any policy's values do
     params: dict[str, Any] = {"workspace": workspace.pk, **policy_params(pairs[0][0], now)}
 
-    def position(policy: dict[str, Any]) -> int:
+    def position(policy: algebra.PolicyDocument) -> int:
         """The policy's 1-based position in the ``ok`` array (SQL arrays start at 1)."""
         key = canonical_json(algebra.canonical_policy(policy))
         if key not in index:

@@ -18,7 +18,6 @@ SQL: whoever needs the filter asks for the part it needs here.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import datetime, timedelta
 from string import Formatter
 from typing import Any, Literal
@@ -27,6 +26,7 @@ from django.db import connection
 from django.db.models import BooleanField, CharField, Field, Model
 from django.db.models.expressions import RawSQL
 
+from policies.algebra import PolicyDocument
 from policies.vocabulary import SEGMENT_KINDS, SENSITIVITY_ORDER
 from recall.runtime import embedder
 
@@ -131,7 +131,7 @@ def policy_filter_sql(part: Part, *, alias: str = "m", suffix: str = "") -> str:
     return _compile(PARTS[part], alias=alias, suffix=suffix)[0]
 
 
-def policy_params(policy: Mapping[str, Any], now: datetime, *, suffix: str = "") -> dict[str, Any]:
+def policy_params(policy: PolicyDocument, now: datetime, *, suffix: str = "") -> dict[str, Any]:
     """The values the filter binds for ``policy`` at ``now`` (and the funnel cache keys on)."""
     ceiling = SENSITIVITY_ORDER.index(policy["sensitivityCeiling"])
     max_age = policy["maxAgeSeconds"]
@@ -152,7 +152,7 @@ def policy_params(policy: Mapping[str, Any], now: datetime, *, suffix: str = "")
 
 
 def compile_policy_filter(
-    policy: Mapping[str, Any], now: datetime, *, part: Part, alias: str = "m", suffix: str = ""
+    policy: PolicyDocument, now: datetime, *, part: Part, alias: str = "m", suffix: str = ""
 ) -> tuple[str, dict[str, Any]]:
     """One part of the filter for ``policy`` at ``now``: its SQL and its named parameters."""
     return policy_filter_sql(part, alias=alias, suffix=suffix), policy_params(
@@ -161,7 +161,7 @@ def compile_policy_filter(
 
 
 def policy_filter_expression(
-    policy: Mapping[str, Any], now: datetime, *, part: Part, model: type[Model]
+    policy: PolicyDocument, now: datetime, *, part: Part, model: type[Model]
 ) -> RawSQL:
     """One part of the filter as an ORM expression over ``model``'s table (the ORM composes
     positional parameters only, and names the base table by its own name)."""

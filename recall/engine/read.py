@@ -33,6 +33,7 @@ from django.db import connection, transaction
 
 from audit.models import EventType
 from audit.services import CHAIN_TIP_SQL, latest_payload_value_sql
+from policies.algebra import PolicyDocument
 from portal.db.cursors import PreparedStatement, prepared_statement
 from recall.engine.funnel_cache import (
     ACTOR,
@@ -140,7 +141,7 @@ LIMIT %(limit)s
 def memory_ranked(
     *,
     actor_pk: int,
-    policy: dict[str, Any],
+    policy: PolicyDocument,
     query_vector: Sequence[float],
     limit: int,
     eligible: int,
@@ -281,7 +282,7 @@ def recall_read(
     workload_id: uuid.UUID,
     environment: str,
     actor_id: str,
-    policy: dict[str, Any],
+    policy: PolicyDocument,
     query_vector: Sequence[float],
     limit: int,
     rejected_limit: int,
@@ -303,7 +304,7 @@ def recall_read_and_fill(
     workload_id: uuid.UUID,
     environment: str,
     actor_id: str,
-    policy: dict[str, Any],
+    policy: PolicyDocument,
     query_vector: Sequence[float],
     limit: int,
     rejected_limit: int,
@@ -326,7 +327,7 @@ def _recall(
     workload_id: uuid.UUID,
     environment: str,
     actor_id: str,
-    policy: dict[str, Any],
+    policy: PolicyDocument,
     query_vector: Sequence[float],
     limit: int,
     rejected_limit: int,

@@ -20,7 +20,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from audit.selectors import memory_injection_summary
-from policies.algebra import PolicyError
+from policies.algebra import PolicyDocument, PolicyError
 from policies.selectors import effective_policy_for
 from portal.errors import DomainError, ValidationFailed
 from portal.form_errors import add_domain_error
@@ -98,7 +98,7 @@ class RecallScope:
         self.workload = pick_workload(self.workloads, params.get("workload"))
         self.environment = pick_environment(self.environments, params.get("environment"))
         self.error = ""
-        self.policy: dict[str, Any] | None = None
+        self.policy: PolicyDocument | None = None
         if self.workload is not None:
             try:
                 self.policy = effective_policy_for(

@@ -6,7 +6,8 @@ One URL serves the whole page and, for htmx requests, only the fragment that cha
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
@@ -15,7 +16,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
 from policies import labels
-from policies.algebra import AXES, PolicyError
+from policies.algebra import AXES, PolicyDocument, PolicyError
 from policies.selectors import effective_policy_for, workspace_policy_current
 from portal.errors import DomainError
 from portal.form_errors import add_domain_error
@@ -24,6 +25,7 @@ from portal.models import Role, Workspace
 from portal.pages import PageAccess, workspace_page
 from recall import services
 from recall.compare import RecallOutcome, recall_compare
+from recall.envelope import Budget, Counts, Envelope
 from recall.forms.sandbox import SandboxForm
 from recall.page_selectors import (
     RecallPreview,
@@ -46,7 +48,8 @@ COMPARE_WIDTH = 560  # each side of the compare view's budget bars, in SVG user 
 
 
 # The envelope's hashes in the order the result shows them, with their names in words.
-FINGERPRINTS = (
+Fingerprint = Literal["effectivePolicyHash", "effectiveBudgetHash", "prefixFingerprint", "digest"]
+FINGERPRINTS: tuple[tuple[Fingerprint, str], ...] = (
     ("effectivePolicyHash", "Effective policy hash"),
     ("effectiveBudgetHash", "Effective budget hash"),
     ("prefixFingerprint", "Prefix fingerprint"),
@@ -183,7 +186,7 @@ def _sandbox_run(form: SandboxForm, access: PageAccess) -> dict[str, Any]:
                 None, " ".join([f"The draft override cannot be applied: {exc.message}", *said])
             )
         return {}
-    policy: dict[str, Any] | None = None
+    policy: PolicyDocument | None = None
     if envelope["diagnostics"]["verbosity"] == "full":  # only decisions show policy values
         policy = (
             previews[0].policy
@@ -202,8 +205,8 @@ def _sandbox_run(form: SandboxForm, access: PageAccess) -> dict[str, Any]:
 
 
 def _run_policy(
-    args: dict[str, Any], envelope: dict[str, Any], *, override: dict[str, Any] | None
-) -> dict[str, Any] | None:
+    args: dict[str, Any], envelope: Envelope, *, override: dict[str, Any] | None
+) -> PolicyDocument | None:
     """The effective policy a recall just ran under, read again (the envelope has only its
     hash; a decision's failing value needs the policy's side too). None if it has changed
     since: then no value is shown rather than a wrong one."""
@@ -225,11 +228,11 @@ def _override_rows(override: dict[str, Any]) -> list[tuple[str, str, str]]:
     ]
 
 
-def _funnel(counts: dict[str, int]) -> list[dict[str, Any]]:
+def _funnel(counts: Counts) -> list[dict[str, Any]]:
     return [{"key": key, "hint": hint, "n": counts.get(key, 0)} for key, hint in FUNNEL_STEPS]
 
 
-def _budget_rows(budget: dict[str, Any]) -> list[dict[str, Any]]:
+def _budget_rows(budget: Budget) -> list[dict[str, Any]]:
     return [
         {"kind": kind, **alloc, "summary": kind_summary(kind, alloc)}
         for kind, alloc in budget["perKind"].items()
@@ -237,11 +240,11 @@ def _budget_rows(budget: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _result_context(
-    envelope: dict[str, Any],
+    envelope: Envelope,
     event_id: int,
     workspace: Workspace,
     *,
-    policy: dict[str, Any] | None,
+    policy: PolicyDocument | None,
 ) -> dict[str, Any]:
     """``policy``: the effective policy the recall ran under (filtered rows show their failing
     value against it); None when the decisions are not shown."""
@@ -271,7 +274,7 @@ def _result_context(
 
 
 def _compare_context(
-    envelope: dict[str, Any],
+    envelope: Envelope,
     saved: RecallPreview,
     draft: RecallPreview,
     *,
@@ -297,7 +300,7 @@ def _compare_context(
     )
     # What each row shows of its memory: the envelope's view of it, else the draft's (whose
     # content may be shown: a memory listed from the draft side entered the draft context).
-    meta: dict[str, dict[str, Any]] = {
+    meta: dict[str, Mapping[str, Any]] = {
         entry["id"]: entry for entry in envelope["entries"] + envelope["truncatedRefs"]
     }
     for pk, row in draft.rows.items():

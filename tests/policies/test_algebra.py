@@ -21,6 +21,7 @@ from policies.algebra import (
     VERBOSITY_ORDER,
     VOCABULARIES,
     Axis,
+    PolicyDocument,
     PolicyError,
     apply_override,
     canonical_json,
@@ -28,6 +29,7 @@ from policies.algebra import (
     default_floor,
     diff_documents,
     effective_policy,
+    is_complete,
     narrow,
     narrow_settled,
     normalize_document,
@@ -128,6 +130,17 @@ class AxisRegistryTests:
             "dropOrder",
             "diagnosticsVerbosity",
         ]
+
+    def test_the_policy_document_type_has_one_key_per_axis_in_registry_order(self) -> None:
+        assert list(PolicyDocument.__annotations__) == list(AXES)
+        assert PolicyDocument.__required_keys__ == frozenset(AXES)
+
+    def test_a_document_is_complete_with_every_axis_in_order_and_nothing_else(self) -> None:
+        floor = default_floor()
+        assert is_complete(floor)
+        assert not is_complete({k: v for k, v in floor.items() if k != "pinned"})
+        assert not is_complete({**floor, "relaxableAxes": []})
+        assert not is_complete(dict(reversed(floor.items())))
 
     def test_it_splits_the_axes_into_recall_and_budget_groups(self) -> None:
         assert RECALL_AXES + BUDGET_AXES == tuple(AXES)

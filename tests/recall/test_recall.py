@@ -21,7 +21,18 @@ from policies import selectors as policy_selectors
 from policies.algebra import VOCABULARIES, default_floor
 from policies.models import Workload
 from policies.services import workload_policy_save, workspace_policy_save
-from recall.envelope import context_digest
+from recall.envelope import (
+    Budget,
+    Counts,
+    Diagnostics,
+    Entry,
+    Envelope,
+    KindBudget,
+    ReportedDecision,
+    TokenCounts,
+    TruncatedRef,
+    context_digest,
+)
 from recall.models import MemoryRecord
 from tests.helpers import error_of
 from tests.recall import factories
@@ -652,6 +663,46 @@ class EnvelopeTests:
             assert set(allocation) == {"reserved", "ceiling", "demand", "allocated", "used"}
         assert envelope["budget"]["usedTokens"] == sum(e["tokens"] for e in envelope["entries"])
         assert envelope["tokenCounts"]["used"] == envelope["budget"]["usedTokens"]
+
+    @pytest.mark.parametrize("verbosity", ["none", "full"])
+    def test_the_envelope_sends_the_keys_of_its_type_in_their_order(
+        self, editor, workload_a, verbosity
+    ):
+        # The types in recall.envelope describe the JSON key for key, in the order it is sent.
+        def keys(typed: Any) -> list[str]:
+            return list(typed.__annotations__)
+
+        set_floor(
+            editor.workspace, perSegmentReservation={}, pinned=[], diagnosticsVerbosity=verbosity
+        )
+        set_workload(workload_a, totalTokenBudget=40)
+        factories.memories(
+            editor.workspace,
+            # 12 tokens apiece: three fit in 40, and the 4 left over keep a truncated ref.
+            *({"content": f"release summary preferences, memory number {n:02d}..."}
+              for n in range(5)),
+            {"content": "release summary preferences, restricted", "sensitivity": "restricted"},
+        )  # fmt: skip
+
+        envelope = recall(editor, workload_a)
+
+        assert list(envelope) == keys(Envelope)
+        assert [list(entry) for entry in envelope["entries"]] == [keys(Entry)] * 3
+        assert [list(ref) for ref in envelope["truncatedRefs"]] == [keys(TruncatedRef)]
+        assert list(envelope["budget"]) == keys(Budget)
+        for allocation in envelope["budget"]["perKind"].values():
+            assert list(allocation) == keys(KindBudget)
+        assert list(envelope["tokenCounts"]) == keys(TokenCounts)
+        diagnostics = envelope["diagnostics"]
+        assert list(diagnostics["counts"]) == keys(Counts)
+        if verbosity == "none":  # the keys marked NotRequired are left out
+            assert list(diagnostics) == ["verbosity", "counts", "decisions"]
+            assert diagnostics["decisions"] == []
+        else:
+            assert list(diagnostics) == keys(Diagnostics)
+            ranked, rejected = diagnostics["decisions"][:-1], diagnostics["decisions"][-1]
+            assert [list(d) for d in ranked] == [keys(ReportedDecision)] * 5
+            assert list(rejected) == ["id", "code"]
 
     def test_the_digest_covers_the_entries_in_order(self, editor, workload_a, ranked):
         envelope = recall(editor, workload_a)
