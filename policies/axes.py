@@ -1,0 +1,153 @@
+"""The policy axes: the registry every other part is driven by (plain Python).
+
+Each axis has a name (the API's), a group (recall or budget), a kind (how it is written,
+narrowed and shown) and, for labelled axes, its vocabulary. ``PolicyDocument`` is a complete
+document: one key per axis, in registry order. ``policies.algebra`` narrows, overrides and
+hashes documents; ``policies.axis_fields`` turns an axis into form inputs; the recall
+engine's SQL checks the recall axes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TypedDict, TypeGuard
+
+
+@dataclass(frozen=True)
+class Axis:
+    name: str
+    group: str
+    kind: str
+    vocabulary: str | None
+    description: str
+
+
+_AXIS_LIST: tuple[Axis, ...] = (
+    Axis(
+        "memoryTypeAllowed", "recall", "set", "memoryType", "Memory types that recall may return."
+    ),
+    Axis(
+        "sourceKindAllowed",
+        "recall",
+        "set",
+        "sourceKind",
+        "Sources a recalled memory may come from.",
+    ),
+    Axis(
+        "confirmationStatusAllowed",
+        "recall",
+        "set",
+        "confirmationStatus",
+        "Confirmation statuses a recalled memory may have.",
+    ),
+    Axis(
+        "consentPolicyAllowed",
+        "recall",
+        "set",
+        "consentPolicy",
+        "Consent bases under which a memory may be recalled.",
+    ),
+    Axis(
+        "confidenceMin",
+        "recall",
+        "min_number",
+        None,
+        "Lowest confidence (0 to 1) a recalled memory may have.",
+    ),
+    Axis(
+        "sensitivityCeiling",
+        "recall",
+        "ordered_max",
+        "sensitivity",
+        "Most sensitive level a recalled memory may carry.",
+    ),
+    Axis(
+        "maxAgeSeconds",
+        "recall",
+        "max_age",
+        None,
+        "Oldest a recalled memory may be, in seconds; null means no limit.",
+    ),
+    Axis(
+        "totalTokenBudget",
+        "budget",
+        "max_int",
+        None,
+        "Total tokens the assembled context may use.",
+    ),
+    Axis(
+        "perSegmentCeiling",
+        "budget",
+        "ceiling_map",
+        "segmentKind",
+        "Most tokens each segment kind may use; a kind left out has no cap.",
+    ),
+    Axis(
+        "perSegmentReservation",
+        "budget",
+        "reservation_map",
+        "segmentKind",
+        "Tokens set aside for each segment kind; a kind left out reserves none.",
+    ),
+    Axis(
+        "forbiddenSegmentKinds",
+        "budget",
+        "superset",
+        "segmentKind",
+        "Segment kinds never placed in the context.",
+    ),
+    Axis(
+        "pinned",
+        "budget",
+        "superset",
+        "segmentKind",
+        "Segment kinds never dropped when the budget is tight.",
+    ),
+    Axis(
+        "dropOrder",
+        "budget",
+        "ordered_list",
+        "segmentKind",
+        "Order in which segment kinds are trimmed when over budget.",
+    ),
+    Axis(
+        "diagnosticsVerbosity",
+        "budget",
+        "ordered_max",
+        "diagnosticsVerbosity",
+        "How much budget-planning detail is reported: none, summary or full.",
+    ),
+)
+
+AXES: dict[str, Axis] = {axis.name: axis for axis in _AXIS_LIST}
+RECALL_AXES: tuple[str, ...] = tuple(a.name for a in _AXIS_LIST if a.group == "recall")
+BUDGET_AXES: tuple[str, ...] = tuple(a.name for a in _AXIS_LIST if a.group == "budget")
+
+
+class PolicyDocument(TypedDict):
+    """A complete policy (a floor, an effective policy) in normalized form: every axis, in
+    registry order. A workload policy or an override may leave axes out: a plain dict."""
+
+    memoryTypeAllowed: list[str]
+    sourceKindAllowed: list[str]
+    confirmationStatusAllowed: list[str]
+    consentPolicyAllowed: list[str]
+    confidenceMin: float
+    sensitivityCeiling: str
+    maxAgeSeconds: int | None
+    totalTokenBudget: int
+    perSegmentCeiling: dict[str, int]
+    perSegmentReservation: dict[str, int]
+    forbiddenSegmentKinds: list[str]
+    pinned: list[str]
+    dropOrder: list[str]
+    diagnosticsVerbosity: str
+
+
+assert list(PolicyDocument.__annotations__) == list(AXES), "one key per axis, in registry order"
+
+
+def is_complete(doc: Mapping[str, object]) -> TypeGuard[PolicyDocument]:
+    """Every axis and nothing else, in registry order (the values as the normalizers give)."""
+    return list(doc) == list(AXES)
