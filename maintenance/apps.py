@@ -11,5 +11,6 @@ class MaintenanceConfig(AppConfig):
 
     def ready(self) -> None:
         # Registrations with the floors below: the memory page's panels, erasure's archives,
-        # the audit pages' presenters of maintenance's events.
-        from maintenance import erasure, events, panels  # noqa: F401
+        # the audit pages' presenters of maintenance's events; its tasks, which services
+        # enqueue by name.
+        from maintenance import erasure, events, panels, tasks  # noqa: F401

@@ -221,9 +221,7 @@ def maintenance_start(
 
 
 def _send(run: MaintenanceRun) -> None:
-    from maintenance.tasks import run_process
-
-    enqueue(run_process, run.pk)
+    enqueue("maintenance.run", run.pk)
 
 
 def _fail_unsent(run: MaintenanceRun) -> None:

@@ -58,8 +58,10 @@ def eager() -> bool:
     return bool(app.conf.task_always_eager)
 
 
-def enqueue(task: Task, *args: Any, deferred: str | None = None) -> None:
-    """Run ``task(*args)`` for the data the current transaction writes.
+def enqueue(name: str, *args: Any, deferred: str | None = None) -> None:
+    """Run the task registered as ``name`` with ``args``, for the data the current
+    transaction writes. By name, so that a service need not import its app's tasks module
+    (which imports the services: tasks are thin).
 
     With a broker, the task is sent once the transaction commits: a worker must never look
     for rows that are not committed yet, and a write that rolls back sends nothing. Without
@@ -73,6 +75,7 @@ def enqueue(task: Task, *args: Any, deferred: str | None = None) -> None:
     anyway, ``deferred`` says which: the unsent task is then logged, not raised, so the
     request that saved the data answers as saved and a client's retry writes nothing twice.
     """
+    task = app.tasks[name]
     if eager():
         task.apply(args=args, throw=True)
     else:

@@ -14,5 +14,6 @@ class RecallConfig(AppConfig):
         from recall.engine.impact import memory_policy_impact
 
         impact_counter_register(memory_policy_impact)
-        # The audit pages show recall's events through recall's presenters.
-        from recall import events  # noqa: F401
+        # The audit pages show recall's events through recall's presenters; its tasks are
+        # registered with the Celery app, which services enqueue by name.
+        from recall import events, tasks  # noqa: F401

@@ -132,14 +132,14 @@ def memories_embed_later(rows: Sequence[MemoryRecord]) -> None:
     In eager mode the job has run when this returns, so the rows are refreshed with the
     model that embedded them.
     """
-    from recall.tasks import embed_memories
-
     ids = [row.pk for row in rows]
     if not ids:
         return
     # An unreachable queue does not fail the write: the memories stay pending, and the
     # reembed sweep embeds them (a client's retry must not save them twice).
-    enqueue(embed_memories, ids, deferred="the reembed sweep embeds the memories left pending")
+    enqueue(
+        "recall.embed_memories", ids, deferred="the reembed sweep embeds the memories left pending"
+    )
     if eager():
         models = dict(MemoryRecord.objects.filter(pk__in=ids).values_list("pk", "embedding_model"))
         for row in rows:
