@@ -7,7 +7,7 @@ from typing import Any
 from django.db import connection
 from rest_framework import authentication, exceptions
 
-from portal.db.cursors import prepared_cursor
+from portal.db.cursors import prepared_statement
 from portal.db.scope import SETTING
 from portal.models import TOKEN_PREFIX, ApiToken, Workspace, hash_token
 
@@ -30,12 +30,15 @@ class TokenUser:
 
 # The same statement scopes the connection to the token's workspace (portal/db/scope.py):
 # row-level security then hides every other workspace's rows from the rest of the call.
-_TOKEN_SQL = f"""
+_TOKEN_SQL = prepared_statement(
+    "portal.token",
+    f"""
 SELECT t.id, t.name, t.role, t.prefix, t.created_at, w.id, w.slug, w.name, w.created_at,
     w.store_queries, w.recall_rate_per_minute, set_config('{SETTING}', w.id::text, false)
 FROM {ApiToken._meta.db_table} t JOIN {Workspace._meta.db_table} w ON w.id = t.workspace_id
 WHERE t.key_hash = %s AND t.revoked_at IS NULL
-"""
+""",
+)
 
 
 def token_lookup(key_hash: str) -> ApiToken | None:
@@ -44,9 +47,7 @@ def token_lookup(key_hash: str) -> ApiToken | None:
     Raw SQL on purpose: every API call pays for this lookup, and the ORM's per-query overhead
     is several times the round trip here.
     """
-    with prepared_cursor() as cursor:
-        cursor.execute(_TOKEN_SQL, [key_hash])
-        row = cursor.fetchone()
+    row = _TOKEN_SQL.fetchone([key_hash])
     if row is None:
         return None
     token_id, name, role, prefix, created, ws_id, slug, ws_name, ws_created, store, rate, _ = row
