@@ -45,6 +45,7 @@ def parse_jsonl_lines(
     items: list[dict[str, Any]] = []
     errors: list[LineError] = []
     numbered = [(n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
+    objects: list[tuple[int, dict[str, Any]]] = []
     for number, line in numbered:
         try:
             obj = json.loads(line)
@@ -56,11 +57,13 @@ def parse_jsonl_lines(
         if not isinstance(obj, dict):
             errors.append(LineError(number, "line", "Each line must be one JSON object."))
             continue
-        serializer = serializer_class(data=obj)
-        if serializer.is_valid():
-            items.append(serializer.to_model_fields())
-        else:
-            for name, messages in serializer.errors.items():
-                text_messages = messages if isinstance(messages, list) else [messages]
-                errors.append(LineError(number, name, " ".join(str(m) for m in text_messages)))
+        objects.append((number, obj))
+    checked = serializer_class.check_each(obj for _, obj in objects)
+    for (number, _), (fields, problems) in zip(objects, checked, strict=True):
+        if fields is not None:
+            items.append(fields)
+        for name, messages in problems.items():
+            text_messages = messages if isinstance(messages, list) else [messages]
+            errors.append(LineError(number, name, " ".join(str(m) for m in text_messages)))
+    errors.sort(key=lambda error: error.line)
     return items, errors

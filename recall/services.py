@@ -118,12 +118,16 @@ def memory_create_many(
 
 EMBED_BATCH = 100
 
-_EMBED_SQL = (
-    f"UPDATE {MemoryRecord._meta.db_table} SET embedding = %s::vector, embedding_model = %s"
-    # Written only if the content is still the one embedded: an edit made meanwhile has
-    # queued its own job, whose vector must not be overwritten by this older one.
-    " WHERE id = %s AND content = %s AND embedding_model IS DISTINCT FROM %s"
-)
+# One statement per batch of rows. Written only where the content is still the one embedded:
+# an edit made meanwhile has queued its own job, whose vector this older one must not
+# overwrite.
+_EMBED_SQL = f"""
+UPDATE {MemoryRecord._meta.db_table} m
+SET embedding = v.embedding::vector, embedding_model = %(model)s
+FROM unnest(%(ids)s::bigint[], %(contents)s::text[], %(vectors)s::text[])
+    AS v(id, content, embedding)
+WHERE m.id = v.id AND m.content = v.content AND m.embedding_model IS DISTINCT FROM %(model)s
+"""
 
 
 def memories_embed_later(rows: Sequence[MemoryRecord]) -> None:
@@ -150,8 +154,8 @@ def memory_embed(*, ids: Sequence[int]) -> int:
     """Embed, with the configured embedder, those of ``ids`` it has not embedded; idempotent.
 
     Rows are read, embedded outside any transaction (a semantic model takes its time), then
-    written one statement each, guarded so that only the content that was embedded gets its
-    vector. Returns how many rows were written.
+    written one statement per batch, guarded so that only the content that was embedded gets
+    its vector. Returns how many rows were written.
     """
     model = embedder().model_name
     written = 0
@@ -166,9 +170,16 @@ def memory_embed(*, ids: Sequence[int]) -> int:
             continue
         vectors = embedder().embed([content for _, content in rows])
         with transaction.atomic(), connection.cursor() as cursor:
-            for (pk, content), vector in zip(rows, vectors, strict=True):
-                cursor.execute(_EMBED_SQL, [vector_literal(vector), model, pk, content, model])
-                written += cursor.rowcount
+            cursor.execute(
+                _EMBED_SQL,
+                {
+                    "model": model,
+                    "ids": [pk for pk, _ in rows],
+                    "contents": [content for _, content in rows],
+                    "vectors": [vector_literal(vector) for vector in vectors],
+                },
+            )
+            written += cursor.rowcount
     return written
 
 

@@ -80,14 +80,17 @@ def _validate_batch(data: Any) -> list[dict[str, Any]]:
         raise ValidationFailed({"body": 'Send one memory object or {"memories": [...]}.'})
     valid: list[dict[str, Any]] = []
     errors: dict[str, Any] = {}
+    objects = [item for item in items if isinstance(item, dict)]
+    checked = iter(MemoryInputSerializer.check_each(objects))
     for index, item in enumerate(items):
-        serializer = MemoryInputSerializer(data=item)
         if not isinstance(item, dict):
             errors[str(index)] = {"item": "Each memory must be a JSON object."}
-        elif serializer.is_valid():
-            valid.append(serializer.to_model_fields())
+            continue
+        fields, problems = next(checked)
+        if fields is not None:
+            valid.append(fields)
         else:
-            errors[str(index)] = {k: " ".join(map(str, v)) for k, v in serializer.errors.items()}
+            errors[str(index)] = {k: " ".join(map(str, v)) for k, v in problems.items()}
     if errors:
         if len(items) == 1 and "memories" not in data:
             raise ValidationFailed(errors["0"], "The memory is not valid; nothing was saved.")
