@@ -5,7 +5,8 @@ The list, its htmx fragment and both exports read through ``audit.selectors.audi
 
 The event page shows what an event is about first, in the words of the app that recorded it
 (its presenter, ``audit.presenters``: a policy's change, a recall's request, a run's counts);
-the hashes come after, and the chain links last, folded. These pages know no app above audit.
+the hashes come after, and the chain links last, folded. These pages import no app above
+audit; they link to other apps' pages by URL name only.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ from maintenance.models import MaintenanceItem
 from maintenance.selectors import memory_lifecycle
 from portal.pages import PageAccess, Panel, panel_register
 from recall.models import MemoryRecord
-from recall.views.memories import MEMORY_AFTER, MEMORY_SIDE
+from recall.views import MEMORY_AFTER, MEMORY_SIDE
 
 
 @panel_register(MEMORY_SIDE)

@@ -21,14 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeGuard
 
 from policies import conflicts
-
-# Re-exported: callers read the registry as ``algebra.AXES`` and so on.
-from policies.axes import AXES as AXES
-from policies.axes import BUDGET_AXES as BUDGET_AXES
-from policies.axes import RECALL_AXES as RECALL_AXES
-from policies.axes import Axis as Axis
-from policies.axes import PolicyDocument as PolicyDocument
-from policies.axes import is_complete as is_complete
+from policies.axes import AXES, BUDGET_AXES, RECALL_AXES, Axis, PolicyDocument, is_complete
 from policies.conflicts import Conflict
 
 # Re-exported: callers read the vocabularies as ``algebra.SEGMENT_KINDS`` and so on.

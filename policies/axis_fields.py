@@ -1,6 +1,6 @@
 """Policy axes as HTML inputs, for every form that edits them (plain Python, no Django).
 
-The algebra's axis registry (``algebra.AXES``) drives it, so a new axis shows up in every form
+The algebra's axis registry (``AXES``) drives it, so a new axis shows up in every form
 without template changes. Each axis kind has a widget; the widget decides the names of the
 axis's inputs, what they show (the axis's value, or what was submitted) and how the submitted
 strings become a JSON-like value. Parsing only turns strings into values (numbers, lists,
@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any, Protocol
 
-from policies.algebra import MAX_AGE_SECONDS, SEGMENT_KINDS, VOCABULARIES, Axis
+from policies.algebra import MAX_AGE_SECONDS, SEGMENT_KINDS, VOCABULARIES
+from policies.axes import Axis
 from policies.labels import DURATION_UNITS, axis_hint, axis_label, axis_value, value_label
 
 POSITION_NAMES = ("1st", "2nd", "3rd", "4th", "5th", "6th")

@@ -51,12 +51,10 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from policies.axes import PolicyDocument
 from policies.vocabulary import SEGMENT_KINDS
-
-if TYPE_CHECKING:  # the algebra imports this module: the type only, for the checker
-    from policies.algebra import PolicyDocument
 
 FLOOR_FORBIDS_PINNED_KIND = "FLOOR_FORBIDS_PINNED_KIND"
 FLOOR_PINS_FORBIDDEN_KIND = "FLOOR_PINS_FORBIDDEN_KIND"

@@ -28,10 +28,11 @@ from audit.presenters import (
     quoted,
 )
 from policies import algebra, labels
+from policies.axes import AXES
 from policies.forms import DiffRow, diff_rows
 
 # A policy's diff, the CSV's changed names and the list's summaries read in the algebra's order.
-changed_order_register(algebra.AXES)
+changed_order_register(AXES)
 
 presenter_register(
     {

@@ -15,14 +15,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from policies.algebra import (
-    AXES,
     DOCUMENT_FIELD,
     RELAXABLE_KEY,
     WORKLOAD_RELAXES_OPERATOR_FLOOR,
-    Axis,
     PolicyError,
 )
-from policies.algebra import floor_document as floor_document  # re-exported for the views
+from policies.axes import AXES, Axis
 from policies.axis_fields import POLICY_INPUTS, BoundAxis, bind_axis, parse_axes
 from policies.labels import axis_label, axis_value
 from policies.services import change_comment

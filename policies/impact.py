@@ -14,13 +14,14 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from policies import algebra
+from policies.axes import PolicyDocument
 from policies.conflicts import Conflict
 from policies.models import Workload, WorkloadPolicyVersion, WorkspacePolicyVersion
 from policies.selectors import workload_compliance, workspace_policy_current
 from portal.models import Workspace
 
 # (current policy, proposed policy)
-Pairs = list[tuple[algebra.PolicyDocument, algebra.PolicyDocument]]
+Pairs = list[tuple[PolicyDocument, PolicyDocument]]
 
 
 class ImpactCounter(Protocol):

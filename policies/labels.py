@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from policies.algebra import AXES, VOCABULARIES
+from policies.algebra import VOCABULARIES
+from policies.axes import AXES
 
 AXIS_LABELS: dict[str, str] = {
     "memoryTypeAllowed": "Memory types allowed",

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from policies import algebra
+from policies.axes import PolicyDocument
 from policies.conflicts import Conflict
 from policies.models import Workload, WorkloadPolicyVersion, WorkspacePolicyVersion
 from portal.access import Caller, scoped_get
@@ -48,7 +49,7 @@ def environment_check(*, workspace: Workspace, environment: str | None) -> str:
 
 @dataclass(frozen=True)
 class EffectivePolicy:
-    policy: algebra.PolicyDocument
+    policy: PolicyDocument
     policy_hash: str
     budget_hash: str
     compliant: bool
@@ -90,7 +91,7 @@ LEFT JOIN LATERAL (
 )
 
 _EFFECTIVE_CACHE_SIZE = 2048
-_Effective = tuple[algebra.PolicyDocument, str, str, list[str], tuple[Conflict, ...]]
+_Effective = tuple[PolicyDocument, str, str, list[str], tuple[Conflict, ...]]
 _effective_cache: dict[tuple[int, int | None, str], _Effective] = {}
 
 

@@ -96,12 +96,3 @@ def add_domain_error(
     if not placed and fallback:
         form.add_error(None, _domain(exc).message)
     return [error for error in errors if error.field is None]
-
-
-def add_path_errors(
-    form: forms.BaseForm, errors: Mapping[str, str], *, aliases: Mapping[str, str] | None = None
-) -> None:
-    """Errors a pure module keys by path (``{"history[2].content": message}``), each next to
-    the field of its path's head, or on the form as a whole; each message names its path."""
-    for error in place_errors(errors.items(), fields=form.fields, aliases=aliases):
-        form.add_error(error.field, error.named_message)

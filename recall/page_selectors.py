@@ -21,7 +21,7 @@ from django.db.models.functions import Concat
 from django.utils import timezone
 
 from policies import labels
-from policies.algebra import PolicyDocument
+from policies.axes import PolicyDocument
 from policies.models import Workload
 from portal.models import Workspace
 from recall.engine.policy_filter import POLICY_CODES, policy_filter_expression

@@ -16,7 +16,7 @@ from typing import Any
 from django.utils import timezone
 
 from audit.models import AuditEvent, EventType
-from policies.algebra import PolicyDocument
+from policies.axes import PolicyDocument
 from policies.models import Workload
 from policies.selectors import effective_policy_for
 from portal.errors import ConflictError, DomainError, NotFoundError, ValidationFailed

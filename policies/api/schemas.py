@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from policies.algebra import AXES, MAX_AGE_SECONDS, MAX_TOKENS, RELAXABLE_KEY, Axis
+from policies.algebra import MAX_AGE_SECONDS, MAX_TOKENS, RELAXABLE_KEY
+from policies.axes import AXES, Axis
 from policies.services import COMMENT_MAX
 from policies.vocabulary import SEGMENT_KINDS, VOCABULARIES
 from portal.api.versioning import BASE_VERSION_SCHEMA

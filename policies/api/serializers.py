@@ -5,7 +5,8 @@ from typing import Any
 from rest_framework import serializers
 
 from policies import conflicts
-from policies.algebra import AXES, SEGMENT_KINDS
+from policies.algebra import SEGMENT_KINDS
+from policies.axes import AXES
 from policies.models import Workload, WorkloadPolicyVersion, WorkspacePolicyVersion
 from portal.api.fields import (
     StrictBooleanField,

@@ -23,6 +23,7 @@ from policies.api.serializers import (
     WorkspaceSerializer,
     WorkspaceUpdateSerializer,
 )
+from policies.axes import AXES
 from policies.models import Workload, WorkloadPolicyVersion
 from policies.selectors import (
     effective_policy_for,
@@ -401,7 +402,7 @@ class PolicyAxesView(ApiView):
                         else None,
                         "description": axis.description,
                     }
-                    for axis in algebra.AXES.values()
+                    for axis in AXES.values()
                 ]
             }
         )

@@ -15,9 +15,9 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
 from policies import algebra, services
+from policies.algebra import floor_document
 from policies.forms import (
     PolicyForm,
-    floor_document,
 )
 from policies.impact import floor_change_impact
 from policies.models import (

@@ -16,11 +16,11 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from policies import algebra, services
+from policies.algebra import floor_document
 from policies.forms import (
     BASE_VERSION_FIELD,
     diff_rows,
     domain_error_lines,
-    floor_document,
 )
 from policies.models import (
     PolicyVersionBase,

@@ -3,7 +3,7 @@
 State only: the tables keep their names (``policies_workspace``, ``policies_environment``),
 their rows, constraints and row-level security; only Django's idea of which app owns the
 models changes. The foreign keys of every app are re-pointed in their own migrations, and
-``policies.0006`` forgets the old models once none refers to them.
+``policies.0005`` forgets the old models once none refers to them.
 """
 
 import django.core.validators

@@ -1,4 +1,4 @@
-"""The recall engine: the only home of recall's raw SQL.
+"""The recall engine: the only home of the SQL that decides and ranks what a recall returns.
 
 * ``policy_filter``: the recall filter (the fail-closed rules, the embedded rule and every
   policy axis), written once as templates and compiled for each caller: the hot path's

@@ -15,6 +15,7 @@ from typing import Any
 from django.db import connection
 
 from policies import algebra
+from policies.axes import PolicyDocument
 from policies.impact import Pairs
 from portal.canonical import canonical_json
 from portal.models import Workspace
@@ -43,7 +44,7 @@ def memory_policy_impact(
     # the rules no policy changes bind ``now`` and ``model`` alone: any policy's values do
     params: dict[str, Any] = {"workspace": workspace.pk, **policy_params(pairs[0][0], now)}
 
-    def position(policy: algebra.PolicyDocument) -> int:
+    def position(policy: PolicyDocument) -> int:
         """The policy's 1-based position in the ``ok`` array (SQL arrays start at 1)."""
         key = canonical_json(algebra.canonical_policy(policy))
         if key not in index:

@@ -26,7 +26,7 @@ from django.db import connection
 from django.db.models import BooleanField, CharField, Field, Model
 from django.db.models.expressions import RawSQL
 
-from policies.algebra import PolicyDocument
+from policies.axes import PolicyDocument
 from policies.vocabulary import SEGMENT_KINDS, SENSITIVITY_ORDER
 from recall.runtime import embedder
 

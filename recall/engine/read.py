@@ -33,7 +33,7 @@ from django.db import connection, transaction
 
 from audit.models import EventType
 from audit.services import CHAIN_TIP_SQL, latest_payload_value_sql
-from policies.algebra import PolicyDocument
+from policies.axes import PolicyDocument
 from portal.db.cursors import PreparedStatement, prepared_statement
 from recall.engine.funnel_cache import (
     ACTOR,

@@ -14,7 +14,7 @@ from typing import Any
 from django import forms
 from django.http import QueryDict
 
-from policies.algebra import AXES
+from policies.axes import AXES
 from policies.axis_fields import OVERRIDE_INPUTS, BoundAxis, bind_axis, parse_axes
 from policies.labels import axis_value
 from policies.models import Workload

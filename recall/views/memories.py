@@ -20,7 +20,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from audit.selectors import memory_injection_summary
-from policies.algebra import PolicyDocument, PolicyError
+from policies.algebra import PolicyError
+from policies.axes import PolicyDocument
 from policies.selectors import effective_policy_for
 from portal.errors import DomainError, ValidationFailed
 from portal.form_errors import add_domain_error
@@ -38,6 +39,7 @@ from recall.page_selectors import (
     recall_reason,
 )
 from recall.selectors import actor_lookup
+from recall.views import MEMORY_AFTER, MEMORY_SIDE
 from recall.views.picks import (
     UNPROCESSABLE,
     environment_slugs,
@@ -47,9 +49,6 @@ from recall.views.picks import (
 )
 
 PAGE_SIZE = 25
-# Where the memory page takes panels of other apps (portal.pages.panel_register).
-MEMORY_SIDE = "recall.memory.side"
-MEMORY_AFTER = "recall.memory.after"
 
 
 # --- memory browser ----------------------------------------------------------------------------

@@ -16,7 +16,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
 from policies import labels
-from policies.algebra import AXES, PolicyDocument, PolicyError
+from policies.algebra import PolicyError
+from policies.axes import AXES, PolicyDocument
 from policies.selectors import effective_policy_for, workspace_policy_current
 from portal.errors import DomainError
 from portal.form_errors import add_domain_error
