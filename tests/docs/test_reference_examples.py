@@ -160,7 +160,8 @@ class ReferenceExampleTests:
 
 def check_budget_axes(document: dict[str, Any]) -> None:
     """The budget shape shown is exactly the default floor's budget axes, and a valid policy."""
-    from policies.algebra import BUDGET_AXES, default_floor, normalize_document, validate_budget
+    from policies.algebra import default_floor, normalize_document, validate_budget
+    from policies.axes import BUDGET_AXES
 
     normalized = normalize_document(document, partial=True)
     floor = default_floor()

@@ -414,6 +414,21 @@ class MemoryPageTests:
         assert "Promotion score" in text and "of 0.7 needed" in text
         assert "Turns stale" in text
 
+    def test_the_memory_page_lists_the_runs_that_changed_it_and_not_previews(
+        self, viewer, workspace_a, expired
+    ):
+        page_url = reverse("recall:memory", args=["team-a", expired[0]])
+        client = client_for(viewer)
+        preview(workspace_a, "expiry")
+        assert "Maintenance runs that touched it" not in client.get(page_url).content.decode()
+        run = services.maintenance_start(
+            workspace=workspace_a, sweep="expiry", mode="execute", author="user:olga"
+        )
+        assert run.status == "succeeded", run.error
+        html = client.get(page_url).content.decode()
+        assert "Maintenance runs that touched it" in html
+        assert f'href="{url("run", run.pk)}">expiry run #{run.pk}</a>' in html
+
 
 class OutsiderTests:
     def test_every_maintenance_page_of_another_workspace_is_not_found(

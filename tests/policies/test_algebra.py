@@ -13,15 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from policies.algebra import (
-    AXES,
-    BUDGET_AXES,
-    RECALL_AXES,
     SEGMENT_KINDS,
     SENSITIVITY_ORDER,
     VERBOSITY_ORDER,
     VOCABULARIES,
-    Axis,
-    PolicyDocument,
     PolicyError,
     apply_override,
     canonical_json,
@@ -29,7 +24,6 @@ from policies.algebra import (
     default_floor,
     diff_documents,
     effective_policy,
-    is_complete,
     narrow,
     narrow_settled,
     normalize_document,
@@ -39,6 +33,7 @@ from policies.algebra import (
     validate_budget,
     validate_workload,
 )
+from policies.axes import AXES, BUDGET_AXES, RECALL_AXES, Axis, PolicyDocument, is_complete
 
 Policy = dict[str, Any]
 

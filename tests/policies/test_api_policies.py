@@ -11,6 +11,7 @@ from django.db import connection
 
 from audit.models import AuditEvent, EventType
 from policies import algebra
+from policies.axes import AXES
 from policies.models import WorkloadPolicyVersion
 from policies.services import workload_policy_save, workspace_policy_save
 from portal.models import Environment
@@ -441,7 +442,7 @@ class EffectivePolicyTests:
 
         body = viewer.api().get(effective_url(workload_a)).json()
 
-        assert set(body["policy"]) == set(algebra.AXES)
+        assert set(body["policy"]) == set(AXES)
         assert body["policy"]["sensitivityCeiling"] == "internal"
         assert body["policy"]["totalTokenBudget"] == 3000
         assert HEX64.match(body["effectivePolicyHash"])

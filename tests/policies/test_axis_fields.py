@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 from django.http import QueryDict
 
-from policies.algebra import AXES, default_floor
+from policies.algebra import default_floor
+from policies.axes import AXES
 from policies.axis_fields import (
     OVERRIDE_INPUTS,
     POLICY_INPUTS,

@@ -16,8 +16,6 @@ from hypothesis import strategies as st
 
 from policies import conflicts
 from policies.algebra import (
-    AXES,
-    BUDGET_AXES,
     SEGMENT_KINDS,
     PolicyError,
     apply_override,
@@ -34,6 +32,7 @@ from policies.algebra import (
     validate_budget,
     validate_workload,
 )
+from policies.axes import AXES, BUDGET_AXES
 from recall.planner import BudgetPolicy, Candidate, plan_budget
 from tests.policies.test_algebra import floors, reshuffled, within
 

@@ -6,7 +6,7 @@ import pytest
 from django.template import Context, Template
 
 from policies import labels
-from policies.algebra import AXES
+from policies.axes import AXES
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from audit.models import AuditEvent, EventType
-from policies import algebra
+from policies.axes import AXES
 from policies.models import Workload, WorkloadPolicyVersion, WorkspacePolicyVersion
 from policies.selectors import workspace_policy_current
 from policies.services import workload_create, workload_policy_save, workspace_policy_save
@@ -31,7 +31,7 @@ def fast_password_hashing(settings):
 
 
 def _axis_fields(name: str, value: Any) -> dict[str, Any]:
-    kind = algebra.AXES[name].kind
+    kind = AXES[name].kind
     key = f"ax-{name}"
     if kind in {"set", "superset"}:
         return {key: list(value)}
@@ -52,7 +52,7 @@ def floor_post(document: dict[str, Any], relaxable: list[str] = (), **extra: Any
 
 def workload_post(document: dict[str, Any], **extra: Any) -> dict:
     data: dict[str, Any] = {"comment": ""}
-    for name in algebra.AXES:
+    for name in AXES:
         data[f"mode-{name}"] = "set" if name in document else "inherit"
     for name, value in document.items():
         data.update(_axis_fields(name, value))
@@ -107,7 +107,7 @@ class FloorPageTests:
 
     def test_every_axis_is_rendered_by_kind_with_a_relaxable_checkbox(self, operator):
         html = client_for(operator).get(floor_url()).content.decode()
-        for name in algebra.AXES:
+        for name in AXES:
             assert f'id="axis-{name}"' in html
             assert f'name="relaxable" value="{name}"' in html
         assert 'type="checkbox" name="ax-memoryTypeAllowed" value="fact" checked' in html

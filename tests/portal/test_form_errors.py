@@ -7,7 +7,7 @@ from django import forms
 
 from policies.algebra import PolicyError
 from portal.errors import DomainError, ValidationFailed, VersionConflict
-from portal.form_errors import FormError, add_domain_error, add_path_errors, form_errors
+from portal.form_errors import FormError, add_domain_error, form_errors
 
 
 class RequestForm(forms.Form):
@@ -79,18 +79,3 @@ class AddDomainErrorTests:
         unplaced = add_domain_error(form, ValidationFailed({"other": "x"}), fallback=False)
         assert form.errors == {}
         assert [e.named_message for e in unplaced] == ["other: x"]
-
-
-class AddPathErrorsTests:
-    def test_every_message_names_its_path_on_its_field_or_the_form(self) -> None:
-        form = bound()
-        add_path_errors(
-            form,
-            {"query": "Too long.", "prior_session_history[0]": "Empty.", "ratio": "Above 1."},
-            aliases={"prior_session_history": "actor"},
-        )
-        assert form.errors == {
-            "query": ["query: Too long."],
-            "actor": ["prior_session_history[0]: Empty."],
-            "__all__": ["ratio: Above 1."],
-        }

@@ -278,6 +278,34 @@ class SandboxPageTests:
         assert "Enter a value to override this axis." in block[: block.index("</fieldset>")]
         assert assembled_count(editor.workspace) == 0
 
+    @pytest.mark.parametrize(
+        ("axis", "raw", "message"),
+        [
+            # The sandbox words its axis errors as the floor and workload forms do (one axis
+            # input system, policies/axis_fields.py).
+            ("totalTokenBudget", "lots", "Enter a whole number."),
+            ("confidenceMin", "abc", "Enter a number between 0 and 1."),
+            ("maxAgeSeconds", "1.5", "Enter a whole number of seconds."),
+            ("maxAgeSeconds", "0", "Enter a duration above zero, or leave it empty for no limit."),
+        ],
+    )
+    def test_a_malformed_override_is_worded_as_on_the_policy_forms(
+        self, editor, workload_a, ada, axis, raw, message
+    ):
+        relaxable = ["totalTokenBudget", "confidenceMin", "maxAgeSeconds"]
+        set_floor(editor.workspace, diagnosticsVerbosity="full", relaxableAxes=relaxable)
+        form = recall_form(workload_a, **{f"override_{axis}": "on", f"axis_{axis}": raw})
+        html = client_for(editor).post("/w/team-a/sandbox/", form).content.decode()
+        block = html[html.index(f'id="axis-{axis}"') :]
+        assert message in block[: block.index("</fieldset>")]
+        assert assembled_count(editor.workspace) == 0
+
+    def test_an_axis_left_unticked_is_not_read(self, editor, workload_a, ada):
+        form = recall_form(workload_a, axis_totalTokenBudget="lots")  # typed, then not ticked
+        response = client_for(editor).post("/w/team-a/sandbox/", form)
+        assert response.status_code == 200
+        assert assembled_count(editor.workspace) == 1
+
     def test_an_unknown_actor_is_an_error_next_to_the_actor_field(self, editor, workload_a, ada):
         form = recall_form(workload_a, actor="user:nobody")
         html = client_for(editor).post("/w/team-a/sandbox/", form).content.decode()
