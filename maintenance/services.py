@@ -56,8 +56,11 @@ from portal.errors import DomainError, NotFoundError, ValidationFailed
 from portal.models import Workspace
 from portal.tasks import TRANSIENT_ERRORS, QueueUnavailable, enqueue
 from portal.versioning import versioned_save
+from recall.api.serializers import MemoryInputSerializer
+from recall.jsonl import parse_jsonl_lines
 from recall.models import MemoryRecord
 from recall.selectors import embedder_model
+from recall.services import memory_import
 
 logger = logging.getLogger(__name__)
 
@@ -675,10 +678,6 @@ def maintenance_archive_restore(*, run: MaintenanceRun, author: str) -> Restored
     Each part is checked against its SHA-256 first. Memories already back (a second
     restore) are left alone, so restoring twice restores once.
     """
-    from recall.api.serializers import MemoryInputSerializer
-    from recall.jsonl import parse_jsonl_lines
-    from recall.services import memory_import
-
     if run.sweep != "retention" or run.mode != Mode.EXECUTE:
         raise ValidationFailed({"run": "Only a retention execute has an archive to restore."})
     chunks = list(ArchiveChunk.objects.filter(run=run).order_by("seq"))
