@@ -16,29 +16,41 @@ through ordinary cursors are never prepared, so the setting does not reach them.
 
 The statements that run prepared are declared in one registry (:func:`prepared_statement`,
 listed by :func:`prepared_statements`), each under a name, by the module that owns its SQL.
+Each is converted once, when it is declared, to PostgreSQL's own placeholders (``$1``) and
+run on a raw cursor: psycopg would otherwise parse its ``%(name)s`` placeholders on every
+call, since it caches the parse of statements up to 4 KB only and the recall's read is 10 KB
+(0.13 ms a recall, measured on this machine).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import psycopg
 from django.db import connection
 from django.db.backends.postgresql.base import (  # type: ignore[attr-defined]
-    ServerBindingCursor,  # not in django-stubs 5.2
+    CursorMixin,  # not in django-stubs 5.2
+    ServerBindingCursor,
 )
 from django.db.backends.utils import CursorWrapper
 
 
+class _NativeCursor(CursorMixin, psycopg.RawCursor):
+    """Server-side binding with PostgreSQL's placeholders: psycopg parses nothing."""
+
+
 @contextmanager
-def prepared_cursor() -> Iterator[CursorWrapper]:
-    """Like ``connection.cursor()``, but binding server-side so statements can be prepared."""
+def prepared_cursor(*, native: bool = False) -> Iterator[CursorWrapper]:
+    """Like ``connection.cursor()``, but binding server-side so statements can be prepared;
+    ``native``: for statements written with PostgreSQL's placeholders (``$1``)."""
     # The ordinary cursor first: it runs Django's per-request connection health check and
     # thread check, and opens the connection if needed.
     with connection.cursor():
-        raw = ServerBindingCursor(connection.connection)
+        raw = (_NativeCursor if native else ServerBindingCursor)(connection.connection)
         wrapped = (
             connection.make_debug_cursor(raw)
             if connection.queries_logged
@@ -57,21 +69,57 @@ def generic_plans(sender: Any, connection: Any, **kwargs: Any) -> None:
 Params = Mapping[str, Any] | Sequence[Any]
 
 
+_PLACEHOLDER = re.compile(r"%\((\w+)\)s|%s|%%")
+
+
+def native_sql(sql: str) -> tuple[str, tuple[str, ...] | None]:
+    """``sql`` with PostgreSQL's placeholders instead of psycopg's, and the parameter names in
+    their order (``None`` when its placeholders are positional ``%s``); ``%%`` becomes ``%``."""
+    names: list[str] = []
+    positional = 0
+
+    def swap(match: re.Match[str]) -> str:
+        nonlocal positional
+        if match.group(0) == "%%":
+            return "%"
+        name = match.group(1)
+        if name is None:
+            positional += 1
+            return f"${positional}"
+        if name not in names:
+            names.append(name)
+        return f"${names.index(name) + 1}"
+
+    native = _PLACEHOLDER.sub(swap, sql)
+    if names and positional:
+        raise ValueError("a statement mixes named and positional placeholders")
+    return native, (tuple(names) if names else None)
+
+
 @dataclass(frozen=True)
 class PreparedStatement:
-    """A statement of the hot path, run on a server-binding cursor (``prepared_cursor``)."""
+    """A statement of the hot path, run prepared on a server-binding cursor; ``sql`` as written
+    (psycopg's placeholders), ``native`` converted once (PostgreSQL's)."""
 
     name: str
     sql: str
+    native: str
+    names: tuple[str, ...] | None
+
+    def _args(self, params: Params) -> tuple[Any, ...]:
+        if isinstance(params, Mapping):
+            assert self.names is not None, f"{self.name} takes positional parameters"
+            return tuple(params[name] for name in self.names)
+        return tuple(params)
 
     def fetchall(self, params: Params) -> list[tuple[Any, ...]]:
-        with prepared_cursor() as cursor:
-            cursor.execute(self.sql, params)
+        with prepared_cursor(native=True) as cursor:
+            cursor.execute(self.native, self._args(params))
             return cursor.fetchall()
 
     def fetchone(self, params: Params) -> tuple[Any, ...] | None:
-        with prepared_cursor() as cursor:
-            cursor.execute(self.sql, params)
+        with prepared_cursor(native=True) as cursor:
+            cursor.execute(self.native, self._args(params))
             return cursor.fetchone()
 
 
@@ -87,7 +135,8 @@ def prepared_statement(name: str, sql: str) -> PreparedStatement:
         if known.sql != sql:
             raise ValueError(f"prepared statement {name!r} is already declared with other SQL")
         return known
-    statement = _registry[name] = PreparedStatement(name, sql)
+    native, names = native_sql(sql)
+    statement = _registry[name] = PreparedStatement(name, sql, native, names)
     return statement
 
 
