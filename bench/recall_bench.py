@@ -539,7 +539,7 @@ def recall_at_k(
     from django.utils import timezone
 
     from recall.engine.policy_filter import policy_params
-    from recall.engine.read import EXACT_SQL, hnsw_nearest, recall_read_and_fill, vector_literal
+    from recall.engine.read import EXACT_SQL, hnsw_nearest, recall_read, vector_literal
     from recall.runtime import embedder
 
     now = timezone.now()
@@ -557,7 +557,7 @@ def recall_at_k(
         with connection.cursor() as cursor:
             cursor.execute(EXACT_SQL, params)
             truth = {row[0] for row in cursor.fetchall()}
-        endpoint = recall_read_and_fill(
+        endpoint = recall_read(fill_cache=True, 
             workspace_id=workspace_id, workload_id=workload_id, environment="prod",
             actor_id=actor_id, policy=policy, query_vector=vector, limit=k, rejected_limit=0,
             now=now,

@@ -28,7 +28,6 @@ from recall.engine.read import (
     RankedRow,
     RecallCandidates,
     recall_read,
-    recall_read_and_fill,
     vector_literal,
 )
 from recall.envelope import (
@@ -233,8 +232,7 @@ def recall_plan(
     now = timezone.now()
     if rejected_limit is None:
         rejected_limit = DECISIONS_MAX if policy["diagnosticsVerbosity"] == "full" else 0
-    read = recall_read_and_fill if fill_cache else recall_read
-    found = read(
+    found = recall_read(
         workspace_id=request.workspace.pk,
         workload_id=request.workload.id,
         environment=request.environment,
@@ -244,6 +242,7 @@ def recall_plan(
         limit=max(request.top_k * RERANK_POOL_FACTOR, RERANK_POOL_MIN),
         rejected_limit=rejected_limit,
         now=now,
+        fill_cache=fill_cache,
     )
     if found.actor_pk is None:
         # Nothing is recorded for an actor the workspace has never had (an erased one stays).

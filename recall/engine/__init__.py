@@ -6,8 +6,8 @@
 * ``funnel_cache``: ``FunnelCache``'s part of the recall statement, its limits, and the
   trigger SQL that keeps it honest (as the migrations installed it).
 * ``read``: the hot path's one read statement (funnel, cache, nearest rows) and the ranking
-  (exact or HNSW with a fallback); ``recall_read`` writes nothing, ``recall_read_and_fill``
-  also stores a large actor's funnel.
+  (exact or HNSW with a fallback); ``recall_read`` writes nothing unless asked to
+  ``fill_cache``, when it also stores a large actor's funnel.
 * ``impact``: what a proposed floor would take out of recall (registered with
   ``policies.impact`` at start-up: policies sits below recall and imports nothing from it).
 

@@ -16,7 +16,7 @@ The funnel (every memory's decision code, for the diagnostics counts) is one ind
 of the actor's rows; for actors with at least ``FUNNEL_CACHE_MIN`` memories its result is kept
 in ``FunnelCache`` and reused while it is provably current (``funnel_cache``). The statement
 comes in two variants, both prepared (``portal.db.cursors``): :func:`recall_read` writes
-nothing; :func:`recall_read_and_fill`, the recall endpoint's, also stores the funnel it
+nothing; with ``fill_cache`` (the recall endpoint's) it also stores the funnel it
 computed, in the same round trip.
 """
 
@@ -34,7 +34,7 @@ from django.db import connection, transaction
 from audit.models import EventType
 from audit.services import CHAIN_TIP_SQL, latest_payload_value_sql
 from policies.axes import PolicyDocument
-from portal.db.cursors import PreparedStatement, prepared_statement
+from portal.db.cursors import prepared_statement
 from recall.engine.funnel_cache import (
     ACTOR,
     FILL,
@@ -51,7 +51,7 @@ __all__ = [
     "EXACT_SEARCH_MAX", "EXACT_SQL", "FUNNEL_CACHE_MIN", "FUNNEL_CACHE_PER_ACTOR",
     "HNSW_EF_SEARCH", "HNSW_MAX_SCAN_TUPLES", "HNSW_SQL", "REJECTED_KEEP", "RECALL_READ",
     "RECALL_READ_AND_FILL", "Funnel", "RankedRow", "RecallCandidates", "hnsw_nearest",
-    "memory_ranked", "policy_params", "recall_read", "recall_read_and_fill", "vector_literal",
+    "memory_ranked", "policy_params", "recall_read", "vector_literal",
 ]  # fmt: skip
 
 EXACT_SEARCH_MAX = 20_000
@@ -287,52 +287,13 @@ def recall_read(
     limit: int,
     rejected_limit: int,
     now: datetime,
+    fill_cache: bool = False,
 ) -> RecallCandidates:
-    """Everything recall reads about the actor's memories, nearest rows included; writes
-    nothing (a cached funnel is used, never stored)."""
-    return _recall(
-        RECALL_READ,
-        workspace_id=workspace_id, workload_id=workload_id, environment=environment,
-        actor_id=actor_id, policy=policy, query_vector=query_vector, limit=limit,
-        rejected_limit=rejected_limit, now=now,
-    )  # fmt: skip
-
-
-def recall_read_and_fill(
-    *,
-    workspace_id: int,
-    workload_id: uuid.UUID,
-    environment: str,
-    actor_id: str,
-    policy: PolicyDocument,
-    query_vector: Sequence[float],
-    limit: int,
-    rejected_limit: int,
-    now: datetime,
-) -> RecallCandidates:
-    """:func:`recall_read`, and, in the same statement, a large actor's funnel stored in
-    ``FunnelCache`` when this read computed or extended it (the cache fill)."""
-    return _recall(
-        RECALL_READ_AND_FILL,
-        workspace_id=workspace_id, workload_id=workload_id, environment=environment,
-        actor_id=actor_id, policy=policy, query_vector=query_vector, limit=limit,
-        rejected_limit=rejected_limit, now=now,
-    )  # fmt: skip
-
-
-def _recall(
-    statement: PreparedStatement,
-    *,
-    workspace_id: int,
-    workload_id: uuid.UUID,
-    environment: str,
-    actor_id: str,
-    policy: PolicyDocument,
-    query_vector: Sequence[float],
-    limit: int,
-    rejected_limit: int,
-    now: datetime,
-) -> RecallCandidates:
+    """Everything recall reads about the actor's memories, nearest rows included. It writes
+    nothing (a cached funnel is used, never stored) unless ``fill_cache``: then, in the same
+    statement, a large actor's funnel is stored in ``FunnelCache`` when this read computed or
+    extended it (the recall endpoint's cache fill)."""
+    statement = RECALL_READ_AND_FILL if fill_cache else RECALL_READ
     kind, _, name = actor_id.partition(":")
     filters = policy_params(policy, now)
     params = {

@@ -132,8 +132,8 @@ class ReadsThatDoNotWriteTests:
 
     def candidates(self, workload: Any, *, fill: bool) -> read.RecallCandidates:
         policy = effective_policy_for(workload=workload, environment="prod").policy
-        function = read.recall_read_and_fill if fill else read.recall_read
-        return function(
+        return read.recall_read(
+            fill_cache=fill,
             workspace_id=workload.workspace_id, workload_id=workload.id, environment="prod",
             actor_id="user:ada", policy=policy, query_vector=embedder().embed([QUERY])[0],
             limit=30, rejected_limit=read.REJECTED_KEEP, now=timezone.now(),

@@ -72,7 +72,8 @@ def read(
     if not cache:
         selectors.FUNNEL_CACHE_MIN = 10**12
     try:
-        return selectors.recall_read_and_fill(
+        return selectors.recall_read(
+            fill_cache=True,
             workspace_id=workload.workspace_id,
             workload_id=workload.id,
             environment="prod",
@@ -158,7 +159,7 @@ class FunnelCacheTests:
     def test_an_actor_keeps_only_its_most_recent_funnels(self, strict, ada_rows):
         policy = effective_policy_for(workload=strict, environment="prod").policy
         for n in range(selectors.FUNNEL_CACHE_PER_ACTOR + 3):
-            selectors.recall_read_and_fill(
+            selectors.recall_read(fill_cache=True, 
                 workspace_id=strict.workspace_id, workload_id=strict.id, environment="prod",
                 actor_id=ADA, policy={**policy, "confidenceMin": n / 100},
                 query_vector=embedder().embed([QUERY])[0], limit=30, rejected_limit=0,
