@@ -1,10 +1,11 @@
 """Erasure of an actor: a data-subject request.
 
-Every memory of the actor goes, with what was derived from them (the cached recall funnels)
-and their lines in retention archives; the actor stays as a tombstone (``erased_at``) so the
-erasure is remembered and nothing is added back for it. One ``memory.erased`` event records
-the count and the ids, never content. The audit trail itself holds no content (events name
-memories by id), so it is left whole and its chain still verifies.
+Every memory of the actor goes, with what was derived from them (the cached recall funnels,
+the labels their deletes logged for them) and their lines in retention archives; the actor
+stays as a tombstone (``erased_at``) so the erasure is remembered and nothing is added back
+for it. One ``memory.erased`` event records the count and the ids, never content. The audit
+trail itself holds no content (events name memories by id), so it is left whole and its
+chain still verifies.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from audit.models import EventType
 from audit.services import audit_event_record
 from portal.errors import ConflictError, NotFoundError
 from portal.models import Workspace
-from recall.models import Actor, FunnelCache, MemoryRecord
+from recall.models import Actor, FunnelCache, MemoryChange, MemoryRecord
 from recall.services import actor_parse
 
 
@@ -77,7 +78,9 @@ def actor_erase(
     # Through the ORM: a memory of another actor may name one of these as superseding it
     # (supersededBy is SET_NULL), which a plain DELETE would refuse.
     memories.delete()
+    # What recall derived from them: its cached funnels, and the labels the deletes just logged.
     FunnelCache.objects.filter(actor=actor).delete()
+    MemoryChange.objects.filter(actor=actor).delete()
     removed: dict[int, int] = {}
     for purge in _COPY_PURGES:
         removed.update(purge(workspace, actor.external_id))

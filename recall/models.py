@@ -24,12 +24,15 @@ class Actor(models.Model):
     kind = models.CharField(max_length=20)
     name = models.CharField(max_length=200)
     created_at = models.DateTimeField(auto_now_add=True)
-    # Maintained by database triggers (migrations 0007, 0008), whoever writes the memories:
-    # ``memory_version`` is bumped whenever one of the actor's memories is deleted or changed
-    # in a column recall filters on, ``memory_inserts`` counts the memories ever added. They
-    # key the cached recall funnel (FunnelCache), so a stale funnel can never be used.
+    # Maintained by database triggers (recall.engine.funnel_cache), whoever writes the
+    # memories: ``memory_inserts`` counts the memories ever added, ``memory_changes`` the
+    # deletes and changes of a column recall filters on (each logged in MemoryChange while the
+    # actor has a cached funnel); ``memory_version`` moved on each of those before migration
+    # 0015 and no longer moves.
+    # They key the cached recall funnel (FunnelCache), so a stale funnel can never be used.
     memory_version = models.BigIntegerField(default=0, editable=False)
     memory_inserts = models.BigIntegerField(default=0, editable=False)
+    memory_changes = models.BigIntegerField(default=0, editable=False)
     # A tombstone: the actor's memories were erased (a data-subject request, recall.erasure).
     # The row stays so that the erasure is remembered and no memory is added back for it.
     erased_at = models.DateTimeField(null=True, blank=True)
@@ -214,6 +217,7 @@ class FunnelCache(models.Model):
     filter_key = models.CharField(max_length=64)
     memory_version = models.BigIntegerField()
     memory_inserts = models.BigIntegerField(default=0)
+    memory_changes = models.BigIntegerField(default=0)
     max_id = models.BigIntegerField(default=0)
     valid_until = models.DateTimeField(null=True)
     counts = models.JSONField()
@@ -231,3 +235,45 @@ class FunnelCache(models.Model):
 
     def __str__(self) -> str:
         return f"funnel of actor {self.actor_id} at version {self.memory_version}"
+
+
+class MemoryChange(models.Model):
+    """A change to one of a cached actor's memories, as the funnel cache last saw it.
+
+    Written by the triggers on the memory table (``recall.engine.funnel_cache``) while the
+    actor has a cached funnel near enough to use it: a delete, or an update of a column recall
+    filters on, logs the row's previous filtered columns (``present``: the row was the actor's
+    before; a row moved in from another actor was not, and its columns are the new ones,
+    never decided on). Recall takes the earliest entry of each memory since a cached funnel,
+    takes its old decision out of the funnel and puts the row's current one in, instead of
+    scanning every memory again. ``seq`` is the actor's ``memory_changes`` after the
+    statement; entries no funnel needs any more are pruned when one is stored.
+    """
+
+    # The database deletes these with their actor (ON DELETE CASCADE, migration 0015): a
+    # memory deleted with its actor logs its change after Django would have collected them.
+    actor = models.ForeignKey(
+        Actor, on_delete=models.DO_NOTHING, related_name="+", db_index=False, db_constraint=False
+    )
+    memory_id = models.BigIntegerField()
+    seq = models.BigIntegerField()
+    present = models.BooleanField()
+    # The memory's filtered columns (recall.engine.policy_filter.FILTER_COLUMNS) as they were.
+    lifecycle_status = models.CharField(max_length=20)
+    is_current = models.BooleanField()
+    expires_at = models.DateTimeField(null=True)
+    consent_policy = models.CharField(max_length=20)
+    memory_type = models.CharField(max_length=20)
+    source_kind = models.CharField(max_length=20)
+    confirmation_status = models.CharField(max_length=20)
+    confidence = models.FloatField()
+    sensitivity = models.CharField(max_length=20)
+    created_at = models.DateTimeField()
+    segment_kind = models.CharField(max_length=20)
+    embedding_model = models.CharField(max_length=100)
+
+    class Meta:
+        indexes = [models.Index(fields=["actor", "seq"], name="memory_change_actor_seq_idx")]
+
+    def __str__(self) -> str:
+        return f"change {self.seq} of memory {self.memory_id}"

@@ -40,6 +40,7 @@ from recall.engine.funnel_cache import (
     FILL,
     FUNNEL_CACHE_MIN,
     FUNNEL_CACHE_PER_ACTOR,
+    FUNNEL_REFILL_MIN,
     LOOKUP,
     REJECTED_KEEP,
     TABLE,
@@ -49,6 +50,7 @@ from recall.engine.policy_filter import policy_filter_sql, policy_params
 
 __all__ = [
     "EXACT_SEARCH_MAX", "EXACT_SQL", "FUNNEL_CACHE_MIN", "FUNNEL_CACHE_PER_ACTOR",
+    "FUNNEL_REFILL_MIN",
     "HNSW_EF_SEARCH", "HNSW_MAX_SCAN_TUPLES", "HNSW_SQL", "REJECTED_KEEP", "RECALL_READ",
     "RECALL_READ_AND_FILL", "Funnel", "RankedRow", "RecallCandidates", "hnsw_nearest",
     "memory_ranked", "policy_params", "recall_read", "vector_literal",
@@ -190,7 +192,7 @@ def hnsw_nearest(params: dict[str, Any], *, ef_search: int | None = None) -> lis
 # ``memory_ranked`` with the HNSW index instead.
 _FUNNEL_AND_NEAREST = f"""
 WITH actor AS (
-    SELECT a.id, a.memory_version, a.memory_inserts FROM {ACTOR} a
+    SELECT a.id, a.memory_version, a.memory_inserts, a.memory_changes FROM {ACTOR} a
     WHERE a.workspace_id = %(workspace)s AND a.kind = %(kind)s AND a.name = %(name)s
 ),
 {LOOKUP},
@@ -198,6 +200,8 @@ coded AS MATERIALIZED (
     SELECT * FROM added WHERE EXISTS (SELECT 1 FROM usable)
     UNION ALL
     SELECT * FROM rechecked WHERE EXISTS (SELECT 1 FROM usable)
+    UNION ALL
+    SELECT * FROM revised WHERE EXISTS (SELECT 1 FROM usable)
     UNION ALL
     SELECT m.id, {_DECISION} AS code, m.created_at, m.expires_at
     FROM {TABLE} m
@@ -210,7 +214,10 @@ counts AS MATERIALIZED (
         SELECT kv.key, kv.value::bigint FROM usable, jsonb_each_text(usable.counts) kv
         -- exactly the rechecked rows, counted again in coded
         WHERE kv.key <> 'embedding_pending'
-    ) parts GROUP BY code
+        UNION ALL
+        -- the changed rows' old decisions (their new ones are in coded)
+        SELECT code, -count(*) FROM retracted WHERE EXISTS (SELECT 1 FROM usable) GROUP BY code
+    ) parts GROUP BY code HAVING sum(n) > 0
 ),
 passing AS MATERIALIZED (
     SELECT coalesce(sum(n), 0) AS n FROM counts WHERE code = 'passes_policy'
@@ -221,11 +228,13 @@ rejected AS MATERIALIZED (
      ORDER BY id LIMIT {REJECTED_KEEP})
     UNION ALL
     SELECT (r ->> 0)::bigint, r ->> 1 FROM usable, jsonb_array_elements(usable.rejected) r
+    WHERE (r ->> 0)::bigint NOT IN (SELECT id FROM retracted)
 ),
 eligible_ids AS (
     SELECT id FROM coded WHERE code = 'passes_policy'
     UNION ALL
-    SELECT unnest(usable.eligible) FROM usable
+    SELECT e.id FROM usable, unnest(usable.eligible) e(id)
+    WHERE e.id NOT IN (SELECT id FROM retracted)
 ),
 eligible AS MATERIALIZED (
     SELECT m.id, m.embedding <=> %(query)s::vector AS distance
@@ -310,6 +319,7 @@ def recall_read(
         "exact_max": EXACT_SEARCH_MAX,
         "rejected_limit": min(rejected_limit, REJECTED_KEEP),
         "cache_min": FUNNEL_CACHE_MIN,
+        "refill_min": FUNNEL_REFILL_MIN,
     }
     result = statement.fetchall(params)
     actor_pk, counts, rejected, previous, tip, cached = result[0][:6]

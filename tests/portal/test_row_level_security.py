@@ -28,7 +28,10 @@ from tests.recall import factories
 pytestmark = pytest.mark.django_db
 
 RLS = import_module("portal.migrations.0002_row_level_security")
-PROTECTED = (*RLS.DIRECT, *RLS.THROUGH)
+# Tables created since, each protected by the migration that created it.
+LATER_THROUGH = import_module("recall.migrations.0015_funnel_cache_changes").THROUGH
+THROUGH = {**RLS.THROUGH, **LATER_THROUGH}
+PROTECTED = (*RLS.DIRECT, *THROUGH)
 # Workspace-scoped, but read before the workspace is known (a token by its hash, a user's
 # memberships) and never holding a workspace's data: no policy.
 TENANCY_TABLES = {"portal_apitoken", "portal_membership"}
@@ -37,7 +40,7 @@ POPULATED = {
     "policies_environment", "policies_workload", "policies_workspacepolicyversion",
     "policies_workloadpolicyversion", "recall_actor", "recall_memoryrecord", "recall_funnelcache",
     "audit_auditevent", "audit_auditchainhead", "audit_auditcheckpoint", "audit_injection",
-    "maintenance_maintenancerun", "maintenance_maintenanceitem",
+    "maintenance_maintenancerun", "maintenance_maintenanceitem", "recall_memorychange",
 }  # fmt: skip
 
 
@@ -50,7 +53,7 @@ def _workspace_of(table: str) -> str:
     """SQL for a row's workspace id, through the row it belongs to where it has none."""
     if table in RLS.DIRECT:
         return "t.workspace_id"
-    column, parent = RLS.THROUGH[table]
+    column, parent = THROUGH[table]
     if parent in RLS.DIRECT:
         return f"(SELECT p.workspace_id FROM {parent} p WHERE p.id = t.{column})"
     raise AssertionError(f"{table} belongs to {parent}, which has no workspace of its own")
@@ -77,6 +80,10 @@ def _populate(persona: Any, workload: Any) -> None:
         format="json",
     )
     assert response.status_code == 200, response.content
+    # a change to a memory of the actor whose funnel that recall cached: logged for it
+    MemoryRecord.objects.filter(workspace=workspace, content="release notes for the canary").update(
+        confidence=0.8
+    )
     maintenance_start(workspace=workspace, sweep="expiry", mode="preview", author="t")
     audit_chain_check(workspace=workspace, full=True)
 

@@ -71,23 +71,16 @@ class PolicyFilterTests:
 
 
 class FunnelCacheTriggerTests:
-    """The constants are the triggers' SQL as migrations 0007-0011 left it."""
+    """The constants are the triggers' SQL as migrations 0007-0011 and 0015 left it."""
 
-    def test_the_insert_and_delete_functions_are_migration_0008s(self):
-        installed = migration("0008_funnel_cache_inserts").TRIGGERS
+    def test_the_insert_function_is_migration_0008s(self):
+        assert funnel_cache.INSERTED_FUNCTION in migration("0008_funnel_cache_inserts").TRIGGERS
 
-        for sql in (
-            funnel_cache.INSERTED_FUNCTION,
-            funnel_cache.DELETED_FUNCTION,
-            funnel_cache.DELETED_TRIGGER,
-        ):
-            assert sql in installed
+    def test_the_delete_trigger_is_migration_0008s(self):
+        assert funnel_cache.DELETED_TRIGGER in migration("0008_funnel_cache_inserts").TRIGGERS
 
-    def test_the_update_function_and_insert_trigger_are_migration_0007s(self):
-        installed = migration("0007_funnel_cache").TRIGGERS
-
-        assert funnel_cache.UPDATED_FUNCTION in installed
-        assert funnel_cache.INSERTED_TRIGGER in installed
+    def test_the_insert_trigger_is_migration_0007s(self):
+        assert funnel_cache.INSERTED_TRIGGER in migration("0007_funnel_cache").TRIGGERS
 
     def test_the_update_trigger_is_migration_0011s(self):
         m = migration("0011_memory_lifecycle")
@@ -98,8 +91,17 @@ class FunnelCacheTriggerTests:
     def test_the_truncate_trigger_is_migration_0009s(self):
         installed = migration("0009_funnel_cache_truncate").TRIGGER
 
-        assert funnel_cache.TRUNCATED_FUNCTION in installed
         assert funnel_cache.TRUNCATED_TRIGGER in installed
+
+    def test_the_functions_that_log_changes_are_migration_0015s(self):
+        installed = migration("0015_funnel_cache_changes").CHANGES
+
+        for sql in (
+            funnel_cache.DELETED_FUNCTION,
+            funnel_cache.UPDATED_FUNCTION,
+            funnel_cache.TRUNCATED_FUNCTION,
+        ):
+            assert sql in installed
 
 
 class PreparedStatementRegistryTests:

@@ -18,7 +18,7 @@ from audit.models import AuditEvent, EventType, Injection
 from audit.services import audit_chain_verify
 from maintenance import services as maintenance
 from maintenance.models import ArchiveChunk, MaintenanceRun
-from recall.models import Actor, FunnelCache, MemoryRecord
+from recall.models import Actor, FunnelCache, MemoryChange, MemoryRecord
 from tests.maintenance.helpers import ago
 from tests.recall import factories
 from tests.recall.test_api_memories import new_memory
@@ -100,6 +100,7 @@ class EraseApiTests:
         assert actor.erased_at is not None and actor.erased_by == "token:olga-token"
         assert not MemoryRecord.objects.filter(actor=actor).exists()
         assert not FunnelCache.objects.filter(actor=actor).exists()
+        assert not MemoryChange.objects.filter(actor=actor).exists()
         [chunk] = ArchiveChunk.objects.filter(run=ada["retention"])
         assert chunk.count == 1 and CANARY not in chunk.lines and "of bob" in chunk.lines
         event = AuditEvent.objects.get(pk=body["eventId"])

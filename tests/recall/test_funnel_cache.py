@@ -20,8 +20,9 @@ from django.utils import timezone
 from policies.models import Workload
 from policies.selectors import effective_policy_for
 from policies.services import workload_create, workload_policy_save
+from recall.engine import funnel_cache
 from recall.engine import read as selectors
-from recall.models import Actor, FunnelCache, MemoryRecord
+from recall.models import Actor, FunnelCache, MemoryChange, MemoryRecord
 from recall.runtime import embedder
 from tests.helpers import database_owner
 from tests.recall import factories
@@ -33,6 +34,8 @@ ADA = "user:ada"
 @pytest.fixture
 def cached_from_one_row(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(selectors, "FUNNEL_CACHE_MIN", 1)
+    # every read that merged a row stores the entry again (the test below lets them gather)
+    monkeypatch.setattr(selectors, "FUNNEL_REFILL_MIN", 1)
 
 
 STRICT = {
@@ -173,7 +176,7 @@ class FunnelCacheTests:
     def test_recall_itself_leaves_the_cache_current(self, editor, strict, ada_rows):
         """Recording hits updates memory rows, but never a column the funnel reads."""
         read(strict)
-        version = ada().memory_version
+        counters = (ada().memory_version, ada().memory_changes)
         response = editor.api().post(
             f"/v1/memory/actors/{ADA}/recall",
             {"workloadId": str(strict.id), "environment": "prod", "query": QUERY, "topK": 5},
@@ -182,7 +185,7 @@ class FunnelCacheTests:
         assert response.status_code == 200, response.content
         assert MemoryRecord.objects.filter(hit_count__gt=0).exists()
 
-        assert ada().memory_version == version
+        assert (ada().memory_version, ada().memory_changes) == counters
         assert read(strict).funnel_cached
 
     @pytest.mark.parametrize(
@@ -201,7 +204,7 @@ class FunnelCacheTests:
     )
     def test_every_change_to_the_rows_is_seen(self, editor, strict, ada_rows, change):
         read(strict)
-        before = ada().memory_version
+        before = ada().memory_changes
         target = next(m for m in ada_rows if m.content == "ship the release on fridays")
         suppressed = next(m for m in ada_rows if m.lifecycle_status == "suppressed")
         client = editor.api()
@@ -248,19 +251,25 @@ class FunnelCacheTests:
         if response is not None:
             assert response.status_code in (200, 201, 204), response.content
 
+        now = timezone.now()
+        first = read(strict, now=now)
+        assert answer(first) == answer(fresh_scan(strict, now))
+        # The first read after the change already comes from the cached funnel, the change
+        # merged in (after a truncate, the cache was emptied with the table).
+        assert first.funnel_cached == (change != "truncate the table")
         found = assert_cached_equals_fresh(strict)
 
         if change == "edit only the content":
-            # An edited memory waits for its new embedding, which the funnel filters on: the
-            # entry goes, and the re-embedded memory is found with its new text.
-            assert ada().memory_version > before
+            # An edited memory waits for its new embedding, which the funnel filters on: a
+            # change, and the re-embedded memory is found with its new text.
+            assert ada().memory_changes > before
             assert any(row.content == "ship on thursdays" for row in found.rows)
         elif change in ("import", "truncate the table"):
-            # Added rows are merged into the cached funnel rather than invalidating it (after
-            # a truncate, the cache was emptied with the table).
-            assert ada().memory_version == before
+            # Added rows are counted as inserts, not changes.
+            assert ada().memory_changes == before
         else:
-            assert ada().memory_version > before
+            assert ada().memory_changes > before
+        assert ada().memory_version == 0  # no longer moves: changes are merged, not thrown away
         expected_after_policy = {
             "import": 4,
             "edit a label": 2,
@@ -393,6 +402,116 @@ class FunnelCacheTests:
         assert late_id in {row.id for row in rescanned.rows}
         assert answer(rescanned) == answer(fresh_scan(strict))
 
+    def test_changes_are_logged_only_while_a_funnel_can_use_them(self, strict, ada_rows):
+        target = ada_rows[0]
+        MemoryRecord.objects.filter(pk=target.pk).update(sensitivity="public")
+        assert ada().memory_changes == 1
+        assert not MemoryChange.objects.exists()  # no funnel cached yet: counted, not logged
+
+        read(strict)
+        MemoryRecord.objects.filter(pk=target.pk).update(sensitivity="restricted")
+        MemoryRecord.objects.filter(pk=target.pk).update(sensitivity="internal")
+        logged = list(MemoryChange.objects.order_by("seq"))
+        assert [(c.memory_id, c.seq, c.sensitivity) for c in logged] == [
+            (target.pk, 2, "public"),
+            (target.pk, 3, "restricted"),
+        ]
+
+        merged = read(strict)
+
+        assert merged.funnel_cached
+        assert answer(merged) == answer(fresh_scan(strict))
+        assert FunnelCache.objects.get(actor=ada()).memory_changes == 3
+        assert not MemoryChange.objects.exists()  # no funnel needs them any more
+
+    def test_rows_merged_are_stored_again_once_enough_gathered(
+        self, monkeypatch, strict, ada_rows
+    ):
+        monkeypatch.setattr(selectors, "FUNNEL_REFILL_MIN", 3)
+        read(strict)
+        entry = FunnelCache.objects.get(actor=ada())
+        factories.memories(strict.workspace, {"content": "one more fact"})
+        MemoryRecord.objects.filter(pk=ada_rows[0].pk).update(sensitivity="restricted")
+
+        merged = read(strict)  # two rows to merge: read from the entry, which stays as it was
+
+        assert merged.funnel_cached
+        assert answer(merged) == answer(fresh_scan(strict))
+        stored = FunnelCache.objects.get(pk=entry.pk)
+        assert (stored.max_id, stored.memory_changes) == (entry.max_id, entry.memory_changes)
+        assert MemoryChange.objects.count() == 1
+
+        MemoryRecord.objects.filter(pk=ada_rows[1].pk).delete()
+        merged = read(strict)  # three: merged, and stored again
+
+        assert merged.funnel_cached
+        assert answer(merged) == answer(fresh_scan(strict))
+        stored = FunnelCache.objects.get(pk=entry.pk)
+        assert stored.memory_changes == ada().memory_changes == 2
+        assert stored.max_id > entry.max_id
+        assert not MemoryChange.objects.exists()
+
+    def test_a_delete_logs_every_row_it_removes(self, strict, ada_rows):
+        read(strict)
+        MemoryRecord.objects.filter(pk__in=[m.pk for m in ada_rows[:3]]).delete()
+
+        assert sorted(MemoryChange.objects.values_list("memory_id", flat=True)) == sorted(
+            m.pk for m in ada_rows[:3]
+        )
+        assert ada().memory_changes == 3
+        merged = read(strict)
+        assert merged.funnel_cached and merged.funnel.candidates == 3
+        assert answer(merged) == answer(fresh_scan(strict))
+
+    def test_a_funnel_too_many_changes_behind_is_computed_again(self, strict, ada_rows):
+        read(strict)
+        with connection.cursor() as cursor:  # as if thousands of rows had changed since
+            cursor.execute(
+                "UPDATE recall_actor SET memory_changes = memory_changes + %s WHERE id = %s",
+                [funnel_cache.CHANGES_MAX + 1, ada().pk],
+            )
+        MemoryRecord.objects.filter(pk=ada_rows[0].pk).update(sensitivity="public")
+        assert not MemoryChange.objects.exists()  # no funnel is near enough to use it
+
+        rescanned = read(strict)
+
+        assert not rescanned.funnel_cached
+        assert answer(rescanned) == answer(fresh_scan(strict))
+        assert read(strict).funnel_cached  # and stored again, current
+
+    def test_a_truncated_rejected_list_that_loses_a_row_is_computed_again(self, strict):
+        """The entry keeps the first ``REJECTED_KEEP`` rejected ids: when a row it lists
+        passes now, the next rejected row is not known, so the funnel is scanned again; a
+        change past the list is merged."""
+        keep = selectors.REJECTED_KEEP
+        rows = factories.memories(
+            strict.workspace,
+            {"content": "a fact that passes"},
+            *({"content": f"preference {n}", "memory_type": "preference"} for n in range(keep + 5)),
+        )
+        rejected = rows[1:]
+        read(strict)
+        MemoryRecord.objects.filter(pk=rejected[-1].pk).update(memory_type="fact")
+        merged = read(strict)
+        assert merged.funnel_cached
+        assert answer(merged) == answer(fresh_scan(strict))
+
+        MemoryRecord.objects.filter(pk=rejected[0].pk).update(memory_type="fact")
+        rescanned = read(strict)
+
+        assert not rescanned.funnel_cached
+        assert answer(rescanned) == answer(fresh_scan(strict))
+        assert rejected[keep].pk in {i for i, _ in rescanned.rejections}
+
+    def test_the_log_goes_with_its_actor(self, strict, ada_rows):
+        read(strict)
+        MemoryRecord.objects.filter(pk=ada_rows[0].pk).update(sensitivity="public")
+        assert MemoryChange.objects.exists()
+
+        ada().delete()
+
+        assert not MemoryChange.objects.exists()
+
     @pytest.mark.parametrize("seed", [1, 2, 3])
     def test_a_random_run_of_changes_never_makes_the_cache_disagree(self, strict, seed):
         """Forty random steps (adds, label edits, suppressions, deletes, time passing),
@@ -406,7 +525,7 @@ class FunnelCacheTests:
         now = timezone.now()
         factories.memories(strict.workspace, {"content": "seed row"})
         for step in range(40):
-            action = rng.choice(["add", "add", "edit", "delete", "time"])
+            action = rng.choice(["add", "add", "edit", "edit", "delete", "move", "time"])
             rows = list(MemoryRecord.objects.filter(actor__name="ada"))
             if action == "add" or not rows:
                 factories.memories(
@@ -424,13 +543,23 @@ class FunnelCacheTests:
                 )
             elif action == "edit":
                 field = rng.choice(list(labels))
-                MemoryRecord.objects.filter(pk=rng.choice(rows).pk).update(
+                picked = [rng.choice(rows).pk for _ in range(rng.randint(1, 3))]
+                MemoryRecord.objects.filter(pk__in=picked).update(
                     **{field: rng.choice(labels[field])}
                 )
+            elif action == "move":
+                # to another actor and, as often, back from it
+                other = factories.actor(strict.workspace, "user:bob")
+                MemoryRecord.objects.filter(pk=rng.choice(rows).pk).update(actor=other)
+                back = MemoryRecord.objects.filter(actor=other).first()
+                if back is not None and rng.random() < 0.5:
+                    MemoryRecord.objects.filter(pk=back.pk).update(actor=ada())
             elif action == "delete":
                 MemoryRecord.objects.filter(pk=rng.choice(rows).pk).delete()
             else:
                 now += timedelta(minutes=rng.randint(1, 40))
-            read(strict, now=now)  # fills or extends the cache
+            fresh = answer(fresh_scan(strict, now))
+            first = read(strict, now=now)  # the cache with the step merged in, stored again
             cached = read(strict, now=now)
-            assert answer(cached) == answer(fresh_scan(strict, now)), (seed, step, action)
+            assert answer(first) == fresh, (seed, step, action)
+            assert answer(cached) == fresh, (seed, step, action)
