@@ -424,9 +424,7 @@ class FunnelCacheTests:
         assert FunnelCache.objects.get(actor=ada()).memory_changes == 3
         assert not MemoryChange.objects.exists()  # no funnel needs them any more
 
-    def test_rows_merged_are_stored_again_once_enough_gathered(
-        self, monkeypatch, strict, ada_rows
-    ):
+    def test_rows_merged_are_stored_again_once_enough_gathered(self, monkeypatch, strict, ada_rows):
         monkeypatch.setattr(selectors, "FUNNEL_REFILL_MIN", 3)
         read(strict)
         entry = FunnelCache.objects.get(actor=ada())
