@@ -81,7 +81,7 @@ def main() -> None:
     warm_seconds = warm_cache()
     connection.close()
 
-    server = start_gunicorn(pgdata)
+    server = start_server(pgdata)
     try:
         results: dict[str, Any] = {
             "label": args.label,
@@ -90,6 +90,7 @@ def main() -> None:
                 "cpus": os.cpu_count(),
                 "python": platform.python_version(),
                 "sharedBuffers": os.environ["EMBEDDED_PG_SHARED_BUFFERS"],
+                "server": SERVER,
             },
             "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "cacheWarmSeconds": warm_seconds,
@@ -184,7 +185,7 @@ def ingestion(pgdata: Path, token: str, *, batches: int) -> dict[str, Any]:
     tasks eager as ``make run`` serves: ``POST /v1/memory/actors/{id}/memories`` with
     ``{"memories": [...]}`` of ``INGEST_BATCH`` memories, each batch one transaction with its
     audit event and its embeddings. The memories are deleted afterwards."""
-    server = start_gunicorn(pgdata, embedder=None, port=INGEST_PORT)
+    server = start_server(pgdata, embedder=None, port=INGEST_PORT)
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
     latencies: list[float] = []
     errors: list[int] = []
@@ -404,10 +405,23 @@ def warm_cache() -> float:
     return round(time.perf_counter() - started, 1)
 
 
-def start_gunicorn(
+# The server the benchmark runs (BENCH_SERVER): the production server's command line as
+# `make serve` runs it, two workers each.
+SERVERS = {
+    "gunicorn": ["-m", "gunicorn", "portal.wsgi", "-w", "2", "--log-level", "warning"],
+    "gunicorn-gthread": ["-m", "gunicorn", "portal.wsgi", "-w", "2", "--threads", "2",
+                         "--log-level", "warning"],
+    "granian": ["-m", "granian", "--interface", "wsgi", "--workers", "2", "--blocking-threads",
+                "1", "--log-level", "warning", "--no-ws", "portal.wsgi:application"],
+}  # fmt: skip
+SERVER = os.environ.get("BENCH_SERVER", "gunicorn")
+
+
+def start_server(
     pgdata: Path, *, embedder: str | None = "bench.embedder.ClusterEmbedder", port: int = PORT
 ) -> subprocess.Popen[bytes]:
-    """gunicorn as the benchmark serves it; ``embedder=None``: the portal's default embedder."""
+    """The server as the benchmark serves it; ``embedder=None``: the portal's default
+    embedder."""
     env = {
         **os.environ,
         "EMBEDDED_PGDATA": str(pgdata),
@@ -418,11 +432,9 @@ def start_gunicorn(
         env["RECALL_EMBEDDER"] = embedder
     else:
         env.pop("RECALL_EMBEDDER", None)
-    server = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "portal.wsgi", "-w", "2", "-b", f"127.0.0.1:{port}",
-         "--log-level", "warning"],
-        cwd=ROOT, env=env,
-    )  # fmt: skip
+    bind = (["--host", "127.0.0.1", "--port", str(port)] if SERVER == "granian"
+            else ["-b", f"127.0.0.1:{port}"])  # fmt: skip
+    server = subprocess.Popen([sys.executable, *SERVERS[SERVER], *bind], cwd=ROOT, env=env)
     for _ in range(100):
         try:
             conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
@@ -433,7 +445,7 @@ def start_gunicorn(
             pass
         time.sleep(0.2)
     server.terminate()
-    raise SystemExit("gunicorn did not become ready")
+    raise SystemExit(f"{SERVER} did not become ready")
 
 
 def http_run(
@@ -606,7 +618,7 @@ def markdown(r: dict[str, Any]) -> str:
             if r["dataset"].get("largeActor")
             else ""
         )
-        + f"; {r['machine']['cpus']} CPUs; gunicorn 2 sync workers.",
+        + f"; {r['machine']['cpus']} CPUs; {r['machine'].get('server', 'gunicorn')}, 2 workers.",
         "",
         "| case | p50 ms | p95 ms | p99 ms | throughput/s |",
         "|---|---|---|---|---|",

@@ -1,13 +1,12 @@
 from __future__ import annotations
 
-import copy
 import json
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from policies import algebra
-from policies.axes import PolicyDocument
+from policies.axes import PolicyDocument, policy_copy
 from policies.conflicts import Conflict
 from policies.models import Workload, WorkloadPolicyVersion, WorkspacePolicyVersion
 from portal.access import Caller, scoped_get
@@ -121,7 +120,7 @@ def _effective_cached(
         _effective_cache[key] = cached
     policy, policy_hash, budget_hash, relaxing, found = cached
     # Callers may annotate the policy dict; never hand out the cached object itself.
-    return copy.deepcopy(policy), policy_hash, budget_hash, list(relaxing), found
+    return policy_copy(policy), policy_hash, budget_hash, list(relaxing), found
 
 
 def effective_policy_for(

@@ -12,6 +12,7 @@ from audit.selectors import memory_injections, with_events
 from policies.models import Workload
 from portal.access import Caller, scoped_get, workspace_for
 from portal.api.errors import ErrorSerializer
+from portal.api.renderers import FastJSONRenderer
 from portal.api.views import (
     WORKSPACE_PARAM,
     ApiView,
@@ -36,6 +37,7 @@ from recall.api.serializers import (
     RecallRequestSerializer,
     ReplayRequestSerializer,
     ReplaySerializer,
+    recall_request_plain,
 )
 from recall.filtersets import MemoryFilterSet
 from recall.models import LifecycleStatus, MemoryRecord
@@ -198,6 +200,8 @@ class MemoryRestoreView(MemorySuppressView):
 
 class RecallView(ApiView):
     throttle_scope = "recall"  # its own per-token limit (portal.throttling)
+    # The hot path: its envelope rendered by orjson.
+    renderer_classes = [FastJSONRenderer]
 
     @extend_schema(
         parameters=[WORKSPACE_PARAM],
@@ -211,9 +215,11 @@ class RecallView(ApiView):
             caller, request.query_params.get("workspace"), required=Role.EDITOR
         )
         actor_id = services.actor_normalize(actor_id)
-        serializer = RecallRequestSerializer(data=json_object(request))
-        serializer.is_valid(raise_exception=True)
-        data = serializer.validated_data
+        data = recall_request_plain(request.data)
+        if data is None:
+            serializer = RecallRequestSerializer(data=json_object(request))
+            serializer.is_valid(raise_exception=True)
+            data = serializer.validated_data
         # A stand-in: effective_policy_for checks, in its one query, that it is this
         # workspace's workload (404 otherwise).
         workload = Workload(id=data["workloadId"], workspace=workspace)
