@@ -131,7 +131,7 @@ def main() -> None:
                     [(large, q) for _, q in ljobs],
                     sel_policy,
                     workload_id=str(selective.id),
-                    statement="recall",
+                    statement="recall-and-fill",
                     **common,
                 ),
                 "endpointC1": http_run(token, lbody, ljobs, concurrency=1),
@@ -162,8 +162,7 @@ def main() -> None:
                 ),
             }
     finally:
-        server.terminate()
-        server.wait(10)
+        server_stopped(server)
         bench_rows_removed()
     results["ingestion"] = ingestion(pgdata, token, batches=args.ingest_batches)
     results["ratios"] = ratios(results)
@@ -218,8 +217,7 @@ def ingestion(pgdata: Path, token: str, *, batches: int) -> dict[str, Any]:
                 errors.append(response.status)
         seconds = time.perf_counter() - (started or time.perf_counter())
     finally:
-        server.terminate()
-        server.wait(10)
+        server_stopped(server)
         ingested_removed()
     if not latencies:
         raise SystemExit(f"every ingestion batch failed, the first with {first_error}")
@@ -448,6 +446,16 @@ def start_server(
     raise SystemExit(f"{SERVER} did not become ready")
 
 
+def server_stopped(server: subprocess.Popen[bytes]) -> None:
+    """Stop the server; one that waits for idle keep-alive connections is killed after 10 s."""
+    server.terminate()
+    try:
+        server.wait(10)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait(10)
+
+
 def http_run(
     token: str, base: dict[str, Any], jobs: list[tuple[str, str]], *, concurrency: int,
     seconds: float | None = None, before_each: Callable[[], None] | None = None,
@@ -521,20 +529,32 @@ def bare_sql(
     (prepared, as the endpoint runs it).
 
     ``ranking``: the exact nearest-rows statement alone; ``recall``: the endpoint's whole read
-    (actor, funnel counts, rejected ids, previous fingerprint, nearest rows).
+    (actor, funnel counts, rejected ids, previous fingerprint, nearest rows) as it runs it for
+    an actor too small to cache; ``recall-and-fill``: the same with the funnel cache's fill,
+    as it runs it for a large actor.
     """
     from django.utils import timezone
 
     from portal.db.cursors import prepared_cursor
     from recall.engine.funnel_cache import FUNNEL_CACHE_MIN, FUNNEL_REFILL_MIN, filter_key
     from recall.engine.policy_filter import policy_params
-    from recall.engine.read import EXACT_SEARCH_MAX, EXACT_SQL, RECALL_READ_AND_FILL, vector_literal
+    from recall.engine.read import (
+        EXACT_SEARCH_MAX,
+        EXACT_SQL,
+        RECALL_READ,
+        RECALL_READ_AND_FILL,
+        vector_literal,
+    )
     from recall.runtime import embedder
 
     now = timezone.now()
     base = policy_params(policy, now)
     vectors = {q: vector_literal(embedder().embed([q])[0]) for _, q in jobs}
-    sql = EXACT_SQL if statement == "ranking" else RECALL_READ_AND_FILL.sql
+    sql = {
+        "ranking": EXACT_SQL,
+        "recall": RECALL_READ.sql,
+        "recall-and-fill": RECALL_READ_AND_FILL.sql,
+    }[statement]
 
     def params(actor_pk: int, query: str) -> dict[str, Any]:
         kind, _, name = names[actor_pk].partition(":")

@@ -280,6 +280,12 @@ RECALL_READ_AND_FILL = prepared_statement(
 )
 
 
+# How many memories each actor had at its last read with ``fill_cache`` (per process): a hint
+# that never changes an answer, only whether the read also tries to store the funnel.
+_FUNNEL_SIZES: dict[tuple[int, str], int] = {}
+_FUNNEL_SIZES_KEPT = 100_000
+
+
 @dataclass(frozen=True)
 class RecallCandidates:
     actor_pk: int | None
@@ -308,8 +314,14 @@ def recall_read(
     """Everything recall reads about the actor's memories, nearest rows included. It writes
     nothing (a cached funnel is used, never stored) unless ``fill_cache``: then, in the same
     statement, a large actor's funnel is stored in ``FunnelCache`` when this read computed or
-    extended it (the recall endpoint's cache fill)."""
-    statement = RECALL_READ_AND_FILL if fill_cache else RECALL_READ
+    extended it (the recall endpoint's cache fill). An actor found small by its previous such
+    read is read without the fill, which would store nothing; its count is checked again by
+    each read, so an actor that grows is cached from its next read on."""
+    sized = (workspace_id, actor_id)
+    # The fill costs a tenth of the read even when it writes nothing: it runs only for an actor
+    # whose last read in this process found it large enough to cache (or that none read yet).
+    fill = fill_cache and _FUNNEL_SIZES.get(sized, FUNNEL_CACHE_MIN) >= FUNNEL_CACHE_MIN
+    statement = RECALL_READ_AND_FILL if fill else RECALL_READ
     kind, _, name = actor_id.partition(":")
     filters = policy_params(policy, now)
     params = {
@@ -332,6 +344,10 @@ def recall_read(
     actor_pk, counts, rejected, previous, tip, cached = result[0][:6]
     counts, rejected = _json(counts), _json(rejected)
     funnel = _funnel({code: int(n) for code, n in counts.items()})
+    if fill_cache:
+        if len(_FUNNEL_SIZES) >= _FUNNEL_SIZES_KEPT:
+            _FUNNEL_SIZES.clear()
+        _FUNNEL_SIZES[sized] = funnel.candidates
     rows = [RankedRow(*row[6:]) for row in result if row[6] is not None]
     path = "exact" if rows else "none"
     if actor_pk is not None and funnel.after_policy > EXACT_SEARCH_MAX:

@@ -149,6 +149,20 @@ class FunnelCacheTests:
         assert not read(strict).funnel_cached
         assert not FunnelCache.objects.exists()
 
+    def test_an_actor_found_small_is_read_without_the_fill_until_it_grows(
+        self, monkeypatch, strict, ada_rows
+    ):
+        monkeypatch.setattr(selectors, "FUNNEL_CACHE_MIN", 7)  # ada has six memories
+        read(strict)
+        assert selectors._FUNNEL_SIZES[(strict.workspace_id, ADA)] == 6
+        factories.memories(strict.workspace, {"content": "the seventh"})
+
+        read(strict)  # read without the fill (it was small), and found large now
+        assert not FunnelCache.objects.exists()
+        read(strict)  # so this one stores the funnel
+        assert FunnelCache.objects.filter(actor=ada()).exists()
+        assert read(strict).funnel_cached
+
     def test_each_policy_filter_has_its_own_entry(self, strict, ada_rows):
         other = workload_create(workspace=strict.workspace, name="open", author="system:test")
         read(strict)
