@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from policies import algebra
@@ -64,9 +64,30 @@ class EffectivePolicy:
     conflicts: tuple[Conflict, ...] = ()
 
 
+def _context_key_sql(ws: str, wl: str, env: str) -> str:
+    """SQL for what identifies a workload's policy context in an environment: the outcome of
+    each check the context makes and the ids of the versions it applies (never the documents,
+    which a version id fixes), with the named parameters given."""
+    return f"""concat_ws(',',
+    (SELECT count(*) FROM policies_environment e
+     WHERE e.workspace_id = %({ws})s AND e.slug = %({env})s),
+    (SELECT count(*) FROM policies_workload x WHERE x.id = %({wl})s AND x.workspace_id = %({ws})s),
+    (SELECT count(*) FROM policies_workload x WHERE x.id = %({wl})s AND x.archived_at IS NOT NULL),
+    coalesce((SELECT id FROM policies_workspacepolicyversion WHERE workspace_id = %({ws})s
+              ORDER BY version DESC LIMIT 1), 0),
+    coalesce((SELECT id FROM policies_workloadpolicyversion
+              WHERE workload_id = %({wl})s AND environment IN (%({env})s, '')
+              ORDER BY environment = '', version DESC LIMIT 1), 0))"""
+
+
+# The policy context's key, for a statement of the recall's (named parameters: workspace,
+# workload, environment) that checks a remembered context in its own round trip
+# (``effective_policy_remembered``).
+POLICY_CONTEXT_KEY_SQL = f"({_context_key_sql('workspace', 'workload', 'environment')})"
+
 _POLICY_CONTEXT = prepared_statement(
     "policies.context",
-    """
+    f"""
 SELECT
     EXISTS (
         SELECT 1 FROM policies_environment e WHERE e.workspace_id = %(ws)s AND e.slug = %(env)s
@@ -75,7 +96,8 @@ SELECT
     -- a boolean, not the time: a timestamp column costs psycopg a loader on every recall
     (SELECT x.archived_at IS NOT NULL FROM policies_workload x WHERE x.id = %(wl)s),
     f.id, f.version, f.document, f.relaxable_axes,
-    w.id, w.version, w.document, w.environment
+    w.id, w.version, w.document, w.environment,
+    {_context_key_sql("ws", "wl", "env")}
 FROM (
     SELECT id, version, document, relaxable_axes FROM policies_workspacepolicyversion
     WHERE workspace_id = %(ws)s ORDER BY version DESC LIMIT 1
@@ -88,6 +110,12 @@ LEFT JOIN LATERAL (
 ) w ON true
 """,
 )
+
+# The effective policy (without an override) this process last computed for each workspace,
+# workload and environment, with its context key (``_context_key_sql``): valid while the key
+# is the same, which the recall checks in its read statement (``POLICY_CONTEXT_KEY_SQL``).
+_remembered: dict[tuple[int, Any, str], tuple[str, EffectivePolicy]] = {}
+_REMEMBERED_KEPT = 10_000
 
 _EFFECTIVE_CACHE_SIZE = 2048
 _Effective = tuple[PolicyDocument, str, str, list[str], tuple[Conflict, ...]]
@@ -153,6 +181,7 @@ def effective_policy_for(
         wl_version,
         wl_doc,
         wl_environment,
+        context_key,
     ) = row
     if not workload_ok:
         raise NotFoundError(
@@ -176,7 +205,7 @@ def effective_policy_for(
     policy, policy_hash, budget_hash, relaxing, found = _effective_cached(
         floor_id, floor_doc, relaxable, wl_id, wl_doc or {}, override
     )
-    return EffectivePolicy(
+    effective = EffectivePolicy(
         policy=policy,
         policy_hash=policy_hash,
         budget_hash=budget_hash,
@@ -188,6 +217,36 @@ def effective_policy_for(
         workload_environment=wl_environment,
         override=bool(override),
         conflicts=found,
+    )
+    if not override and not archived:
+        if len(_remembered) >= _REMEMBERED_KEPT:
+            _remembered.clear()
+        remembered = (workload.workspace_id, workload.pk, environment)
+        _remembered[remembered] = (context_key, _effective_copy(effective))
+    return effective
+
+
+def effective_policy_remembered(
+    *, workload: Workload, environment: str
+) -> tuple[str, EffectivePolicy] | None:
+    """The effective policy without an override that ``effective_policy_for`` last gave in this
+    process for the workload and environment, and its context key; None if none. It is the
+    current one only while ``POLICY_CONTEXT_KEY_SQL`` still gives that key: the caller checks,
+    and asks ``effective_policy_for`` (which raises what it must) when it does not."""
+    found = _remembered.get((workload.workspace_id, workload.pk, environment))
+    if found is None:
+        return None
+    key, effective = found
+    return key, _effective_copy(effective)
+
+
+def _effective_copy(effective: EffectivePolicy) -> EffectivePolicy:
+    # Callers may annotate the policy and the lists; never hand out what is remembered.
+    return replace(
+        effective,
+        policy=policy_copy(effective.policy),
+        relaxing_axes=list(effective.relaxing_axes),
+        relaxable_axes=list(effective.relaxable_axes),
     )
 
 

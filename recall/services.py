@@ -18,7 +18,11 @@ from audit.services import (
     audit_event_record,
 )
 from policies.models import Workload
-from policies.selectors import EffectivePolicy, effective_policy_for
+from policies.selectors import (
+    EffectivePolicy,
+    effective_policy_for,
+    effective_policy_remembered,
+)
 from portal.errors import ConflictError, NotFoundError, ValidationFailed
 from portal.models import Workspace
 from portal.tasks import eager, enqueue
@@ -218,32 +222,54 @@ def recall_plan(
     *, request: RecallRequest, fill_cache: bool, rejected_limit: int | None = None
 ) -> Assembly:
     """The recall pipeline (SPEC §5) up to the envelope, recording nothing: one policy query
-    and one read statement (funnel, nearest rows, previous fingerprint, chain tip). With
+    and one read statement (funnel, nearest rows, previous fingerprint, chain tip), or the
+    read alone when the policy this process remembers for the workload is still current. With
     ``fill_cache``, that statement also stores a large actor's funnel (``FunnelCache``), the
     only thing it writes; without, it writes nothing.
 
     ``rejected_limit`` overrides how many policy-rejected ids to fetch (by default: up to
     ``DECISIONS_MAX`` at verbosity full, none otherwise).
     """
-    effective = effective_policy_for(
-        workload=request.workload, environment=request.environment, override=request.override
-    )
-    policy = effective.policy
     now = timezone.now()
-    if rejected_limit is None:
-        rejected_limit = DECISIONS_MAX if policy["diagnosticsVerbosity"] == "full" else 0
-    found = recall_read(
-        workspace_id=request.workspace.pk,
-        workload_id=request.workload.id,
-        environment=request.environment,
-        actor_id=request.actor_id,
-        policy=policy,
-        query_vector=embedder().embed([request.query])[0],
-        limit=max(request.top_k * RERANK_POOL_FACTOR, RERANK_POOL_MIN),
-        rejected_limit=rejected_limit,
-        now=now,
-        fill_cache=fill_cache,
+    query_vector = embedder().embed([request.query])[0]
+
+    def read(effective: EffectivePolicy) -> RecallCandidates:
+        verbosity = effective.policy["diagnosticsVerbosity"]
+        return recall_read(
+            workspace_id=request.workspace.pk,
+            workload_id=request.workload.id,
+            environment=request.environment,
+            actor_id=request.actor_id,
+            policy=effective.policy,
+            query_vector=query_vector,
+            limit=max(request.top_k * RERANK_POOL_FACTOR, RERANK_POOL_MIN),
+            rejected_limit=(
+                rejected_limit
+                if rejected_limit is not None
+                else DECISIONS_MAX
+                if verbosity == "full"
+                else 0
+            ),
+            now=now,
+            fill_cache=fill_cache,
+        )
+
+    # The policy this process last computed for the workload, checked by the read itself (one
+    # round trip fewer); asked for and read again when the context has changed since.
+    remembered = (
+        None
+        if request.override
+        else effective_policy_remembered(workload=request.workload, environment=request.environment)
     )
+    if remembered is not None:
+        effective = remembered[1]
+        found = read(effective)
+    if remembered is None or found.policy_context != remembered[0]:
+        effective = effective_policy_for(
+            workload=request.workload, environment=request.environment, override=request.override
+        )
+        found = read(effective)
+    policy = effective.policy
     if found.actor_pk is None:
         # Nothing is recorded for an actor the workspace has never had (an erased one stays).
         raise NotFoundError(

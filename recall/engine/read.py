@@ -35,6 +35,7 @@ from django.db import connection, transaction
 from audit.models import EventType
 from audit.services import CHAIN_TIP_SQL, latest_payload_value_sql
 from policies.axes import PolicyDocument
+from policies.selectors import POLICY_CONTEXT_KEY_SQL
 from portal.db.cursors import prepared_statement
 from recall.engine.funnel_cache import (
     ACTOR,
@@ -264,6 +265,8 @@ SELECT
     {PREVIOUS_FINGERPRINT_SQL},
     {CHAIN_TIP_SQL},
     EXISTS (SELECT 1 FROM usable),
+    -- the policy context's key: the caller's remembered policy is current if it is the same
+    {POLICY_CONTEXT_KEY_SQL},
     t.*
 FROM (SELECT 1) one
 LEFT JOIN LATERAL (
@@ -296,6 +299,8 @@ class RecallCandidates:
     previous_fingerprint: str | None
     chain_tip: str | None
     funnel_cached: bool = False
+    # The policy context's key when read (``policies.selectors.effective_policy_remembered``).
+    policy_context: str | None = None
 
 
 def recall_read(
@@ -341,14 +346,14 @@ def recall_read(
         "refill_min": FUNNEL_REFILL_MIN,
     }
     result = statement.fetchall(params)
-    actor_pk, counts, rejected, previous, tip, cached = result[0][:6]
+    actor_pk, counts, rejected, previous, tip, cached, context = result[0][:7]
     counts, rejected = _json(counts), _json(rejected)
     funnel = _funnel({code: int(n) for code, n in counts.items()})
     if fill_cache:
         if len(_FUNNEL_SIZES) >= _FUNNEL_SIZES_KEPT:
             _FUNNEL_SIZES.clear()
         _FUNNEL_SIZES[sized] = funnel.candidates
-    rows = [RankedRow(*row[6:]) for row in result if row[6] is not None]
+    rows = [RankedRow(*row[7:]) for row in result if row[7] is not None]
     path = "exact" if rows else "none"
     if actor_pk is not None and funnel.after_policy > EXACT_SEARCH_MAX:
         rows, path = memory_ranked(
@@ -368,6 +373,7 @@ def recall_read(
         previous,
         tip,
         funnel_cached=bool(cached),
+        policy_context=context,
     )
 
 

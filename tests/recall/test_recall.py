@@ -953,12 +953,53 @@ class RecallQueryCountTests:
 
         assert response.status_code == 200, response.content
 
+    def test_a_repeated_recall_checks_the_remembered_policy_in_its_read(
+        self, editor, workload_a, django_assert_num_queries
+    ):
+        factories.memories(editor.workspace, {"content": "release summary"})
+        client = editor.api()
+        first = client.post(RECALL, body_for(workload_a), format="json")
+        assert first.status_code == 200, first.content
+
+        # token, the read (which checks the policy context is still the one remembered), write
+        with django_assert_num_queries(3):
+            again = client.post(RECALL, body_for(workload_a), format="json")
+        assert again.status_code == 200, again.content
+        set_workload(workload_a, sensitivityCeiling="public")
+        # a policy saved since: the context has moved, so it is read again, and the read too
+        with django_assert_num_queries(5):
+            changed = client.post(RECALL, body_for(workload_a), format="json")
+
+        assert changed.status_code == 200, changed.content
+        hashes = [r.json()["effectivePolicyHash"] for r in (first, again, changed)]
+        assert hashes[0] == hashes[1] != hashes[2]
+        expected = policy_selectors.effective_policy_for(
+            workload=workload_a, environment="prod"
+        ).policy_hash
+        assert hashes[2] == expected
+
+    def test_a_workload_archived_after_its_policy_was_remembered_is_refused(
+        self, editor, workload_a
+    ):
+        from policies.services import workload_archive
+
+        factories.memories(editor.workspace, {"content": "release summary"})
+        client = editor.api()
+        assert client.post(RECALL, body_for(workload_a), format="json").status_code == 200
+        workload_archive(workload=workload_a, author="system:test")
+
+        response = client.post(RECALL, body_for(workload_a), format="json")
+
+        error_of(response, 409, "WORKLOAD_ARCHIVED")
+
     def test_the_hot_path_statements_are_prepared_and_planned_once(self, editor, workload_a):
         """Each statement of the hot path is prepared on the connection and runs its generic
         plan: PostgreSQL plans the recall read once, not on every call."""
         factories.memories(editor.workspace, {"content": "release summary"})
         client = editor.api()
         for _ in range(5):
+            # as every recall would if none remembered the policy: the context is read too
+            policy_selectors._remembered.clear()
             response = client.post(RECALL, body_for(workload_a), format="json")
             assert response.status_code == 200, response.content
 
