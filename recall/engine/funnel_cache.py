@@ -106,12 +106,23 @@ revised AS MATERIALIZED (
     FROM changed g JOIN {TABLE} m ON m.id = g.memory_id
     WHERE m.actor_id = (SELECT id FROM actor)
 ),
+-- the rows inserted since the cached funnel, as the table and the log tell: the added rows
+-- not changed since, and the rows above max_id changed since that were the actor's when first
+-- changed (a row added and deleted since counts; one moved in from another actor does not)
+inserted AS MATERIALIZED (
+    SELECT count(*) AS n FROM added WHERE id NOT IN (SELECT memory_id FROM logged)
+    UNION ALL
+    SELECT count(*) FROM (
+        SELECT DISTINCT ON (g.memory_id) g.present FROM logged g, cached c
+        WHERE g.memory_id > c.max_id ORDER BY g.memory_id, g.seq, g.id
+    ) first_change WHERE first_change.present
+),
 -- the cached funnel, if the added rows are all the rows inserted since it was computed, every
 -- change since is logged, and its first rejected ids stay the first ones (the list held every
 -- rejected row, or none of the rows it lists left it)
 usable AS MATERIALIZED (
     SELECT c.* FROM cached c, actor a
-    WHERE a.memory_inserts - c.memory_inserts = (SELECT count(*) FROM added)
+    WHERE a.memory_inserts - c.memory_inserts = (SELECT sum(n) FROM inserted)
       AND a.memory_changes - c.memory_changes = (SELECT count(*) FROM logged)
       AND (jsonb_array_length(c.rejected) < {REJECTED_KEEP} OR NOT EXISTS (
           SELECT 1 FROM retracted r
