@@ -426,6 +426,8 @@ SERVERS = {
                 "1", "--log-level", "warning", "--no-ws", "portal.wsgi:application"],
 }  # fmt: skip
 SERVER = os.environ.get("BENCH_SERVER", "gunicorn")
+if SERVER not in SERVERS:
+    raise SystemExit(f"BENCH_SERVER must be one of {', '.join(SERVERS)}, not {SERVER!r}.")
 
 
 def start_server(
