@@ -27,12 +27,14 @@ class Actor(models.Model):
     # Maintained by database triggers (recall.engine.funnel_cache), whoever writes the
     # memories: ``memory_inserts`` counts the memories ever added, ``memory_changes`` the
     # deletes and changes of a column recall filters on (each logged in MemoryChange while the
-    # actor has a cached funnel); ``memory_version`` moved on each of those before migration
-    # 0015 and no longer moves.
+    # actor has a cached funnel); ``memory_version`` moves with them, for a process still
+    # running the code before migration 0015 (which keys its funnels on it).
     # They key the cached recall funnel (FunnelCache), so a stale funnel can never be used.
     memory_version = models.BigIntegerField(default=0, editable=False)
     memory_inserts = models.BigIntegerField(default=0, editable=False)
-    memory_changes = models.BigIntegerField(default=0, editable=False)
+    # With a database default: a process still running the code before migration 0015 inserts
+    # actors without it.
+    memory_changes = models.BigIntegerField(default=0, db_default=0, editable=False)
     # A tombstone: the actor's memories were erased (a data-subject request, recall.erasure).
     # The row stays so that the erasure is remembered and no memory is added back for it.
     erased_at = models.DateTimeField(null=True, blank=True)
@@ -197,27 +199,28 @@ class WorkloadLayoutConfigVersion(models.Model):
 
 
 class FunnelCache(models.Model):
-    """A large actor's policy funnel, computed once per (memory version, recall filter).
+    """A large actor's policy funnel, computed once per recall filter and kept current.
 
     Recall evaluates every one of an actor's memories against the policy to report the
     funnel (SPEC section 5). For actors with many memories that scan dominates the request,
     so its result is kept here: the counts by decision code, the eligible ids (when the exact
     path will rank them) and the first rejected ids, over the memories with ids up to
-    ``max_id``. A row is used only while the actor's ``memory_version`` is unchanged and
-    before ``valid_until``: the earliest moment a memory expires or ages past
-    ``maxAgeSeconds``, the only ways time alone changes the funnel. Memories added since are
-    evaluated and merged in, provided they are exactly the rows above ``max_id`` (their number
-    equals the growth of the actor's ``memory_inserts``; a row committed late with a smaller
-    id fails that check and the funnel is scanned again), and so are the rows that were
-    waiting for their embedding (``pending``). Nothing here is authoritative; deleting rows
-    only costs a rescan.
+    ``max_id``, as of the actor's ``memory_inserts`` and ``memory_changes``. A read uses it
+    before ``valid_until`` (the earliest moment a memory expires or ages past
+    ``maxAgeSeconds``, the only ways time alone changes the funnel) and merges in what
+    happened since: the memories added (provided they are exactly the rows inserted since; a
+    row committed late with a smaller id fails that check and the funnel is scanned again),
+    the rows that were waiting for their embedding (``pending``), and the rows changed or
+    deleted, from the change log (``MemoryChange``). ``memory_version`` is kept for processes
+    running the code before migration 0015. Nothing here is authoritative; deleting rows only
+    costs a rescan.
     """
 
     actor = models.ForeignKey(Actor, on_delete=models.CASCADE, related_name="+")
     filter_key = models.CharField(max_length=64)
     memory_version = models.BigIntegerField()
     memory_inserts = models.BigIntegerField(default=0)
-    memory_changes = models.BigIntegerField(default=0)
+    memory_changes = models.BigIntegerField(default=0, db_default=0)
     max_id = models.BigIntegerField(default=0)
     valid_until = models.DateTimeField(null=True)
     counts = models.JSONField()

@@ -8,9 +8,10 @@ keyed by the policy's filter values (:func:`filter_key`) and by counters on the 
 triggers on the memory table keep, whoever writes the rows (:data:`TRIGGERS`):
 ``memory_inserts`` counts inserts, ``memory_changes`` deletes and changes of a filtered column,
 each of which is also logged (``MemoryChange``, with the row's filtered columns as they were)
-while the actor has a funnel that could use it (``memory_version``, which every change moved
-before 0015, no longer moves).
-The triggers were installed by migrations 0007-0011 and 0015, whose SQL stays as it was; the
+while the actor has a funnel that could use it. ``memory_version`` still moves with every
+change, for a process running the code before migration 0015 (which keys its funnels on it);
+this code does not read it. The triggers were installed by migrations 0007-0011, 0015 and
+0016, whose SQL stays as it was; the
 constants here are that SQL as it stands now, for a new migration to import
 (tests/recall/test_engine.py checks them against the migrations).
 """
@@ -64,7 +65,7 @@ LOOKUP = f"""cached AS MATERIALIZED (
     SELECT f.counts, f.eligible, f.rejected, f.max_id, f.memory_inserts, f.memory_changes,
            f.valid_until, f.pending
     FROM {CACHE} f JOIN actor a ON f.actor_id = a.id
-    WHERE f.filter_key = %(filter_key)s AND f.memory_version = a.memory_version
+    WHERE f.filter_key = %(filter_key)s
       AND a.memory_changes - f.memory_changes <= {CHANGES_MAX}
       AND (f.valid_until IS NULL OR f.valid_until > %(now)s)
       -- stored without ids (too many to rank exactly then), but the exact path wants them now
@@ -118,12 +119,15 @@ inserted AS MATERIALIZED (
     ) first_change WHERE first_change.present
 ),
 -- the cached funnel, if the added rows are all the rows inserted since it was computed, every
--- change since is logged, and its first rejected ids stay the first ones (the list held every
--- rejected row, or none of the rows it lists left it)
+-- change since is logged, one stored without ids still has too many eligible rows to rank
+-- exactly, and its first rejected ids stay the first ones (the list held every rejected row,
+-- or none of the rows it lists left it)
 usable AS MATERIALIZED (
     SELECT c.* FROM cached c, actor a
     WHERE a.memory_inserts - c.memory_inserts = (SELECT sum(n) FROM inserted)
       AND a.memory_changes - c.memory_changes = (SELECT count(*) FROM logged)
+      AND (c.eligible IS NOT NULL OR (c.counts ->> 'passes_policy')::bigint
+           - (SELECT count(*) FROM retracted WHERE code = 'passes_policy') > %(exact_max)s)
       AND (jsonb_array_length(c.rejected) < {REJECTED_KEEP} OR NOT EXISTS (
           SELECT 1 FROM retracted r
           WHERE r.code NOT IN {_REJECTIONS}
@@ -219,7 +223,7 @@ fill AS (
 )"""
 
 
-# --- the triggers, as migrations 0007-0011 and 0015 left them ---------------------------------
+# --- the triggers, as migrations 0007-0011, 0015 and 0016 left them ---------------------------
 
 # A change of one of these is a change to the actor's cached funnels (``memory_changes``). The
 # embedding model is watched apart: a memory embedded at last (from '' to a model) is rechecked
@@ -253,7 +257,8 @@ DELETED_FUNCTION = f"""\
 CREATE OR REPLACE FUNCTION recall_bump_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     WITH bumped AS (
-        UPDATE recall_actor a SET memory_changes = a.memory_changes + n.deleted
+        UPDATE recall_actor a SET memory_changes = a.memory_changes + n.deleted,
+            memory_version = a.memory_version + 1
         FROM (SELECT actor_id, count(*) AS deleted FROM changed_rows GROUP BY actor_id) n
         WHERE a.id = n.actor_id
         RETURNING a.id, a.memory_changes
@@ -272,33 +277,32 @@ CREATE TRIGGER recall_memory_deleted AFTER DELETE ON recall_memoryrecord
     REFERENCING OLD TABLE AS changed_rows FOR EACH STATEMENT
     EXECUTE FUNCTION recall_bump_deleted();"""
 
-# A row moved to another actor is a change for both: the one it left logs its old columns,
-# the one it joined logs that it was not its (``present`` false).
+# A row moved to another actor is a change for both, counted in one statement (one lock order,
+# so moves both ways cannot deadlock): the actor it left logs its old columns, the one it
+# joined logs that it was not its (``present`` false).
 UPDATED_FUNCTION = f"""\
 CREATE OR REPLACE FUNCTION recall_bump_updated() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
-    next_seq bigint;
+    bumped record;
 BEGIN
-    UPDATE recall_actor SET memory_changes = memory_changes + 1
-    WHERE id = OLD.actor_id RETURNING memory_changes INTO next_seq;
-    IF EXISTS (
-        SELECT 1 FROM recall_funnelcache f
-        WHERE f.actor_id = OLD.actor_id AND f.memory_changes >= next_seq - {CHANGES_MAX}
-    ) THEN
-        INSERT INTO recall_memorychange (actor_id, memory_id, seq, present, {LOGGED_COLUMNS})
-        VALUES (OLD.actor_id, OLD.id, next_seq, true, {_OLD});
-    END IF;
-    IF NEW.actor_id IS DISTINCT FROM OLD.actor_id THEN
-        UPDATE recall_actor SET memory_changes = memory_changes + 1
-        WHERE id = NEW.actor_id RETURNING memory_changes INTO next_seq;
-        IF EXISTS (
+    FOR bumped IN
+        UPDATE recall_actor SET memory_changes = memory_changes + 1,
+            memory_version = memory_version + 1
+        WHERE id IN (OLD.actor_id, NEW.actor_id) RETURNING id, memory_changes
+    LOOP
+        CONTINUE WHEN NOT EXISTS (
             SELECT 1 FROM recall_funnelcache f
-            WHERE f.actor_id = NEW.actor_id AND f.memory_changes >= next_seq - {CHANGES_MAX}
-        ) THEN
+            WHERE f.actor_id = bumped.id
+              AND f.memory_changes >= bumped.memory_changes - {CHANGES_MAX}
+        );
+        IF bumped.id = OLD.actor_id THEN
             INSERT INTO recall_memorychange (actor_id, memory_id, seq, present, {LOGGED_COLUMNS})
-            VALUES (NEW.actor_id, NEW.id, next_seq, false, {_NEW});
+            VALUES (OLD.actor_id, OLD.id, bumped.memory_changes, true, {_OLD});
+        ELSE
+            INSERT INTO recall_memorychange (actor_id, memory_id, seq, present, {LOGGED_COLUMNS})
+            VALUES (NEW.actor_id, NEW.id, bumped.memory_changes, false, {_NEW});
         END IF;
-    END IF;
+    END LOOP;
     RETURN NULL;
 END $$;"""
 # Hit counts and content edits leave these columns alone: recall's own writes never fire it.

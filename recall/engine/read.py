@@ -225,7 +225,7 @@ counts AS MATERIALIZED (
         UNION ALL
         -- the changed rows' old decisions (their new ones are in coded)
         SELECT code, -count(*) FROM retracted WHERE EXISTS (SELECT 1 FROM usable) GROUP BY code
-    ) parts GROUP BY code HAVING sum(n) > 0
+    ) parts GROUP BY code HAVING sum(n) <> 0
 ),
 passing AS MATERIALIZED (
     SELECT coalesce(sum(n), 0) AS n FROM counts WHERE code = 'passes_policy'

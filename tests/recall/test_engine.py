@@ -71,7 +71,7 @@ class PolicyFilterTests:
 
 
 class FunnelCacheTriggerTests:
-    """The constants are the triggers' SQL as migrations 0007-0011 and 0015 left it."""
+    """The constants are the triggers' SQL as migrations 0007-0011, 0015 and 0016 left it."""
 
     def test_the_insert_function_is_migration_0008s(self):
         assert funnel_cache.INSERTED_FUNCTION in migration("0008_funnel_cache_inserts").TRIGGERS
@@ -93,15 +93,14 @@ class FunnelCacheTriggerTests:
 
         assert funnel_cache.TRUNCATED_TRIGGER in installed
 
-    def test_the_functions_that_log_changes_are_migration_0015s(self):
-        installed = migration("0015_funnel_cache_changes").CHANGES
+    def test_the_truncate_function_is_migration_0015s(self):
+        assert funnel_cache.TRUNCATED_FUNCTION in migration("0015_funnel_cache_changes").CHANGES
 
-        for sql in (
-            funnel_cache.DELETED_FUNCTION,
-            funnel_cache.UPDATED_FUNCTION,
-            funnel_cache.TRUNCATED_FUNCTION,
-        ):
-            assert sql in installed
+    def test_the_functions_that_count_and_log_changes_are_migration_0016s(self):
+        installed = migration("0016_funnel_cache_versions").FUNCTIONS
+
+        assert funnel_cache.DELETED_FUNCTION in installed
+        assert funnel_cache.UPDATED_FUNCTION in installed
 
 
 class PreparedStatementRegistryTests:

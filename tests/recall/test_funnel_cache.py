@@ -283,7 +283,9 @@ class FunnelCacheTests:
             assert ada().memory_changes == before
         else:
             assert ada().memory_changes > before
-        assert ada().memory_version == 0  # no longer moves: changes are merged, not thrown away
+        # moves with the changes, for a process still running the code before migration
+        # 0015 (which keys its funnels on it); this code merges them instead
+        assert ada().memory_version == ada().memory_changes
         expected_after_policy = {
             "import": 4,
             "edit a label": 2,
@@ -337,11 +339,39 @@ class FunnelCacheTests:
     def test_a_fill_from_an_older_snapshot_never_replaces_a_newer_entry(self, strict, ada_rows):
         read(strict)
         entry = FunnelCache.objects.get(actor=ada())
-        FunnelCache.objects.filter(pk=entry.pk).update(memory_version=entry.memory_version + 5)
+        newer = {
+            "memory_version": entry.memory_version + 5,
+            "memory_changes": entry.memory_changes + 5,
+        }
+        FunnelCache.objects.filter(pk=entry.pk).update(**newer)
 
-        read(strict)  # misses (its version is older) and tries to store its own funnel
+        found = read(strict)  # cannot use it (its changes are not in the log) and stores its own
 
-        assert FunnelCache.objects.get(pk=entry.pk).memory_version == entry.memory_version + 5
+        assert not found.funnel_cached
+        stored = FunnelCache.objects.get(pk=entry.pk)
+        assert {k: getattr(stored, k) for k in newer} == newer
+
+    def test_an_entry_stored_without_ids_is_not_used_once_changes_could_make_it_exact(
+        self, monkeypatch, strict, ada_rows
+    ):
+        """Stored without ids (more eligible rows than exact search takes), an entry cannot
+        serve a read whose eligible rows may have fallen within the exact limit by changes
+        since: the funnel is computed again, ids and all."""
+        monkeypatch.setattr(selectors, "EXACT_SEARCH_MAX", 2)
+        monkeypatch.setattr(selectors, "HNSW_MAX_SCAN_TUPLES", 10**8)
+        read(strict)  # three eligible rows: stored without ids
+        assert FunnelCache.objects.get(actor=ada()).eligible is None
+        passing = next(m for m in ada_rows if m.content == "ship the release on fridays")
+        MemoryRecord.objects.filter(pk=passing.pk).delete()
+
+        found = read(strict)
+
+        assert not found.funnel_cached
+        assert answer(found) == answer(fresh_scan(strict))
+        assert found.path == "exact" and len(found.rows) == 2
+        assert sorted(FunnelCache.objects.get(actor=ada()).eligible) == sorted(
+            row.id for row in found.rows
+        )
 
     def test_an_entry_without_ids_is_not_used_once_the_exact_path_wants_them(
         self, monkeypatch, strict, ada_rows
@@ -548,13 +578,19 @@ class FunnelCacheTests:
 
     @pytest.mark.parametrize("seed", [1, 2, 3])
     @pytest.mark.parametrize("refill", [1, 6], ids=["stored-each-read", "merged-until-six"])
+    @pytest.mark.parametrize("exact_max", [20_000, 3], ids=["exact", "hnsw-above-three"])
     def test_a_random_run_of_changes_never_makes_the_cache_disagree(
-        self, monkeypatch, strict, seed, refill
+        self, monkeypatch, strict, seed, refill, exact_max
     ):
         """Forty random steps (adds, label edits, suppressions, deletes, time passing),
         each followed by a recall read compared with a fresh scan at the same instant; the
-        entry stored again after every read that merged rows, or only once six gathered."""
+        entry stored again after every read that merged rows, or only once six gathered; with
+        the exact path, or the HNSW path (entries without ids) above three eligible rows."""
         monkeypatch.setattr(selectors, "FUNNEL_REFILL_MIN", refill)
+        # above three eligible rows: ranked by the HNSW index, stored without ids (its scan
+        # unbounded here, as in test_the_hnsw_path_keeps_counts_but_no_ids)
+        monkeypatch.setattr(selectors, "EXACT_SEARCH_MAX", exact_max)
+        monkeypatch.setattr(selectors, "HNSW_MAX_SCAN_TUPLES", 10**8)
         rng = random.Random(seed)
         labels = {
             "memory_type": ["fact", "decision", "preference"],

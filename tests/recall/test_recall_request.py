@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 import uuid
+from datetime import UTC, date, datetime
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rest_framework.renderers import JSONRenderer
@@ -133,7 +135,17 @@ class FastJSONRendererTests:
         else:
             assert json.loads(fast) == json.loads(reference)
 
-    def test_what_orjson_cannot_write_is_written_by_json_renderer(self):
-        data = {"id": uuid.UUID(WORKLOAD), "big": 2**70}
+    @pytest.mark.parametrize(
+        "value",
+        [
+            datetime(2026, 12, 4, 15, 30, 1, 123456, tzinfo=UTC),
+            date(2026, 12, 4),
+            2**70,
+            {1: "a key that is not a string"},
+        ],
+        ids=["datetime", "date", "big-int", "int-key"],
+    )
+    def test_what_orjson_would_write_otherwise_is_written_by_json_renderer(self, value):
+        data = {"id": uuid.UUID(WORKLOAD), "value": value}
 
         assert FastJSONRenderer().render(data) == JSONRenderer().render(data)
