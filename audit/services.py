@@ -90,8 +90,15 @@ inserted AS (
          prev_hash, hash, key_id)
     SELECT %s, %s, %s::timestamptz, %s, %s::uuid, %s, %s, %s::jsonb, %s, %s, %s FROM appended
     RETURNING id
-){{work}}
-SELECT (SELECT id FROM inserted)
+){{work}},
+-- when another append moved the tip first: the tip as it is now (the row locked and read at
+-- its latest version), for the retry, which then need not read it in a round trip of its own
+moved AS (
+    SELECT last_hash FROM {AuditChainHead._meta.db_table}
+    WHERE workspace_id = %s AND NOT EXISTS (SELECT 1 FROM appended)
+    FOR UPDATE
+)
+SELECT (SELECT id FROM inserted), (SELECT last_hash FROM moved)
 """
 
 
@@ -226,7 +233,7 @@ def audit_event_record(
         workspace=workspace, type=type, author=author, payload=payload,
         workload_id=workload_id, environment=environment, actor_id=actor_id, work=(),
     )  # fmt: skip
-    if event is None:  # impossible while we hold the lock
+    if not isinstance(event, AuditEvent):  # impossible while we hold the lock
         raise RuntimeError("the audit chain moved while locked")
     return event
 
@@ -248,8 +255,9 @@ def audit_event_append(
     One statement moves the tip from ``tip`` to the new event's hash, inserts the event and
     does the ``work`` (hit counts, injections: rendered here, each taking effect only with the
     event): all or nothing, as one statement is. If another append moved the tip first,
-    nothing is written and the append is retried on the new tip; after a few lost races it
-    takes the lock. The event is durable when this returns (no transaction holds it open).
+    nothing is written, the same statement reads the tip it lost to, and the append is
+    retried on it; after a few lost races it takes the lock. The event is durable when this
+    returns (no transaction holds it open).
     """
     fields: dict[str, Any] = {
         "workspace": workspace, "type": type, "author": author, "payload": payload,
@@ -259,20 +267,15 @@ def audit_event_append(
     for _ in range(APPEND_ATTEMPTS):
         if tip is None:
             break  # no chain head yet: the locked path creates it
-        event = _append(tip, **fields)
-        if event is not None:
-            return event
-        tip = _read_tip(workspace)
+        appended = _append(tip, **fields)
+        if isinstance(appended, AuditEvent):
+            return appended
+        tip = appended  # the tip another append moved it to
     with transaction.atomic():
         event = _append(_locked_tip(workspace), **fields)
-    if event is None:  # impossible while we hold the lock
+    if not isinstance(event, AuditEvent):  # impossible while we hold the lock
         raise RuntimeError("the audit chain moved while locked")
     return event
-
-
-def _read_tip(workspace: Workspace) -> ChainTip | None:
-    head = AuditChainHead.objects.filter(workspace=workspace).values_list("last_hash").first()
-    return ChainTip(head[0]) if head else None
 
 
 def _locked_tip(workspace: Workspace) -> ChainTip:
@@ -296,8 +299,9 @@ def _append(
     environment: str,
     actor_id: str,
     work: Sequence[AppendWork],
-) -> AuditEvent | None:
-    """One statement: move the tip, insert the event, do the work."""
+) -> AuditEvent | ChainTip | None:
+    """One statement: move the tip, insert the event, do the work. The event; or, if another
+    append moved the tip first, the tip it moved it to (None if there is no chain head)."""
     # Encode once: the stored jsonb and the hashed fields must be the same JSON (a UUID or
     # datetime in a payload becomes its string in both).
     payload_json = json.dumps(payload, cls=DjangoJSONEncoder)
@@ -323,11 +327,11 @@ def _append(
     ]  # fmt: skip
     for _, _, work_params in rendered:
         params.extend(work_params)
+    params.append(workspace.pk)
     statement = _append_statement(tuple((name, sql) for name, sql, _ in rendered))
-    row = statement.fetchone(params)
-    event_id = row[0] if row else None
+    event_id, moved_to = statement.fetchone(params) or (None, None)
     if event_id is None:
-        return None
+        return ChainTip(moved_to) if moved_to else None
     return AuditEvent(
         pk=event_id,
         workspace=workspace,

@@ -66,7 +66,7 @@ class CompareAndSwapAppendTests:
             work=[HitCounts("recall_memoryrecord", [memory.pk], timezone.now())],
         )  # fmt: skip
 
-        assert result is None
+        assert result == tip_of(workspace_a)  # nothing written; the tip it lost to, for the retry
         memory.refresh_from_db()
         assert memory.hit_count == 0
         assert AuditEvent.objects.filter(workspace=workspace_a).count() == events
