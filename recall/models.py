@@ -245,12 +245,12 @@ class MemoryChange(models.Model):
 
     Written by the triggers on the memory table (``recall.engine.funnel_cache``) while the
     actor has a cached funnel near enough to use it: a delete, or an update of a column recall
-    filters on, logs the row's previous filtered columns (``present``: the row was the actor's
-    before; a row moved in from another actor was not, and its columns are the new ones,
-    never decided on). Recall takes the earliest entry of each memory since a cached funnel,
-    takes its old decision out of the funnel and puts the row's current one in, instead of
-    scanning every memory again. ``seq`` is the actor's ``memory_changes`` after the
-    statement; entries no funnel needs any more are pruned when one is stored.
+    filters on, logs the row's previous filtered columns and whether the row was the actor's
+    before (``present``; for a row moved in from another actor there is no old decision to
+    take out). Recall takes the earliest entry of each memory since a cached funnel, takes its
+    old decision out of the funnel and puts the row's current one in, instead of scanning
+    every memory again. ``seq`` is the actor's ``memory_changes`` after the statement;
+    entries no funnel needs any more are pruned when one is stored.
     """
 
     # The database deletes these with their actor (ON DELETE CASCADE, migration 0015): a

@@ -234,7 +234,9 @@ def recall_plan(
     query_vector = embedder().embed([request.query])[0]
 
     def read(effective: EffectivePolicy) -> RecallCandidates:
-        verbosity = effective.policy["diagnosticsVerbosity"]
+        rejected = rejected_limit
+        if rejected is None:
+            rejected = DECISIONS_MAX if effective.policy["diagnosticsVerbosity"] == "full" else 0
         return recall_read(
             workspace_id=request.workspace.pk,
             workload_id=request.workload.id,
@@ -243,13 +245,7 @@ def recall_plan(
             policy=effective.policy,
             query_vector=query_vector,
             limit=max(request.top_k * RERANK_POOL_FACTOR, RERANK_POOL_MIN),
-            rejected_limit=(
-                rejected_limit
-                if rejected_limit is not None
-                else DECISIONS_MAX
-                if verbosity == "full"
-                else 0
-            ),
+            rejected_limit=rejected,
             now=now,
             fill_cache=fill_cache,
         )

@@ -11,9 +11,8 @@ each of which is also logged (``MemoryChange``, with the row's filtered columns 
 while the actor has a funnel that could use it. ``memory_version`` still moves with every
 change, for a process running the code before migration 0015 (which keys its funnels on it);
 this code does not read it. The triggers were installed by migrations 0007-0011, 0015 and
-0016, whose SQL stays as it was; the
-constants here are that SQL as it stands now, for a new migration to import
-(tests/recall/test_engine.py checks them against the migrations).
+0016, whose SQL stays as it was; the constants here are that SQL as it stands now, for a new
+migration to import (tests/recall/test_engine.py checks them against the migrations).
 """
 
 from __future__ import annotations
@@ -48,7 +47,8 @@ CHANGES = MemoryChange._meta.db_table
 _DECISION = policy_filter_sql("decision")
 # The decision a logged change's old columns made (they carry the memory table's names).
 _OLD_DECISION = policy_filter_sql("decision", alias="g")
-_REJECTIONS = "('passes_policy', 'lifecycle_excluded', 'embedding_pending')"
+# The codes that are not a policy's rejection: the first rejected ids list the others.
+REJECTIONS_NOT = "('passes_policy', 'lifecycle_excluded', 'embedding_pending')"
 
 
 def filter_key(params: dict[str, Any]) -> str:
@@ -89,13 +89,15 @@ logged AS MATERIALIZED (
     SELECT g.* FROM {CHANGES} g
     WHERE g.actor_id = (SELECT id FROM actor) AND g.seq > (SELECT memory_changes FROM cached)
 ),
--- each changed row the cached funnel counted (neither added since nor waiting for its
--- embedding, which are coded as they are now anyway), as the funnel saw it: its first change
+-- each changed row as the cached funnel saw it: its first change logged since
+first_changes AS MATERIALIZED (
+    SELECT DISTINCT ON (g.memory_id) g.* FROM logged g ORDER BY g.memory_id, g.seq, g.id
+),
+-- those the cached funnel counted (neither added since nor waiting for their embedding,
+-- which are coded as they are now anyway)
 changed AS MATERIALIZED (
-    SELECT DISTINCT ON (g.memory_id) g.*
-    FROM logged g, cached c
+    SELECT g.* FROM first_changes g, cached c
     WHERE g.memory_id <= c.max_id AND NOT g.memory_id = ANY (c.pending)
-    ORDER BY g.memory_id, g.seq, g.id
 ),
 -- the decisions the cached funnel holds for them (a row moved in from another actor has none)
 retracted AS MATERIALIZED (
@@ -113,10 +115,7 @@ revised AS MATERIALIZED (
 inserted AS MATERIALIZED (
     SELECT count(*) AS n FROM added WHERE id NOT IN (SELECT memory_id FROM logged)
     UNION ALL
-    SELECT count(*) FROM (
-        SELECT DISTINCT ON (g.memory_id) g.present FROM logged g, cached c
-        WHERE g.memory_id > c.max_id ORDER BY g.memory_id, g.seq, g.id
-    ) first_change WHERE first_change.present
+    SELECT count(*) FROM first_changes g, cached c WHERE g.memory_id > c.max_id AND g.present
 ),
 -- the cached funnel, if the added rows are all the rows inserted since it was computed, every
 -- change since is logged, one stored without ids still has too many eligible rows to rank
@@ -130,7 +129,7 @@ usable AS MATERIALIZED (
            - (SELECT count(*) FROM retracted WHERE code = 'passes_policy') > %(exact_max)s)
       AND (jsonb_array_length(c.rejected) < {REJECTED_KEEP} OR NOT EXISTS (
           SELECT 1 FROM retracted r
-          WHERE r.code NOT IN {_REJECTIONS}
+          WHERE r.code NOT IN {REJECTIONS_NOT}
             AND r.id <= (SELECT max((x ->> 0)::bigint) FROM jsonb_array_elements(c.rejected) x)
       ))
 )"""
@@ -251,7 +250,6 @@ CREATE TRIGGER recall_memory_inserted AFTER INSERT ON recall_memoryrecord
 # the actor's funnels is near enough to use them, logged with the row's old columns (0015).
 LOGGED_COLUMNS = ", ".join(FILTER_COLUMNS)
 _OLD = ", ".join(f"OLD.{c}" for c in FILTER_COLUMNS)
-_NEW = ", ".join(f"NEW.{c}" for c in FILTER_COLUMNS)
 _DELETED_LOGGED = ", ".join(f"o.{c}" for c in FILTER_COLUMNS)
 DELETED_FUNCTION = f"""\
 CREATE OR REPLACE FUNCTION recall_bump_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -278,8 +276,8 @@ CREATE TRIGGER recall_memory_deleted AFTER DELETE ON recall_memoryrecord
     EXECUTE FUNCTION recall_bump_deleted();"""
 
 # A row moved to another actor is a change for both, counted in one statement (one lock order,
-# so moves both ways cannot deadlock): the actor it left logs its old columns, the one it
-# joined logs that it was not its (``present`` false).
+# so moves both ways cannot deadlock); each logs the row's old columns, and whether the row was
+# its own (``present``: the actor it joined has no decision of the row to take out).
 UPDATED_FUNCTION = f"""\
 CREATE OR REPLACE FUNCTION recall_bump_updated() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
@@ -295,13 +293,8 @@ BEGIN
             WHERE f.actor_id = bumped.id
               AND f.memory_changes >= bumped.memory_changes - {CHANGES_MAX}
         );
-        IF bumped.id = OLD.actor_id THEN
-            INSERT INTO recall_memorychange (actor_id, memory_id, seq, present, {LOGGED_COLUMNS})
-            VALUES (OLD.actor_id, OLD.id, bumped.memory_changes, true, {_OLD});
-        ELSE
-            INSERT INTO recall_memorychange (actor_id, memory_id, seq, present, {LOGGED_COLUMNS})
-            VALUES (NEW.actor_id, NEW.id, bumped.memory_changes, false, {_NEW});
-        END IF;
+        INSERT INTO recall_memorychange (actor_id, memory_id, seq, present, {LOGGED_COLUMNS})
+        VALUES (bumped.id, OLD.id, bumped.memory_changes, bumped.id = OLD.actor_id, {_OLD});
     END LOOP;
     RETURN NULL;
 END $$;"""

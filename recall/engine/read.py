@@ -45,6 +45,7 @@ from recall.engine.funnel_cache import (
     FUNNEL_REFILL_MIN,
     LOOKUP,
     REJECTED_KEEP,
+    REJECTIONS_NOT,
     TABLE,
     filter_key,
 )
@@ -232,7 +233,7 @@ passing AS MATERIALIZED (
 ),
 rejected AS MATERIALIZED (
     (SELECT id, code FROM coded
-     WHERE code NOT IN ('passes_policy', 'lifecycle_excluded', 'embedding_pending')
+     WHERE code NOT IN {REJECTIONS_NOT}
      ORDER BY id LIMIT {REJECTED_KEEP})
     UNION ALL
     SELECT (r ->> 0)::bigint, r ->> 1 FROM usable, jsonb_array_elements(usable.rejected) r

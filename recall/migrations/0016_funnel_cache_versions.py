@@ -6,7 +6,7 @@ from django.db import migrations, models
 # counters get database defaults (that code inserts actors and funnels without them), and the
 # triggers move ``memory_version`` with every change again (that code keys its funnels on it;
 # this code no longer reads it). A move between actors counts both in one UPDATE, one lock
-# order as before 0015, so moves both ways cannot deadlock.
+# order as before 0015, so moves both ways cannot deadlock; each logs the row's old columns.
 
 FUNCTIONS = """
 CREATE OR REPLACE FUNCTION recall_bump_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -41,13 +41,8 @@ BEGIN
             WHERE f.actor_id = bumped.id
               AND f.memory_changes >= bumped.memory_changes - 2000
         );
-        IF bumped.id = OLD.actor_id THEN
-            INSERT INTO recall_memorychange (actor_id, memory_id, seq, present, lifecycle_status, is_current, expires_at, consent_policy, memory_type, source_kind, confirmation_status, confidence, sensitivity, created_at, segment_kind, embedding_model)
-            VALUES (OLD.actor_id, OLD.id, bumped.memory_changes, true, OLD.lifecycle_status, OLD.is_current, OLD.expires_at, OLD.consent_policy, OLD.memory_type, OLD.source_kind, OLD.confirmation_status, OLD.confidence, OLD.sensitivity, OLD.created_at, OLD.segment_kind, OLD.embedding_model);
-        ELSE
-            INSERT INTO recall_memorychange (actor_id, memory_id, seq, present, lifecycle_status, is_current, expires_at, consent_policy, memory_type, source_kind, confirmation_status, confidence, sensitivity, created_at, segment_kind, embedding_model)
-            VALUES (NEW.actor_id, NEW.id, bumped.memory_changes, false, NEW.lifecycle_status, NEW.is_current, NEW.expires_at, NEW.consent_policy, NEW.memory_type, NEW.source_kind, NEW.confirmation_status, NEW.confidence, NEW.sensitivity, NEW.created_at, NEW.segment_kind, NEW.embedding_model);
-        END IF;
+        INSERT INTO recall_memorychange (actor_id, memory_id, seq, present, lifecycle_status, is_current, expires_at, consent_policy, memory_type, source_kind, confirmation_status, confidence, sensitivity, created_at, segment_kind, embedding_model)
+        VALUES (bumped.id, OLD.id, bumped.memory_changes, bumped.id = OLD.actor_id, OLD.lifecycle_status, OLD.is_current, OLD.expires_at, OLD.consent_policy, OLD.memory_type, OLD.source_kind, OLD.confirmation_status, OLD.confidence, OLD.sensitivity, OLD.created_at, OLD.segment_kind, OLD.embedding_model);
     END LOOP;
     RETURN NULL;
 END $$;
