@@ -7,7 +7,8 @@ with the chain's key. The operator ships the file where the database's administr
 write (another host, a write-once store); verification then demands that the chain still
 passes through every anchor. A chain rewritten even with the key no longer does.
 
-One JSON object per line, its keys sorted::
+One JSON object per line and lane of a workspace's chain (``audit.chain``), its keys sorted;
+a lane other than the main chain's (0) is named by ``lane``, which the signature covers::
 
     {"at": "...", "eventId": 41, "hash": "...", "keyId": "k1", "length": 41,
      "signature": "...", "v": 1, "workspace": "acme", "workspaceId": 1}
@@ -44,12 +45,14 @@ class Anchor:
     hash: str
     at: str
     key_id: str
+    lane: int = 0
 
     def body(self) -> dict[str, Any]:
         return {
             "v": VERSION,
             "workspaceId": self.workspace_id,
             "workspace": self.workspace,
+            **({"lane": self.lane} if self.lane else {}),
             "length": self.length,
             "eventId": self.event_id,
             "hash": self.hash,
@@ -69,21 +72,21 @@ def anchor_line(anchor: Anchor, key: ChainKey) -> str:
 
 
 def anchors_take() -> list[Anchor]:
-    """An anchor for every workspace whose chain has events, read from the chain heads."""
+    """An anchor for every lane of a chain that has events, read from the chain heads."""
     last_event = AuditEvent.objects.filter(
         workspace_id=OuterRef("workspace_id"), hash=OuterRef("last_hash")
     ).values("id")[:1]
     heads = (
         AuditChainHead.objects.filter(length__gt=0)
         .annotate(event_id=Subquery(last_event))
-        .values_list("workspace_id", "workspace__slug", "length", "event_id", "last_hash")
-        .order_by("workspace_id")
+        .values_list("workspace_id", "workspace__slug", "length", "event_id", "last_hash", "lane")
+        .order_by("workspace_id", "lane")
     )
     at = timezone.now().isoformat()
     key_id = signing_key().id
     return [
-        Anchor(workspace_id, slug, length, event_id, last_hash, at, key_id)
-        for workspace_id, slug, length, event_id, last_hash in heads
+        Anchor(workspace_id, slug, length, event_id, last_hash, at, key_id, lane)
+        for workspace_id, slug, length, event_id, last_hash, lane in heads
         if event_id is not None  # a head naming no event: verification reports that chain
     ]
 
@@ -111,12 +114,13 @@ def audit_anchor_record(path: str | Path | None = None) -> list[Anchor]:
 
 @dataclass
 class AnchorFile:
-    """The anchors read from a file, by workspace and position, and the lines that failed."""
+    """The anchors read from a file, by workspace and (lane, position), and the lines that
+    failed."""
 
-    points: dict[int, dict[int, AnchorPoint]] = field(default_factory=dict)
+    points: dict[int, dict[tuple[int, int], AnchorPoint]] = field(default_factory=dict)
     problems: dict[int | None, list[str]] = field(default_factory=dict)  # None: any workspace
 
-    def positions(self, workspace_id: int) -> dict[int, AnchorPoint]:
+    def positions(self, workspace_id: int) -> dict[tuple[int, int], AnchorPoint]:
         return self.points.get(workspace_id, {})
 
     def problems_for(self, workspace_id: int) -> list[str]:
@@ -136,7 +140,7 @@ def anchors_parse(lines: Iterable[str], keys: dict[str, ChainKey] | None = None)
             record = json.loads(line)
             signature = record.pop("signature")
             workspace_id = int(record["workspaceId"])
-            position = int(record["length"])
+            position = (int(record.get("lane", 0)), int(record["length"]))
             point = AnchorPoint(int(record["eventId"]), str(record["hash"]), str(record["at"]))
             key_id = str(record["keyId"])
         except (ValueError, KeyError, TypeError, AttributeError):
@@ -161,7 +165,8 @@ def anchors_parse(lines: Iterable[str], keys: dict[str, ChainKey] | None = None)
         ):
             parsed._problem(
                 workspace_id,
-                f"anchor line {number} disagrees with an earlier anchor at position {position}",
+                f"anchor line {number} disagrees with an earlier anchor at position"
+                f" {position[1]}{f' of lane {position[0]}' if position[0] else ''}",
             )
             continue
         seen.setdefault(position, point)

@@ -10,6 +10,13 @@ hashes. An unkeyed event (key id "", a plain SHA-256) is never accepted: the cha
 before keys were sealed with the key when it came (migration ``audit.0014``). Anchors
 (``audit.anchors``) catch a rewrite made with the key itself: the chain must still pass
 through every signed checkpoint taken of its head.
+
+A workspace's trail is one or more such chains, its lanes: lane 0, the main chain, and the
+lanes the recall hot path appends to (``AUDIT_RECALL_LANES``), so that concurrent recalls of
+one workspace do not all race for one tip. Each lane is a chain of its own with its own head
+and anchors, and a lane's events hash their lane too: an event moved to another lane, or
+dropped from one, breaks that lane exactly as it would break the single chain. A walk reads
+the lanes interleaved, in event id order (the order each lane was appended in).
 """
 
 from __future__ import annotations
@@ -82,11 +89,19 @@ class ChainLink:
     hash: str
     fields: Mapping[str, Any]
     key_id: str = ""  # "" for an event recorded before the chain was keyed
+    lane: int = 0  # the workspace's chain the event is appended to (see ``lane_fields``)
+
+
+def lane_fields(fields: Mapping[str, Any], lane: int) -> Mapping[str, Any]:
+    """The fields an event of ``lane`` is hashed over: its own, and its lane when that is not
+    the main chain (lane 0), so an event cannot be moved from one lane to another while the
+    events recorded before lanes existed keep their hashes."""
+    return {**fields, "lane": lane} if lane else fields
 
 
 @dataclass(frozen=True)
 class AnchorPoint:
-    """What a signed checkpoint saw at one position of the chain (1 is the first event)."""
+    """What a signed checkpoint saw at one position of a lane (1 is its first event)."""
 
     event_id: int
     hash: str
@@ -94,43 +109,56 @@ class AnchorPoint:
 
 
 @dataclass(frozen=True)
+class LaneTip:
+    """Where a walk of one lane stands: its last event that held, its hash and how many of
+    the lane's events it covered."""
+
+    hash: str = GENESIS_HASH
+    count: int = 0
+    id: int | None = None
+
+
+@dataclass(frozen=True)
 class ChainVerdict:
     ok: bool
-    checked: int  # events of the chain covered, counting those before ``start``
+    checked: int  # events covered, in every lane, counting those before the walk resumed
     first_broken_id: int | None
     reason: str = ""
-    last_id: int | None = None  # the last event that held, and its hash
+    last_id: int | None = None  # the last event that held (in any lane), and its hash
     last_hash: str = GENESIS_HASH
+    tips: Mapping[int, LaneTip] = field(default_factory=dict)  # each lane's, where it held
 
 
 def verify_links(
     links: Iterable[ChainLink],
     *,
     keys: Mapping[str, ChainKey] | None = None,
-    anchored: Mapping[int, AnchorPoint] | None = None,
-    after_hash: str = GENESIS_HASH,
-    after_count: int = 0,
-    after_id: int | None = None,
+    anchored: Mapping[tuple[int, int], AnchorPoint] | None = None,
+    after: Mapping[int, LaneTip] | None = None,
 ) -> ChainVerdict:
-    """Walk links in append order; stop at the first that does not hold.
+    """Walk links in append order (several lanes interleaved, each its own chain); stop at
+    the first that does not hold.
 
     ``keys`` are the secrets by id that keyed events name; ``anchored`` what signed
-    checkpoints saw at positions of the chain: the link at each such position must be that
-    very event. By default from the start of the chain; ``after_*`` resumes after an event
-    already found to hold (its hash, its position, its id), for a walk of only the events
-    appended since.
+    checkpoints saw at (lane, position): the link at each such position of that lane must be
+    that very event. By default from the start of every lane; ``after`` resumes lanes after
+    events already found to hold, for a walk of only the events appended since.
     """
     keys = keys or {}
     anchored = anchored or {}
-    expected_prev, checked, last_id = after_hash, after_count, after_id
+    tips: dict[int, LaneTip] = dict(after or {})
+    checked = sum(tip.count for tip in tips.values())
+    last_id: int | None = max((t.id for t in tips.values() if t.id is not None), default=None)
+    last_hash = next((t.hash for t in tips.values() if t.id == last_id), GENESIS_HASH)
     for link in links:
         checked += 1
-        if link.prev_hash != expected_prev:
+        tip = tips.get(link.lane) or LaneTip()
+        if link.prev_hash != tip.hash:
             return ChainVerdict(
-                False, checked, link.id, "prevHash does not match the previous event"
+                False, checked, link.id, "prevHash does not match the previous event", tips=tips
             )
         if not link.key_id:
-            return ChainVerdict(False, checked, link.id, "the event's hash is not keyed")
+            return ChainVerdict(False, checked, link.id, "the event's hash is not keyed", tips=tips)
         key = keys.get(link.key_id)
         if key is None:
             return ChainVerdict(
@@ -138,10 +166,13 @@ def verify_links(
                 checked,
                 link.id,
                 f"the event is keyed with {link.key_id!r}, a key this server does not hold",
+                tips=tips,
             )
-        if event_hash(link.prev_hash, link.fields, key) != link.hash:
-            return ChainVerdict(False, checked, link.id, "hash does not match the event's content")
-        point = anchored.get(checked)
+        if event_hash(link.prev_hash, lane_fields(link.fields, link.lane), key) != link.hash:
+            return ChainVerdict(
+                False, checked, link.id, "hash does not match the event's content", tips=tips
+            )
+        point = anchored.get((link.lane, tip.count + 1))
         if point is not None and (point.event_id, point.hash) != (link.id, link.hash):
             return ChainVerdict(
                 False,
@@ -149,6 +180,8 @@ def verify_links(
                 link.id,
                 f"the chain differs from the anchor taken at {point.at}: event {point.event_id}"
                 f" with hash {point.hash[:12]}... was at this position",
+                tips=tips,
             )
-        expected_prev, last_id = link.hash, link.id
-    return ChainVerdict(True, checked, None, last_id=last_id, last_hash=expected_prev)
+        tips[link.lane] = LaneTip(link.hash, tip.count + 1, link.id)
+        last_id, last_hash = link.id, link.hash
+    return ChainVerdict(True, checked, None, last_id=last_id, last_hash=last_hash, tips=tips)

@@ -45,6 +45,9 @@ class AuditEvent(models.Model):
     # The id of the key the hash is an HMAC under (audit/keys.py); "" for the plain SHA-256 of
     # events recorded before the chain was keyed.
     key_id = models.CharField(max_length=32, blank=True, default="", db_default="")
+    # The workspace's chain the event is appended to (audit/chain.py): 0 for the main chain,
+    # which every event recorded in a transaction joins; recalls append to lanes 1..N.
+    lane = models.PositiveSmallIntegerField(default=0, db_default=0)
 
     class Meta:
         ordering = ["-id"]
@@ -65,16 +68,25 @@ class AuditEvent(models.Model):
 
 
 class AuditChainHead(models.Model):
-    """The tip of a workspace's chain; its row lock serialises appends per workspace."""
+    """The tip of one lane of a workspace's chain; its row orders that lane's appends."""
 
-    workspace = models.OneToOneField(
-        "portal.Workspace", on_delete=models.PROTECT, related_name="audit_head"
+    # Indexed by the unique constraint below, which leads with the workspace.
+    workspace = models.ForeignKey(
+        "portal.Workspace", on_delete=models.PROTECT, related_name="audit_heads", db_index=False
     )
+    lane = models.PositiveSmallIntegerField(default=0, db_default=0)
     last_hash = models.CharField(max_length=64)
     length = models.PositiveBigIntegerField(default=0)
 
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["workspace", "lane"], name="audit_head_lane_unique")
+        ]
+
     def __str__(self) -> str:
-        return f"audit head of workspace {self.workspace_id} ({self.length} events)"
+        return (
+            f"audit head of workspace {self.workspace_id}, lane {self.lane} ({self.length} events)"
+        )
 
 
 class AuditCheckpoint(models.Model):
@@ -88,9 +100,12 @@ class AuditCheckpoint(models.Model):
     workspace = models.OneToOneField(
         "portal.Workspace", on_delete=models.CASCADE, related_name="audit_checkpoint"
     )
-    event_id = models.BigIntegerField()
+    event_id = models.BigIntegerField()  # the last event walked, in any lane
+    # Lane 0's last event walked and its position (the main chain's, as before lanes).
     event_hash = models.CharField(max_length=64)
-    length = models.PositiveBigIntegerField()  # events up to and including event_id
+    length = models.PositiveBigIntegerField()  # lane 0's events up to and including it
+    # The other lanes': {"lane": [length, hash, event id]}.
+    lanes = models.JSONField(default=dict, db_default={})
     full_at = models.DateTimeField(null=True)
 
     def __str__(self) -> str:

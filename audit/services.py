@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import json
+import random
+import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -8,9 +10,9 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
-from itertools import islice
 from typing import Any
 
+from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection, transaction
 from django.db.models import Max
@@ -21,7 +23,9 @@ from audit.chain import (
     GENESIS_HASH,
     ChainLink,
     ChainVerdict,
+    LaneTip,
     event_hash,
+    lane_fields,
     verify_links,
 )
 from audit.keys import chain_keys, signing_key
@@ -55,16 +59,44 @@ def _hashed_fields(
 
 @dataclass(frozen=True)
 class ChainTip:
-    """Where a workspace's chain ends: the hash the next event must name as its predecessor."""
+    """Where a lane of a workspace's chain ends: the hash its next event must name as its
+    predecessor."""
 
     last_hash: str
+    lane: int = 0
+
+
+# --- lanes --------------------------------------------------------------------------------------
+# Each thread appends its recalls to one lane of the workspace's chain (1..AUDIT_RECALL_LANES),
+# drawn at random, and draws another when it loses a race for the tip: two processes that
+# share a lane soon part, and recalls of one workspace rarely wait for each other's commit.
+_lane = threading.local()
+
+
+def append_lane() -> int:
+    """The lane this thread's next recall appends to (0, the main chain, without lanes)."""
+    lanes = settings.AUDIT_RECALL_LANES
+    if lanes <= 0:
+        return 0
+    lane = getattr(_lane, "value", 0)
+    if not 1 <= lane <= lanes:
+        lane = _lane.value = random.randint(1, lanes)
+    return lane
+
+
+def _lane_shared(lane: int) -> None:
+    """Another thread appended to ``lane`` meanwhile: draw another for the next recall."""
+    lanes = settings.AUDIT_RECALL_LANES
+    if lanes > 1 and getattr(_lane, "value", 0) == lane:
+        _lane.value = random.choice([n for n in range(1, lanes + 1) if n != lane])
 
 
 # Sub-selects other reads embed, so that they learn what they need of the trail in their own
 # round trip while audit's tables are read only by SQL written here.
-# The chain tip (named parameter: workspace).
+# The tip of a lane of the chain (named parameters: workspace, lane).
 CHAIN_TIP_SQL = (
-    f"(SELECT last_hash FROM {AuditChainHead._meta.db_table} WHERE workspace_id = %(workspace)s)"
+    f"(SELECT last_hash FROM {AuditChainHead._meta.db_table}"
+    " WHERE workspace_id = %(workspace)s AND lane = %(lane)s)"
 )
 
 
@@ -81,21 +113,22 @@ def latest_payload_value_sql(*, type: str, key: str) -> str:
 _APPEND_SQL = f"""
 WITH appended AS (
     UPDATE {AuditChainHead._meta.db_table} SET last_hash = %s, length = length + 1
-    WHERE workspace_id = %s AND last_hash = %s
+    WHERE workspace_id = %s AND lane = %s AND last_hash = %s
     RETURNING id
 ),
 inserted AS (
     INSERT INTO {AuditEvent._meta.db_table}
         (workspace_id, type, occurred_at, author, workload_id, environment, actor_id, payload,
-         prev_hash, hash, key_id)
-    SELECT %s, %s, %s::timestamptz, %s, %s::uuid, %s, %s, %s::jsonb, %s, %s, %s FROM appended
+         prev_hash, hash, key_id, lane)
+    SELECT %s, %s, %s::timestamptz, %s, %s::uuid, %s, %s, %s::jsonb, %s, %s, %s, %s
+    FROM appended
     RETURNING id
 ){{work}},
 -- when another append moved the tip first: the tip as it is now (the row locked and read at
 -- its latest version), for the retry, which then need not read it in a round trip of its own
 moved AS (
     SELECT last_hash FROM {AuditChainHead._meta.db_table}
-    WHERE workspace_id = %s AND NOT EXISTS (SELECT 1 FROM appended)
+    WHERE workspace_id = %s AND lane = %s AND NOT EXISTS (SELECT 1 FROM appended)
     FOR UPDATE
 )
 SELECT (SELECT id FROM inserted), (SELECT last_hash FROM moved)
@@ -221,15 +254,16 @@ def audit_event_record(
     environment: str = "",
     actor_id: str = "",
 ) -> AuditEvent:
-    """Append one event to the workspace's chain inside the caller's transaction.
+    """Append one event to the workspace's main chain (lane 0) inside the caller's
+    transaction.
 
     The event commits (or not) with the change it records; the chain head's row lock, held
-    to the end of that transaction, orders appends within a workspace.
+    to the end of that transaction, orders the main chain's appends.
     """
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("audit_event_record must be called inside transaction.atomic()")
     event = _append(
-        _locked_tip(workspace),
+        _locked_tip(workspace, 0),
         workspace=workspace, type=type, author=author, payload=payload,
         workload_id=workload_id, environment=environment, actor_id=actor_id, work=(),
     )  # fmt: skip
@@ -242,6 +276,7 @@ def audit_event_append(
     *,
     workspace: Workspace,
     tip: ChainTip | None,
+    lane: int = 0,
     type: str,
     author: str,
     payload: dict[str, Any],
@@ -250,42 +285,47 @@ def audit_event_append(
     actor_id: str = "",
     work: Sequence[AppendWork] = (),
 ) -> AuditEvent:
-    """Append without a transaction, for the recall hot path: compare-and-swap on the tip.
+    """Append without a transaction, for the recall hot path: compare-and-swap on the tip of
+    the lane ``tip`` names (``lane`` when there is no tip yet: that lane has no head).
 
     One statement moves the tip from ``tip`` to the new event's hash, inserts the event and
     does the ``work`` (hit counts, injections: rendered here, each taking effect only with the
     event): all or nothing, as one statement is. If another append moved the tip first,
     nothing is written, the same statement reads the tip it lost to, and the append is
-    retried on it; after a few lost races it takes the lock. The event is durable when this
-    returns (no transaction holds it open).
+    retried on it (and this thread's next recall draws another lane); after a few lost races
+    it takes the lock. The event is durable when this returns (no transaction holds it open).
     """
     fields: dict[str, Any] = {
         "workspace": workspace, "type": type, "author": author, "payload": payload,
         "workload_id": workload_id, "environment": environment, "actor_id": actor_id,
         "work": work,
     }  # fmt: skip
+    if tip is not None:
+        lane = tip.lane
     for _ in range(APPEND_ATTEMPTS):
         if tip is None:
-            break  # no chain head yet: the locked path creates it
+            break  # no head for the lane yet: the locked path creates it
         appended = _append(tip, **fields)
         if isinstance(appended, AuditEvent):
             return appended
+        _lane_shared(lane)
         tip = appended  # the tip another append moved it to
     with transaction.atomic():
-        event = _append(_locked_tip(workspace), **fields)
+        event = _append(_locked_tip(workspace, lane), **fields)
     if not isinstance(event, AuditEvent):  # impossible while we hold the lock
         raise RuntimeError("the audit chain moved while locked")
     return event
 
 
-def _locked_tip(workspace: Workspace) -> ChainTip:
-    head = AuditChainHead.objects.select_for_update().filter(workspace=workspace).first()
+def _locked_tip(workspace: Workspace, lane: int) -> ChainTip:
+    heads = AuditChainHead.objects.select_for_update().filter(workspace=workspace, lane=lane)
+    head = heads.first()
     if head is None:
         AuditChainHead.objects.get_or_create(
-            workspace=workspace, defaults={"last_hash": GENESIS_HASH}
+            workspace=workspace, lane=lane, defaults={"last_hash": GENESIS_HASH}
         )
-        head = AuditChainHead.objects.select_for_update().get(workspace=workspace)
-    return ChainTip(head.last_hash)
+        head = heads.get()
+    return ChainTip(head.last_hash, lane)
 
 
 def _append(
@@ -318,20 +358,20 @@ def _append(
         payload=payload,
     )
     key = signing_key()
-    digest = event_hash(tip.last_hash, fields, key)
+    digest = event_hash(tip.last_hash, lane_fields(fields, tip.lane), key)
     rendered = [r for r in (_rendered(w, workspace) for w in work) if r is not None]
     params: list[Any] = [
-        digest, workspace.pk, tip.last_hash,
+        digest, workspace.pk, tip.lane, tip.last_hash,
         workspace.pk, type, occurred_at, author, workload_id, environment, actor_id,
-        payload_json, tip.last_hash, digest, key.id,
+        payload_json, tip.last_hash, digest, key.id, tip.lane,
     ]  # fmt: skip
     for _, _, work_params in rendered:
         params.extend(work_params)
-    params.append(workspace.pk)
+    params.extend((workspace.pk, tip.lane))
     statement = _append_statement(tuple((name, sql) for name, sql, _ in rendered))
     event_id, moved_to = statement.fetchone(params) or (None, None)
     if event_id is None:
-        return ChainTip(moved_to) if moved_to else None
+        return ChainTip(moved_to, tip.lane) if moved_to else None
     return AuditEvent(
         pk=event_id,
         workspace=workspace,
@@ -345,6 +385,7 @@ def _append(
         prev_hash=tip.last_hash,
         hash=digest,
         key_id=key.id,
+        lane=tip.lane,
     )
 
 
@@ -354,22 +395,73 @@ _HASHED_COLUMNS = (
 )  # fmt: skip
 
 
-def _links(workspace: Workspace, *, after_id: int | None = None) -> Iterator[ChainLink]:
+def _links(
+    workspace: Workspace, *, after_id: int | None = None, up_to: int | None = None
+) -> Iterator[ChainLink]:
     # Tuples, not model instances: verification reads every event of the chain.
     chain = AuditEvent.objects.filter(workspace=workspace)
     if after_id is not None:
         chain = chain.filter(id__gt=after_id)
-    events = chain.order_by("id").values_list("id", "prev_hash", "hash", "key_id", *_HASHED_COLUMNS)
-    for pk, prev, digest, key_id, *hashed in events.iterator(chunk_size=5000):
+    if up_to is not None:
+        chain = chain.filter(id__lte=up_to)
+    events = chain.order_by("id").values_list(
+        "id", "prev_hash", "hash", "key_id", "lane", *_HASHED_COLUMNS
+    )
+    for pk, prev, digest, key_id, lane, *hashed in events.iterator(chunk_size=5000):
         yield ChainLink(
             id=pk,
             prev_hash=prev,
             hash=digest,
             key_id=key_id,
+            lane=lane,
             fields=_hashed_fields(
                 workspace_slug=workspace.slug, **dict(zip(_HASHED_COLUMNS, hashed, strict=True))
             ),
         )
+
+
+class _Bounded:
+    """The links of a walk that belong to it: in each lane, those after the checkpoint's tip
+    (``after``) and no further than the lane's head said when the check began (``remaining``
+    events; later ones, and those of a lane that had no head then, were appended since).
+    Remembers the first link it left out for that reason, before which the next check must
+    resume, and the lanes it found without a head."""
+
+    def __init__(
+        self, links: Iterator[ChainLink], after: dict[int, LaneTip], remaining: dict[int, int]
+    ) -> None:
+        self.links, self.after, self.remaining = links, after, remaining
+        self.first_left: int | None = None
+        self.headless: dict[int, int] = {}  # lane: its first event
+
+    def __iter__(self) -> Iterator[ChainLink]:
+        for link in self.links:
+            walked = self.after.get(link.lane)
+            if walked is not None and walked.id is not None and link.id <= walked.id:
+                continue  # walked by an earlier check
+            left = self.remaining.get(link.lane, 0)
+            if left <= 0:
+                if link.lane not in self.remaining:
+                    self.headless.setdefault(link.lane, link.id)
+                if self.first_left is None:
+                    self.first_left = link.id
+                continue
+            self.remaining[link.lane] = left - 1
+            yield link
+
+
+def _checkpoint_tips(checkpoint: AuditCheckpoint) -> dict[int, LaneTip]:
+    """Each lane's tip as the checkpoint saw it (one written before lanes holds lane 0's)."""
+    if not checkpoint.lanes:
+        return {0: LaneTip(checkpoint.event_hash, checkpoint.length, checkpoint.event_id)}
+    return {
+        int(lane): LaneTip(str(digest), int(length), int(event_id))
+        for lane, (length, digest, event_id) in checkpoint.lanes.items()
+    }
+
+
+def _lane_name(lane: int) -> str:
+    return "" if lane == 0 else f" (lane {lane})"
 
 
 @dataclass(frozen=True)
@@ -393,70 +485,122 @@ def audit_chain_check(
 ) -> ChainCheck:
     """Verify the chain, all of it (``full``) or the events after the last checkpoint.
 
-    The chain checked is the one the head described when the check began: its length and
-    tip are read first, so events appended while the walk runs are neither missing nor
-    counted. A walk that holds moves the workspace's checkpoint to its last event.
-    ``anchors`` are what signed checkpoints kept outside the database saw (``audit.anchors``;
-    by default those of ``AUDIT_ANCHOR_FILE``, when it is set): the chain must pass through
-    each, and a line of the file that fails its signature fails the check.
+    The chain checked is the one the heads described when the check began: each lane's
+    length and tip are read first, so events appended while the walk runs are neither
+    missing nor counted. A walk that holds moves the workspace's checkpoint to where it
+    ended. ``anchors`` are what signed checkpoints kept outside the database saw
+    (``audit.anchors``; by default those of ``AUDIT_ANCHOR_FILE``, when it is set): every
+    lane must pass through each of its own, and a line of the file that fails its signature
+    fails the check.
     """
     anchor_file = anchor_file_read() if anchors is None else anchors
     positions = anchor_file.positions(workspace.pk)
     problems = anchor_file.problems_for(workspace.pk)
-    head = AuditChainHead.objects.filter(workspace=workspace).values_list("length", "last_hash")
-    length, tip = head.first() or (None, None)
+    heads = {
+        lane: (length, tip)
+        for lane, length, tip in AuditChainHead.objects.filter(workspace=workspace).values_list(
+            "lane", "length", "last_hash"
+        )
+    }
+    up_to = AuditEvent.objects.filter(workspace=workspace).aggregate(last=Max("id"))["last"]
     checkpoint = None
+    after: dict[int, LaneTip] = {}
     if not full:
         checkpoint = AuditCheckpoint.objects.filter(workspace=workspace).first()
-        if checkpoint is not None and length is not None and checkpoint.length > length:
-            checkpoint = None  # the head went backwards: only a full walk can say where
-    start_hash, start_count, start_id = GENESIS_HASH, 0, None
-    if checkpoint is not None:
-        start_hash, start_count = checkpoint.event_hash, checkpoint.length
-        start_id = checkpoint.event_id
-    links = _links(workspace, after_id=start_id)
-    if length is not None:
-        links = islice(links, length - start_count)
-    verdict = verify_links(
-        links,
-        keys=chain_keys(),
-        anchored=positions,
-        after_hash=start_hash,
-        after_count=start_count,
-        after_id=start_id,
+        if checkpoint is not None:
+            after = _checkpoint_tips(checkpoint)
+            if any(tip.count > heads.get(lane, (0, ""))[0] for lane, tip in after.items()):
+                # a head went backwards: only a full walk can say where
+                checkpoint, after = None, {}
+    start_count = sum(tip.count for tip in after.values())
+    links = _Bounded(
+        _links(workspace, after_id=checkpoint.event_id if checkpoint else None, up_to=up_to),
+        after,
+        {lane: length - after.get(lane, LaneTip()).count for lane, (length, _) in heads.items()},
     )
-    furthest = max(positions, default=0)
-    if verdict.ok and problems:
-        verdict = ChainVerdict(False, verdict.checked, None, problems[0])
-    elif verdict.ok and furthest > verdict.checked:
-        # Events an anchor saw are gone (a deleted tail with the head moved back to match).
-        point = positions[furthest]
-        verdict = ChainVerdict(
-            False,
-            verdict.checked,
-            None,
-            f"events are missing from the end: the anchor taken at {point.at} saw"
-            f" {furthest} events, the chain has {verdict.checked}",
+    verdict = verify_links(iter(links), keys=chain_keys(), anchored=positions, after=after)
+    if verdict.ok:
+        verdict = _ends_checked(verdict, heads, positions, problems)
+    if verdict.ok and links.headless:
+        # Events of a lane that had no head when the check began: appended since (a new
+        # lane's head commits with its first event), unless it has none even now.
+        headed = set(
+            AuditChainHead.objects.filter(
+                workspace=workspace, lane__in=list(links.headless)
+            ).values_list("lane", flat=True)
         )
-    if verdict.ok and length is not None:
-        # A deleted tail leaves a valid-looking chain; the head remembers where it ends.
-        if verdict.checked != length:
-            verdict = ChainVerdict(False, verdict.checked, None, "events are missing from the end")
-        elif verdict.last_hash != tip:
-            verdict = ChainVerdict(
-                False, verdict.checked, verdict.last_id, "the last event is not the chain's tip"
-            )
+        for lane, first in sorted(links.headless.items()):
+            if lane not in headed:
+                verdict = ChainVerdict(
+                    False, verdict.checked, first, f"lane {lane} has events but no chain head",
+                    tips=verdict.tips,
+                )  # fmt: skip
+                break
     walked = verdict.checked - start_count
     full_at = checkpoint.full_at if checkpoint else timezone.now()
     if verdict.ok and verdict.last_id is not None and (checkpoint is None or walked):
+        main = verdict.tips.get(0, LaneTip())
+        resume = verdict.last_id if links.first_left is None else links.first_left - 1
         AuditCheckpoint.objects.update_or_create(
             workspace=workspace,
             defaults={
-                "event_id": verdict.last_id,
-                "event_hash": verdict.last_hash,
-                "length": verdict.checked,
+                "event_id": min(resume, verdict.last_id),
+                "event_hash": main.hash,
+                "length": main.count,
+                "lanes": {
+                    str(lane): [tip.count, tip.hash, tip.id]
+                    for lane, tip in sorted(verdict.tips.items())
+                },
                 "full_at": full_at,
             },
         )
-    newest = positions[furthest].at if positions else None
+    newest = max((point.at for point in positions.values()), default=None)
     return ChainCheck(verdict, checkpoint is None, walked, full_at, len(positions), newest)
+
+
+def _ends_checked(
+    verdict: ChainVerdict,
+    heads: dict[int, tuple[int, str]],
+    positions: dict[tuple[int, int], Any],
+    problems: list[str],
+) -> ChainVerdict:
+    """A walk that held, failed if a lane ends short of its head or of an anchor, or if the
+    anchor file had lines that failed."""
+    if problems:
+        return ChainVerdict(False, verdict.checked, None, problems[0], tips=verdict.tips)
+    furthest: dict[int, int] = {}
+    for lane, position in positions:
+        furthest[lane] = max(furthest.get(lane, 0), position)
+    for lane, position in sorted(furthest.items()):
+        walked = verdict.tips.get(lane, LaneTip()).count
+        if position > walked:
+            # Events an anchor saw are gone (a deleted tail with the head moved back to match).
+            point = positions[(lane, position)]
+            return ChainVerdict(
+                False,
+                verdict.checked,
+                None,
+                f"events are missing from the end{_lane_name(lane)}: the anchor taken at"
+                f" {point.at} saw {position} events, the chain has {walked}",
+                tips=verdict.tips,
+            )
+    for lane, (length, last_hash) in sorted(heads.items()):
+        # A deleted tail leaves a valid-looking chain; the head remembers where it ends.
+        tip = verdict.tips.get(lane, LaneTip())
+        if tip.count != length:
+            return ChainVerdict(
+                False,
+                verdict.checked,
+                None,
+                f"events are missing from the end{_lane_name(lane)}",
+                tips=verdict.tips,
+            )
+        if tip.hash != last_hash:
+            return ChainVerdict(
+                False,
+                verdict.checked,
+                tip.id,
+                f"the last event{_lane_name(lane)} is not the chain's tip",
+                tips=verdict.tips,
+            )
+    return verdict

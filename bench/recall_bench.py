@@ -575,7 +575,7 @@ def bare_sql(
         kind, _, name = names[actor_pk].partition(":")
         return {
             **base, "actor": actor_pk, "query": vectors[query], "limit": 30,
-            "workspace": workspace_id, "workload": workload_id, "environment": "prod",
+            "workspace": workspace_id, "lane": 1, "workload": workload_id, "environment": "prod",
             "actor_id": names[actor_pk], "kind": kind, "name": name,
             "exact_max": EXACT_SEARCH_MAX, "rejected_limit": 0,
             "filter_key": filter_key(base), "cache_min": FUNNEL_CACHE_MIN,

@@ -14,6 +14,7 @@ from audit.services import (
     ChainTip,
     HitCounts,
     Injections,
+    append_lane,
     audit_event_append,
     audit_event_record,
 )
@@ -248,6 +249,7 @@ def recall_plan(
             rejected_limit=rejected,
             now=now,
             fill_cache=fill_cache,
+            lane=append_lane(),
         )
 
     # The policy this process last computed for the workload, checked by the read itself (one
@@ -311,7 +313,12 @@ def recall_assemble(*, request: RecallRequest) -> Recorded:
     effective = assembly.effective
     event = audit_event_append(
         workspace=request.workspace,
-        tip=ChainTip(assembly.found.chain_tip) if assembly.found.chain_tip else None,
+        tip=(
+            ChainTip(assembly.found.chain_tip, assembly.found.lane)
+            if assembly.found.chain_tip
+            else None
+        ),
+        lane=assembly.found.lane,
         type=EventType.ASSEMBLED,
         author=request.author,
         workload_id=request.workload.id,

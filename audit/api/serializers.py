@@ -31,6 +31,7 @@ class AuditEventSerializer(serializers.ModelSerializer):
             "payload",
             "prevHash",
             "hash",
+            "lane",
         ]
 
     def get_environment(self, event: AuditEvent) -> str | None:

@@ -298,10 +298,11 @@ class RecallCandidates:
     rejections: list[tuple[int, str]]
     path: str
     previous_fingerprint: str | None
-    chain_tip: str | None
+    chain_tip: str | None  # of the lane read (``lane``)
     funnel_cached: bool = False
     # The policy context's key when read (``policies.selectors.effective_policy_remembered``).
     policy_context: str | None = None
+    lane: int = 0
 
 
 def recall_read(
@@ -316,13 +317,15 @@ def recall_read(
     rejected_limit: int,
     now: datetime,
     fill_cache: bool = False,
+    lane: int = 0,
 ) -> RecallCandidates:
     """Everything recall reads about the actor's memories, nearest rows included. It writes
     nothing (a cached funnel is used, never stored) unless ``fill_cache``: then, in the same
     statement, a large actor's funnel is stored in ``FunnelCache`` when this read computed or
     extended it (the recall endpoint's cache fill). An actor found small by its previous such
     read is read without the fill, which would store nothing; its count is checked again by
-    each read, so an actor that grows is cached from its next read on."""
+    each read, so an actor that grows is cached from its next read on. The chain tip read is
+    that of ``lane`` of the workspace's audit chain, the one the recall will append to."""
     sized = (workspace_id, actor_id)
     # The fill costs a tenth of the read even when it writes nothing: it runs only for an actor
     # whose last read in this process found it large enough to cache (or that none read yet).
@@ -334,6 +337,7 @@ def recall_read(
         **filters,
         "filter_key": filter_key(filters),
         "workspace": workspace_id,
+        "lane": lane,
         "workload": workload_id,
         "environment": environment,
         "actor_id": actor_id,
@@ -375,6 +379,7 @@ def recall_read(
         tip,
         funnel_cached=bool(cached),
         policy_context=context,
+        lane=lane,
     )
 
 

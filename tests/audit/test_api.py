@@ -26,6 +26,7 @@ EVENT_KEYS = {
     "payload",
     "prevHash",
     "hash",
+    "lane",
 }
 
 

@@ -137,7 +137,7 @@ class VerifyLinksTests:
 
     def test_a_rewrite_with_the_key_is_caught_at_the_first_anchored_position(self):
         links = chain(6)
-        anchored = {4: AnchorPoint(links[3].id, links[3].hash, "2026-12-01T00:00:00+00:00")}
+        anchored = {(0, 4): AnchorPoint(links[3].id, links[3].hash, "2026-12-01T00:00:00+00:00")}
         rewritten, prev = [], GENESIS_HASH
         for link in links:
             fields = {**link.fields, "author": "user:mallory"}

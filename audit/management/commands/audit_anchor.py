@@ -36,7 +36,8 @@ class Command(BaseCommand):
             raise CommandError(f"Cannot append to {target}: {exc.strerror}") from None
         for anchor in anchors:
             self.stdout.write(
-                f"{anchor.workspace}: anchored at event {anchor.event_id} ({anchor.length} events)"
+                f"{anchor.workspace}{f' lane {anchor.lane}' if anchor.lane else ''}:"
+                f" anchored at event {anchor.event_id} ({anchor.length} events)"
             )
         if not anchors:
             self.stdout.write("No chain has events yet; nothing anchored.")
