@@ -111,9 +111,14 @@ def latest_payload_value_sql(*, type: str, key: str) -> str:
 
 
 _APPEND_SQL = f"""
+-- the lane's tip moved from the one expected (a lane without a head yet gets one here: its
+-- first event names the genesis hash)
 WITH appended AS (
-    UPDATE {AuditChainHead._meta.db_table} SET last_hash = %s, length = length + 1
-    WHERE workspace_id = %s AND lane = %s AND last_hash = %s
+    INSERT INTO {AuditChainHead._meta.db_table} AS head (last_hash, workspace_id, lane, length)
+    VALUES (%s, %s, %s, 1)
+    ON CONFLICT (workspace_id, lane) DO UPDATE
+    SET last_hash = excluded.last_hash, length = head.length + 1
+    WHERE head.last_hash = %s
     RETURNING id
 ),
 inserted AS (
@@ -300,14 +305,15 @@ def audit_event_append(
         "workload_id": workload_id, "environment": environment, "actor_id": actor_id,
         "work": work,
     }  # fmt: skip
-    if tip is not None:
-        lane = tip.lane
+    # No tip: the lane has no head yet, and its first event names the genesis hash.
+    tip = tip or ChainTip(GENESIS_HASH, lane)
+    lane = tip.lane
     for _ in range(APPEND_ATTEMPTS):
-        if tip is None:
-            break  # no head for the lane yet: the locked path creates it
         appended = _append(tip, **fields)
         if isinstance(appended, AuditEvent):
             return appended
+        if appended is None:
+            break  # the lane's head was created meanwhile, after this statement began
         _lane_shared(lane)
         tip = appended  # the tip another append moved it to
     with transaction.atomic():

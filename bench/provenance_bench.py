@@ -189,7 +189,8 @@ def load(events: int, marker: Path) -> dict[str, Any]:
         cursor.execute(f"SELECT coalesce(max(id), 0) FROM {event}")
         event_base = cursor.fetchone()[0]
         cursor.execute(
-            f"SELECT last_hash FROM {AuditChainHead._meta.db_table} WHERE workspace_id = %s",
+            f"SELECT last_hash FROM {AuditChainHead._meta.db_table}"
+            " WHERE workspace_id = %s AND lane = 0",
             [workspace.pk],
         )
         tip = cursor.fetchone()[0]
@@ -262,7 +263,7 @@ def load(events: int, marker: Path) -> dict[str, Any]:
         cursor.execute(
             f"UPDATE {AuditChainHead._meta.db_table} SET length = length + {events},"
             f" last_hash = (SELECT hash FROM {event} WHERE id = {event_base + events})"
-            " WHERE workspace_id = %s",
+            " WHERE workspace_id = %s AND lane = 0",
             [workspace.pk],
         )
     connection.connection.autocommit = True  # VACUUM cannot run in a transaction block
@@ -297,7 +298,7 @@ def load(events: int, marker: Path) -> dict[str, Any]:
         "head": dict(
             zip(
                 ("lastHash", "length"),
-                AuditChainHead.objects.filter(workspace=workspace)
+                AuditChainHead.objects.filter(workspace=workspace, lane=0)
                 .values_list("last_hash", "length")
                 .get(),
                 strict=True,
@@ -550,7 +551,7 @@ def appends(workspace: Any, info: dict[str, Any], count: int) -> dict[str, Any]:
             if m % MISSING_EVERY:
                 return m
 
-    tip = ChainTip(AuditChainHead.objects.get(workspace=workspace).last_hash)
+    tip = ChainTip(AuditChainHead.objects.get(workspace=workspace, lane=0).last_hash)
     variants = ("event", "eventHits", "eventHitsInjections")
     ms: dict[str, list[float]] = {v: [] for v in variants}
     now = datetime.now(tz=UTC)
@@ -609,7 +610,8 @@ def removed(workspace: Any, info: dict[str, Any], head: tuple[str, int]) -> None
         cursor.execute("DELETE FROM audit_injection WHERE event_id > %s", [last])
         cursor.execute("DELETE FROM audit_auditevent WHERE id > %s", [last])
         cursor.execute(
-            "UPDATE audit_auditchainhead SET last_hash = %s, length = %s WHERE workspace_id = %s",
+            "UPDATE audit_auditchainhead SET last_hash = %s, length = %s"
+            " WHERE workspace_id = %s AND lane = 0",
             [*head, workspace.pk],
         )
     with connection.cursor() as cursor:

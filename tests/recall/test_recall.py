@@ -1010,7 +1010,7 @@ class RecallQueryCountTests:
                 "SELECT split_part(ltrim(statement, E' \\n'), ' ', 1), generic_plans,"
                 " custom_plans FROM pg_prepared_statements WHERE statement LIKE %s"
                 " OR statement LIKE %s OR statement LIKE %s OR statement LIKE %s",
-                ["%FROM recall_actor a%", "%UPDATE audit_auditchainhead%",
+                ["%FROM recall_actor a%", "%INTO audit_auditchainhead AS head%",
                  "%FROM policies_workspacepolicyversion%", "%FROM portal_apitoken t%"],
             )  # fmt: skip
             prepared = cursor.fetchall()
