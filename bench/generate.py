@@ -34,6 +34,9 @@ def main() -> None:
     pgdata = configure(label)
     marker = pgdata.parent / f"{label}.json"
     if marker.exists():
+        from django.core.management import call_command
+
+        call_command("migrate", verbosity=0)  # the checkout's schema may have moved since
         print(f"dataset {label} already loaded: {marker.read_text()}")
         return
     load(args.memories, args.large_actor, label, marker)
