@@ -146,42 +146,46 @@ def verify_links(
     """
     keys = keys or {}
     anchored = anchored or {}
-    tips: dict[int, LaneTip] = dict(after or {})
-    checked = sum(tip.count for tip in tips.values())
-    last_id: int | None = max((t.id for t in tips.values() if t.id is not None), default=None)
-    last_hash = next((t.hash for t in tips.values() if t.id == last_id), GENESIS_HASH)
+    # Each lane's [hash, count, id] so far: lists, updated in place (a walk reads every event).
+    lanes: dict[int, list[Any]] = {
+        lane: [tip.hash, tip.count, tip.id] for lane, tip in (after or {}).items()
+    }
+    checked = sum(tip[1] for tip in lanes.values())
+    last_id = max((tip[2] for tip in lanes.values() if tip[2] is not None), default=None)
+    last_hash = next((tip[0] for tip in lanes.values() if tip[2] == last_id), GENESIS_HASH)
+
+    def broken(link: ChainLink, reason: str) -> ChainVerdict:
+        return ChainVerdict(False, checked, link.id, reason, tips=_tips(lanes))
+
     for link in links:
         checked += 1
-        tip = tips.get(link.lane) or LaneTip()
-        if link.prev_hash != tip.hash:
-            return ChainVerdict(
-                False, checked, link.id, "prevHash does not match the previous event", tips=tips
-            )
+        tip = lanes.get(link.lane)
+        if tip is None:
+            tip = lanes[link.lane] = [GENESIS_HASH, 0, None]
+        if link.prev_hash != tip[0]:
+            return broken(link, "prevHash does not match the previous event")
         if not link.key_id:
-            return ChainVerdict(False, checked, link.id, "the event's hash is not keyed", tips=tips)
+            return broken(link, "the event's hash is not keyed")
         key = keys.get(link.key_id)
         if key is None:
-            return ChainVerdict(
-                False,
-                checked,
-                link.id,
-                f"the event is keyed with {link.key_id!r}, a key this server does not hold",
-                tips=tips,
+            return broken(
+                link, f"the event is keyed with {link.key_id!r}, a key this server does not hold"
             )
         if event_hash(link.prev_hash, lane_fields(link.fields, link.lane), key) != link.hash:
-            return ChainVerdict(
-                False, checked, link.id, "hash does not match the event's content", tips=tips
-            )
-        point = anchored.get((link.lane, tip.count + 1))
+            return broken(link, "hash does not match the event's content")
+        point = anchored.get((link.lane, tip[1] + 1)) if anchored else None
         if point is not None and (point.event_id, point.hash) != (link.id, link.hash):
-            return ChainVerdict(
-                False,
-                checked,
-                link.id,
+            return broken(
+                link,
                 f"the chain differs from the anchor taken at {point.at}: event {point.event_id}"
                 f" with hash {point.hash[:12]}... was at this position",
-                tips=tips,
             )
-        tips[link.lane] = LaneTip(link.hash, tip.count + 1, link.id)
+        tip[0], tip[1], tip[2] = link.hash, tip[1] + 1, link.id
         last_id, last_hash = link.id, link.hash
-    return ChainVerdict(True, checked, None, last_id=last_id, last_hash=last_hash, tips=tips)
+    return ChainVerdict(
+        True, checked, None, last_id=last_id, last_hash=last_hash, tips=_tips(lanes)
+    )
+
+
+def _tips(lanes: Mapping[int, list[Any]]) -> dict[int, LaneTip]:
+    return {lane: LaneTip(digest, count, id_) for lane, (digest, count, id_) in lanes.items()}
