@@ -29,7 +29,7 @@ from audit.chain import (
     verify_links,
 )
 from audit.keys import chain_keys, signing_key
-from audit.models import AuditChainHead, AuditCheckpoint, AuditEvent, Injection
+from audit.models import AuditChainHead, AuditCheckpoint, AuditEvent, EventType, Injection
 from portal.db.cursors import PreparedStatement, prepared_statement
 from portal.models import Workspace
 
@@ -100,6 +100,75 @@ CHAIN_TIP_SQL = (
 )
 
 
+# --- hits: what the recalls carried, read by whoever counts them ---------------------------------
+# A recall's hits are the memories its context.assembled event carried as entries (its
+# ``memoryIds``, and its injections not ``truncated``): nothing else records them. The app that
+# counts them (recall/hits.py) reads them through these.
+
+
+def carried_sql(*, after: str, through: str) -> str:
+    """Rows (memory_id, occurred_at): each memory carried as an entry by each context.assembled
+    event of workspace ``%(workspace)s`` with an id above ``after`` and up to ``through`` (SQL
+    expressions)."""
+    return f"""SELECT c.id::bigint AS memory_id, e.occurred_at
+    FROM {AuditEvent._meta.db_table} e, jsonb_array_elements_text(e.payload -> 'memoryIds') c(id)
+    WHERE e.workspace_id = %(workspace)s AND e.type = '{EventType.ASSEMBLED}'
+      AND e.id > {after} AND e.id <= {through}"""
+
+
+def carried_after_sql(*, memory: str, workspace: str, after: str) -> str:
+    """How many context.assembled events with an id above ``after`` carried memory ``memory``
+    of workspace ``workspace`` as an entry (SQL expressions): one range of the injections'
+    primary key."""
+    return f"""(SELECT count(*) FROM {Injection._meta.db_table} i
+     WHERE i.workspace_id = {workspace} AND i.memory_id = {memory} AND i.event_id > {after}
+       AND NOT i.truncated)"""
+
+
+def carried_last_sql(*, memory: str, workspace: str, after: str) -> str:
+    """When the latest context.assembled event with an id above ``after`` that carried memory
+    ``memory`` of workspace ``workspace`` as an entry occurred (NULL: none did)."""
+    return f"""(SELECT e.occurred_at FROM {Injection._meta.db_table} i
+     JOIN {AuditEvent._meta.db_table} e ON e.id = i.event_id
+     WHERE i.workspace_id = {workspace} AND i.memory_id = {memory} AND i.event_id > {after}
+       AND NOT i.truncated
+     ORDER BY i.event_id DESC LIMIT 1)"""
+
+
+def audit_settled_through(*, workspace_id: int) -> int:
+    """The id up to which workspace's trail is settled: every event with an id up to it is
+    committed (none is still being appended), and every event appended from now on has a
+    greater one. 0 when it has no event.
+
+    A recall's append holds its lane's head until it commits; this waits for those in flight
+    (locking every head that recalls append to, creating the heads of lanes not used yet, so
+    that one being created by an append in flight is waited for too), then reads the largest
+    id. It holds the heads for that instant only: appends wait a moment, never for a reader.
+    Outside any transaction, since the locks last until the end of the caller's.
+    """
+    lanes = settings.AUDIT_RECALL_LANES
+    # Lane 0 takes recalls only without lanes (and its other events are never hits).
+    recall_lanes = list(range(1, lanes + 1)) if lanes > 0 else [0]
+    head = AuditChainHead._meta.db_table
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {head} (workspace_id, lane, last_hash, length)"
+            " SELECT %s, lane, %s, 0 FROM unnest(%s::smallint[]) lane"
+            " ON CONFLICT (workspace_id, lane) DO NOTHING",
+            [workspace_id, GENESIS_HASH, recall_lanes],
+        )
+        cursor.execute(
+            f"SELECT count(*) FROM (SELECT 1 FROM {head}"
+            " WHERE workspace_id = %s AND lane = ANY(%s::smallint[]) FOR SHARE) locked",
+            [workspace_id, recall_lanes],
+        )
+        cursor.execute(
+            f"SELECT coalesce(max(id), 0) FROM {AuditEvent._meta.db_table} WHERE workspace_id = %s",
+            [workspace_id],
+        )
+        return int(cursor.fetchone()[0])
+
+
 def latest_payload_value_sql(*, type: str, key: str) -> str:
     """``payload ->> key`` of the latest event of ``type`` for one actor, workload and
     environment (named parameters: workspace, actor_id, workload, environment)."""
@@ -147,17 +216,6 @@ SELECT (SELECT id FROM inserted), (SELECT last_hash FROM moved)
 
 
 @dataclass(frozen=True)
-class HitCounts:
-    """One more hit on each of these rows of ``table`` (the memories the event carried: a
-    table with ``hit_count`` and ``last_accessed_at`` columns), last accessed ``at``: counted
-    only with the event. The table is the caller's, named by it: audit knows no app above."""
-
-    table: str
-    ids: Sequence[int]
-    at: datetime
-
-
-@dataclass(frozen=True)
 class Injections:
     """The memories the event carried (``Injection`` rows, its provenance): ``included`` as
     entries, ``truncated`` as truncated refs."""
@@ -166,7 +224,7 @@ class Injections:
     truncated: Sequence[int] = ()
 
 
-AppendWork = HitCounts | Injections
+AppendWork = Injections
 
 
 def _sql_array(values: Sequence[Any]) -> str:
@@ -181,15 +239,6 @@ def _sql_array(values: Sequence[Any]) -> str:
 
 def _rendered(work: AppendWork, workspace: Workspace) -> tuple[str, str, list[Any]] | None:
     """The work's expression (name, SQL) and parameters; None when there is nothing to do."""
-    if isinstance(work, HitCounts):
-        if not work.ids:
-            return None
-        sql = (
-            f"UPDATE {connection.ops.quote_name(work.table)}"
-            " SET hit_count = hit_count + 1, last_accessed_at = %s"
-            " WHERE id = ANY(%s::bigint[]) AND EXISTS (SELECT 1 FROM appended)"
-        )
-        return "hits", sql, [work.at, _sql_array(work.ids)]
     carried = [*work.included, *work.truncated]
     if not carried:
         return None

@@ -73,8 +73,8 @@ def memory_lifecycle(*, memory: MemoryRecord, now: datetime | None = None) -> Me
         is_current=memory.is_current,
         confidence=memory.confidence,
         created_at=memory.created_at,
-        last_accessed_at=memory.last_accessed_at,
-        hit_count=memory.hit_count,
+        last_accessed_at=memory.last_accessed,
+        hit_count=memory.hits,
         expires_at=memory.expires_at,
         stale_since=memory.stale_since,
     )

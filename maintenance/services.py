@@ -57,6 +57,7 @@ from portal.models import Workspace
 from portal.tasks import TRANSIENT_ERRORS, QueueUnavailable, enqueue
 from portal.versioning import versioned_save
 from recall.api.serializers import MemoryInputSerializer
+from recall.hits import hits_fold
 from recall.jsonl import parse_jsonl_lines
 from recall.models import MemoryRecord
 from recall.selectors import embedder_model
@@ -447,6 +448,7 @@ def maintenance_run_process(*, run_id: int) -> str:
         run.refresh_from_db()
         try:
             if run.listed_at is None:
+                hits_fold(workspace_id=run.workspace_id)  # decay and promotion read the hits
                 _list(run)
             if run.mode == Mode.EXECUTE:
                 _preflight(run)
@@ -540,6 +542,9 @@ def _execute(run: MaintenanceRun) -> None:
     batch = django_settings.MAINTENANCE_BATCH_SIZE
     pause = django_settings.MAINTENANCE_BATCH_PAUSE_MS / 1000
     while True:
+        # Each batch decides on hits counted up to now (recall/hits.py); not in the batch's
+        # transaction, which would keep recalls waiting for its end.
+        hits_fold(workspace_id=run.workspace_id)
         with transaction.atomic():
             locked = MaintenanceRun.objects.select_for_update().get(pk=run.pk)
             if locked.status == Status.CANCELLED:

@@ -273,10 +273,17 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # Beat sends the maintenance tick, which starts each workspace's scheduled sweeps when due
 # (their schedule is a per-workspace lifecycle setting) and recovers runs a worker lost.
 MAINTENANCE_TICK_SECONDS = env_int("MAINTENANCE_TICK_SECONDS", 300, minimum=10)
+# A recall's hits are counted into its memories later (recall/hits.py): by beat every
+# RECALL_HITS_FOLD_SECONDS, and by any reader that shows or decides on them, before it reads.
+RECALL_HITS_FOLD_SECONDS = env_int("RECALL_HITS_FOLD_SECONDS", 60, minimum=1)
 CELERY_BEAT_SCHEDULE = {
     "maintenance-tick": {
         "task": "maintenance.tick",
         "schedule": float(MAINTENANCE_TICK_SECONDS),
+    },
+    "recall-fold-hits": {
+        "task": "recall.fold_hits",
+        "schedule": float(RECALL_HITS_FOLD_SECONDS),
     },
 }
 

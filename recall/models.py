@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.core.validators import MaxValueValidator, MinValueValidator
@@ -165,6 +167,22 @@ class MemoryRecord(models.Model):
     def __str__(self) -> str:
         return f"memory {self.pk} of {self.actor_id}"
 
+    # A recall does not rewrite the memories it carries: its hits are counted into hit_count
+    # and last_accessed_at later (recall/hits.py). A row read ``with_hits`` also carries the
+    # recalls not counted yet, and these say what the columns will.
+    @property
+    def hits(self) -> int:
+        """How many recalls carried the memory (as an entry)."""
+        return self.hit_count + (getattr(self, "hits_pending", None) or 0)
+
+    @property
+    def last_accessed(self) -> datetime | None:
+        """When a recall last carried the memory (None: never)."""
+        pending = getattr(self, "accessed_pending", None)
+        if pending is None or (self.last_accessed_at and self.last_accessed_at > pending):
+            return self.last_accessed_at
+        return pending
+
 
 class WorkloadLayoutConfigVersion(models.Model):
     """A workload's saved ``memory:`` layout configuration (SPEC section 6).
@@ -280,3 +298,19 @@ class MemoryChange(models.Model):
 
     def __str__(self) -> str:
         return f"change {self.seq} of memory {self.memory_id}"
+
+
+class HitFold(models.Model):
+    """How far a workspace's recalls have been counted into its memories' ``hit_count`` and
+    ``last_accessed_at`` (recall/hits.py): every ``context.assembled`` event up to and
+    including ``event_id``. A recall does not rewrite the memories it carried: the event's
+    injections are its hits, counted here later (by a task, or by the next reader that needs
+    the counts) and, until then, added by the recall read to the rows it ranks."""
+
+    workspace = models.OneToOneField(
+        "portal.Workspace", on_delete=models.CASCADE, primary_key=True, related_name="hit_fold"
+    )
+    event_id = models.BigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"hits of workspace {self.workspace_id} counted up to event {self.event_id}"

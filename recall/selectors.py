@@ -13,6 +13,7 @@ from portal.errors import ValidationFailed
 from portal.models import Workspace
 from recall.actor_ids import ActorIdError, split_actor_id
 from recall.filtersets import MemoryFilterSet
+from recall.hits import with_hits
 from recall.models import Actor, MemoryRecord
 from recall.runtime import embedder
 
@@ -42,4 +43,4 @@ def memory_list(*, actor: Actor, filters: Any) -> QuerySet[MemoryRecord]:
             {field: " ".join(errors) for field, errors in filterset.errors.items()},
             "The memory filters are not valid.",
         )
-    return filterset.qs.defer("embedding").order_by("-created_at", "-id")
+    return with_hits(filterset.qs.defer("embedding").order_by("-created_at", "-id"))

@@ -12,7 +12,6 @@ from django.utils import timezone
 from audit.models import AuditEvent, EventType
 from audit.services import (
     ChainTip,
-    HitCounts,
     Injections,
     append_lane,
     audit_event_append,
@@ -302,9 +301,9 @@ def recall_assemble(*, request: RecallRequest) -> Recorded:
     """Run the recall pipeline (SPEC §5), record it, and return the envelope with its event.
 
     After ``recall_plan``'s read (which fills the funnel cache), one statement writes
-    everything (the ``context.assembled`` event, the chain tip, the hit counts and the
-    event's injections, all or nothing), committed before this returns: an envelope is never
-    returned without its audit record.
+    everything (the ``context.assembled`` event, the chain tip and the event's injections,
+    which are also its hits, counted later by ``recall.hits``: all or nothing), committed
+    before this returns: an envelope is never returned without its audit record.
     """
     assembly = recall_plan(request=request, fill_cache=True)
     envelope = assembly.envelope
@@ -348,10 +347,9 @@ def recall_assemble(*, request: RecallRequest) -> Recorded:
                 "override": effective.override,
             },
         },
-        work=[
-            HitCounts(MemoryRecord._meta.db_table, included, assembly.now),
-            Injections(included, truncated),
-        ],
+        # The event's injections are also its hits: counted later (recall/hits.py), without
+        # rewriting the memories now.
+        work=[Injections(included, truncated)],
     )
     return Recorded(envelope, event)
 

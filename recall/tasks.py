@@ -4,9 +4,16 @@ from __future__ import annotations
 
 from portal.tasks import task
 from recall import services
+from recall.hits import hits_fold_all
 
 
 @task(name="recall.embed_memories")
 def embed_memories(memory_ids: list[int]) -> int:
     """Embed the listed memories that still need it (safe to run twice)."""
     return services.memory_embed(ids=memory_ids)
+
+
+@task(name="recall.fold_hits")
+def fold_hits() -> int:
+    """Count every workspace's recalls since its mark into its memories (recall/hits.py)."""
+    return hits_fold_all()

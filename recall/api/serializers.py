@@ -164,8 +164,9 @@ class MemorySerializer(serializers.ModelSerializer):
     expiresAt = serializers.DateTimeField(source="expires_at", allow_null=True)
     createdAt = serializers.DateTimeField(source="created_at")
     updatedAt = serializers.DateTimeField(source="updated_at")
-    lastAccessedAt = serializers.DateTimeField(source="last_accessed_at", allow_null=True)
-    hitCount = serializers.IntegerField(source="hit_count")
+    # With the recalls not counted into the columns yet (recall/hits.py).
+    lastAccessedAt = serializers.DateTimeField(source="last_accessed", allow_null=True)
+    hitCount = serializers.IntegerField(source="hits")
     tokenCount = serializers.IntegerField(source="token_count")
     embeddingModel = serializers.CharField(source="embedding_model")
     embeddingPending = serializers.SerializerMethodField(

@@ -40,6 +40,7 @@ from recall.api.serializers import (
     recall_request_plain,
 )
 from recall.filtersets import MemoryFilterSet
+from recall.hits import with_hits
 from recall.models import LifecycleStatus, MemoryRecord
 from recall.selectors import actor_lookup, memory_list
 
@@ -62,7 +63,7 @@ def memory_for(caller: Caller, memory_id: Any, *, required: str = Role.VIEWER) -
     pk = numeric_id(memory_id)
     if pk is None:
         raise NotFoundError(f"No memory {memory_id!r}: memory ids are ASCII digits.")
-    rows = MemoryRecord.objects.select_related("actor").defer("embedding")
+    rows = with_hits(MemoryRecord.objects.select_related("actor")).defer("embedding")
     return scoped_get(caller, rows, pk, what="memory", required=required)
 
 

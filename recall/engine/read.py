@@ -50,6 +50,7 @@ from recall.engine.funnel_cache import (
     filter_key,
 )
 from recall.engine.policy_filter import policy_filter_sql, policy_params
+from recall.hits import RANKED_HITS_SQL
 
 __all__ = [
     "EXACT_SEARCH_MAX", "EXACT_SQL", "FUNNEL_CACHE_MIN", "FUNNEL_CACHE_PER_ACTOR",
@@ -103,9 +104,11 @@ class RankedRow:
     similarity: float
 
 
+# The hit count as if every recall had counted its own (recall/hits.py: the folded count and
+# the hits since).
 RANKED_COLUMNS = (
     "m.id, m.content, m.memory_type, m.source_kind, m.confirmation_status, m.confidence,"
-    " m.sensitivity, m.segment_kind, m.token_count, m.created_at, m.hit_count"
+    f" m.sensitivity, m.segment_kind, m.token_count, m.created_at, {RANKED_HITS_SQL}"
 )
 
 

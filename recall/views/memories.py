@@ -31,6 +31,7 @@ from portal.pages import PageAccess, panels, safe_next, workspace_page
 from recall import services
 from recall.filtersets import MemoryFilterSet
 from recall.forms.memories import MemoryEditForm, MemoryImportForm
+from recall.hits import with_hits
 from recall.jsonl import parse_jsonl
 from recall.models import Actor, LifecycleStatus, MemoryRecord
 from recall.page_selectors import (
@@ -62,7 +63,7 @@ def memories_url(slug: str, **params: str) -> str:
 
 def _memory_or_404(workspace: Workspace, memory_id: int) -> MemoryRecord:
     memory = (
-        MemoryRecord.objects.select_related("actor", "workspace")
+        with_hits(MemoryRecord.objects.select_related("actor", "workspace"))
         .defer("embedding")
         .filter(pk=memory_id, workspace=workspace)
         .first()

@@ -6,10 +6,10 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
-from audit.models import AuditChainHead, AuditEvent
+from audit.models import AuditChainHead, AuditEvent, Injection
 from audit.services import (
     ChainTip,
-    HitCounts,
+    Injections,
     audit_chain_verify,
     audit_event_append,
     audit_event_record,
@@ -46,11 +46,10 @@ class CompareAndSwapAppendTests:
 
         audit_event_append(
             workspace=workspace_a, tip=stale, type="context.assembled", author="token:agent",
-            payload={"n": 2}, work=[HitCounts("recall_memoryrecord", [memory.pk], timezone.now())],
+            payload={"n": 2}, work=[Injections([memory.pk])],
         )  # fmt: skip
 
-        memory.refresh_from_db()
-        assert memory.hit_count == 1
+        assert Injection.objects.filter(memory_id=memory.pk).count() == 1
         assert audit_chain_verify(workspace=workspace_a).ok
 
     def test_a_lost_race_writes_nothing_for_that_attempt(self, workspace_a):
@@ -63,12 +62,11 @@ class CompareAndSwapAppendTests:
         result = _append(
             stale, workspace=workspace_a, type="context.assembled", author="token:agent",
             payload={}, workload_id=None, environment="", actor_id="",
-            work=[HitCounts("recall_memoryrecord", [memory.pk], timezone.now())],
+            work=[Injections([memory.pk])],
         )  # fmt: skip
 
         assert result == tip_of(workspace_a)  # nothing written; the tip it lost to, for the retry
-        memory.refresh_from_db()
-        assert memory.hit_count == 0
+        assert not Injection.objects.filter(memory_id=memory.pk).exists()
         assert AuditEvent.objects.filter(workspace=workspace_a).count() == events
 
 
@@ -105,8 +103,6 @@ class ConcurrentAppendTests:
 class PayloadEncodingTests:
     def test_a_payload_with_a_uuid_and_a_datetime_is_stored_and_verifies(self, workspace_a):
         import uuid
-
-        from django.utils import timezone
 
         with transaction.atomic():
             audit_event_record(

@@ -21,6 +21,7 @@ from audit.services import audit_chain_check
 from maintenance.services import maintenance_start
 from portal.db.scope import ALL, scope_include, scope_set
 from portal.models import Workspace
+from recall.hits import hits_fold
 from recall.models import MemoryRecord
 from tests.helpers import csrf_session
 from tests.recall import factories
@@ -31,7 +32,8 @@ RLS = import_module("portal.migrations.0002_row_level_security")
 # Tables created since, each protected by the migration that created it.
 LATER_THROUGH = import_module("recall.migrations.0015_funnel_cache_changes").THROUGH
 THROUGH = {**RLS.THROUGH, **LATER_THROUGH}
-PROTECTED = (*RLS.DIRECT, *THROUGH)
+DIRECT = (*RLS.DIRECT, *import_module("recall.migrations.0017_hit_fold").DIRECT)
+PROTECTED = (*DIRECT, *THROUGH)
 # Workspace-scoped, but read before the workspace is known (a token by its hash, a user's
 # memberships) and never holding a workspace's data: no policy.
 TENANCY_TABLES = {"portal_apitoken", "portal_membership"}
@@ -41,6 +43,7 @@ POPULATED = {
     "policies_workloadpolicyversion", "recall_actor", "recall_memoryrecord", "recall_funnelcache",
     "audit_auditevent", "audit_auditchainhead", "audit_auditcheckpoint", "audit_injection",
     "maintenance_maintenancerun", "maintenance_maintenanceitem", "recall_memorychange",
+    "recall_hitfold",
 }  # fmt: skip
 
 
@@ -51,10 +54,10 @@ def scope_value(workspace_ids: list[int]) -> str:
 
 def _workspace_of(table: str) -> str:
     """SQL for a row's workspace id, through the row it belongs to where it has none."""
-    if table in RLS.DIRECT:
+    if table in DIRECT:
         return "t.workspace_id"
     column, parent = THROUGH[table]
-    if parent in RLS.DIRECT:
+    if parent in DIRECT:
         return f"(SELECT p.workspace_id FROM {parent} p WHERE p.id = t.{column})"
     raise AssertionError(f"{table} belongs to {parent}, which has no workspace of its own")
 
@@ -86,6 +89,7 @@ def _populate(persona: Any, workload: Any) -> None:
     )
     maintenance_start(workspace=workspace, sweep="expiry", mode="preview", author="t")
     audit_chain_check(workspace=workspace, full=True)
+    hits_fold(workspace_id=workspace.pk)
 
 
 @pytest.fixture
@@ -109,7 +113,7 @@ class PolicyCatalogueTests:
             if any(field.column == "workspace_id" for field in model._meta.concrete_fields)
         }
 
-        assert holding - set(RLS.DIRECT) == TENANCY_TABLES
+        assert holding - set(DIRECT) == TENANCY_TABLES
 
     def test_every_table_with_a_foreign_key_to_a_protected_table_is_protected(self):
         """A new table hanging off a protected row needs a policy of its own."""

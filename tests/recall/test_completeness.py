@@ -24,6 +24,7 @@ from policies.models import Workload
 from policies.selectors import effective_policy_for
 from policies.services import workload_policy_save
 from recall.engine import read as selectors
+from recall.hits import hits_fold
 from recall.models import Actor, MemoryRecord
 from recall.runtime import embedder
 from tests.recall import factories
@@ -254,6 +255,7 @@ class OtherActorsRowsTests:
             assert envelope["diagnostics"]["accessPath"] == "hnsw"
             assert envelope["diagnostics"]["counts"]["afterPolicy"] == 80
             assert entry_ids(envelope) == expected
+        hits_fold(workspace_id=editor.workspace.pk)  # the recalls' hits counted into the rows
         assert not MemoryRecord.objects.filter(actor=bob, hit_count__gt=0).exists()
 
 

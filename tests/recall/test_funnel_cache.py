@@ -22,6 +22,7 @@ from policies.selectors import effective_policy_for
 from policies.services import workload_create, workload_policy_save
 from recall.engine import funnel_cache
 from recall.engine import read as selectors
+from recall.hits import hits_fold
 from recall.models import Actor, FunnelCache, MemoryChange, MemoryRecord
 from recall.runtime import embedder
 from tests.helpers import database_owner
@@ -197,6 +198,7 @@ class FunnelCacheTests:
             format="json",
         )
         assert response.status_code == 200, response.content
+        hits_fold(workspace_id=editor.workspace.pk)  # the recall's hits counted into the rows
         assert MemoryRecord.objects.filter(hit_count__gt=0).exists()
 
         assert (ada().memory_version, ada().memory_changes) == counters

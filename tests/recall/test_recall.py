@@ -33,6 +33,7 @@ from recall.envelope import (
     TruncatedRef,
     context_digest,
 )
+from recall.hits import hits_fold
 from recall.models import MemoryRecord
 from tests.helpers import error_of
 from tests.recall import factories
@@ -362,6 +363,7 @@ class FailClosedTests:
         excluded, _ = self.rows(editor.workspace)
 
         recall(editor, wide_open)
+        hits_fold(workspace_id=editor.workspace.pk)  # the recall's hits counted into the rows
 
         assert not MemoryRecord.objects.filter(pk__in=ids(excluded), hit_count__gt=0).exists()
 
@@ -799,6 +801,7 @@ class EnvelopeTests:
         start = timezone.now()
 
         envelope = recall(editor, workload_a, topK=3)
+        hits_fold(workspace_id=editor.workspace.pk)  # the recall's hits counted into the rows
 
         returned = entry_ids(envelope)
         assert len(returned) == 3
@@ -811,6 +814,7 @@ class EnvelopeTests:
                 assert row.last_accessed_at is None
 
         recall(editor, workload_a, topK=3)
+        hits_fold(workspace_id=editor.workspace.pk)
         assert sorted(
             MemoryRecord.objects.filter(pk__in=returned).values_list("hit_count", flat=True)
         ) == [2, 2, 2]
@@ -904,6 +908,7 @@ class BudgetTests:
             for pk in [e["id"] for e in envelope["entries"]] + [ref["id"]]
         )
         # A truncated ref is not returned content: it is not hit-counted.
+        hits_fold(workspace_id=editor.workspace.pk)
         assert MemoryRecord.objects.get(pk=ref["id"]).hit_count == 0
         assert contents[ref["id"]] not in json.dumps(envelope["entries"])
 

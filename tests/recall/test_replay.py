@@ -12,6 +12,7 @@ from django.db import transaction
 from audit.models import AuditEvent, EventType
 from audit.services import audit_event_record
 from recall.envelope import query_hash
+from recall.hits import hits_fold
 from recall.models import MemoryRecord
 from recall.services import memory_delete, memory_set_status, memory_update
 from tests.recall import factories
@@ -128,10 +129,13 @@ class ReplayTests:
     def test_a_replay_records_nothing(self, editor, recorded):
         event, rows = recorded
         events = AuditEvent.objects.count()
+        hits_fold(workspace_id=editor.workspace.pk)  # the recorded recall's hits counted
         hits = list(MemoryRecord.objects.order_by("pk").values_list("hit_count", flat=True))
+        assert any(hits)
 
         assert replay(editor, event, query=QUERY).status_code == 200
 
+        hits_fold(workspace_id=editor.workspace.pk)
         assert AuditEvent.objects.count() == events
         assert list(MemoryRecord.objects.order_by("pk").values_list("hit_count", flat=True)) == (
             hits

@@ -1,0 +1,290 @@
+"""A recall's hits (recall/hits.py): recorded by its audit event, never by rewriting the
+memories it carried, and seen by every reader as if each recall had counted its own.
+
+The memory API and pages and the recall read add the hits not counted yet; the fold counts
+them into the rows (beat, and the maintenance sweeps first); concurrent recalls and folds
+count every hit exactly once; a fold waits for appends in flight.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+from django.db import connection, transaction
+from django.utils import timezone
+
+from audit.models import AuditEvent, EventType, Injection
+from audit.services import _append, _locked_tip, audit_settled_through
+from maintenance.services import maintenance_start
+from recall import tasks
+from recall.hits import RANKED_HITS_SQL, hits_fold, with_hits
+from recall.models import HitFold, MemoryRecord
+from tests.recall import factories
+
+pytestmark = pytest.mark.django_db
+
+QUERY = "release summary preferences"
+
+
+def recall(persona: Any, workload: Any, top_k: int = 3) -> dict[str, Any]:
+    response = persona.api().post(
+        "/v1/memory/actors/user:ada/recall",
+        {"workloadId": str(workload.id), "environment": "prod", "query": QUERY, "topK": top_k},
+        format="json",
+    )
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+def carried(envelope: dict[str, Any]) -> list[int]:
+    return [int(entry["id"]) for entry in envelope["entries"]]
+
+
+def ranked_hits(memory_id: int) -> int:
+    """The hit count the recall read ranks the memory with."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {RANKED_HITS_SQL} FROM recall_memoryrecord m WHERE m.id = %s", [memory_id]
+        )
+        return int(cursor.fetchone()[0])
+
+
+def counted() -> dict[int, int]:
+    """The hit counts in the rows (counted by a fold), of the memories with any."""
+    return dict(MemoryRecord.objects.filter(hit_count__gt=0).values_list("pk", "hit_count"))
+
+
+def row_version(memory_id: int) -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT xmin::text FROM recall_memoryrecord WHERE id = %s", [memory_id])
+        return str(cursor.fetchone()[0])
+
+
+@pytest.fixture
+def rows(editor: Any) -> list[MemoryRecord]:
+    return factories.memories(
+        editor.workspace, *({"content": f"release summary preferences {n}"} for n in range(4))
+    )
+
+
+class RecordedNotRewrittenTests:
+    def test_a_recall_leaves_the_memories_it_carried_as_they_were(self, editor, workload_a, rows):
+        versions = {row.pk: row_version(row.pk) for row in rows}
+
+        envelope = recall(editor, workload_a)
+
+        assert carried(envelope)
+        assert {row.pk: row_version(row.pk) for row in rows} == versions
+        assert not MemoryRecord.objects.filter(hit_count__gt=0).exists()
+        # its hits are its event's injections
+        event = AuditEvent.objects.filter(type=EventType.ASSEMBLED).latest("id")
+        assert sorted(
+            Injection.objects.filter(event_id=event.pk, truncated=False).values_list(
+                "memory_id", flat=True
+            )
+        ) == sorted(carried(envelope))
+
+    def test_the_api_shows_the_hits_before_they_are_counted_into_the_rows(
+        self, editor, workload_a, rows
+    ):
+        first = carried(recall(editor, workload_a))
+        second = carried(recall(editor, workload_a))
+        memory = first[0]
+        expected = first.count(memory) + second.count(memory)
+        latest = AuditEvent.objects.filter(type=EventType.ASSEMBLED).latest("id").occurred_at
+
+        detail = editor.api().get(f"/v1/memory/memories/{memory}").json()
+        listed = {
+            int(m["id"]): m
+            for m in editor.api().get("/v1/memory/actors/user:ada/memories").json()["results"]
+        }
+
+        assert detail["hitCount"] == listed[memory]["hitCount"] == expected
+        assert (
+            detail["lastAccessedAt"]
+            == listed[memory]["lastAccessedAt"]
+            == (latest.isoformat().replace("+00:00", "Z"))
+        )
+        assert MemoryRecord.objects.get(pk=memory).hit_count == 0  # not counted yet
+
+        hits_fold(workspace_id=editor.workspace.pk)
+
+        row = MemoryRecord.objects.get(pk=memory)
+        assert (row.hit_count, row.last_accessed_at) == (expected, latest)
+        assert editor.api().get(f"/v1/memory/memories/{memory}").json() == detail
+
+    def test_the_memory_page_shows_them_too(self, editor, workload_a, rows):
+        from tests.helpers import csrf_session
+
+        memory = carried(recall(editor, workload_a))[0]
+        recall(editor, workload_a)
+        client = csrf_session(editor)
+
+        html = client.get(f"/w/{editor.workspace.slug}/memories/{memory}/").content.decode()
+
+        assert "Recalled</dt><dd>2 times, last" in html
+
+    def test_the_recall_read_ranks_with_every_earlier_recall(self, editor, workload_a, rows):
+        memory = carried(recall(editor, workload_a))[0]
+        recall(editor, workload_a)
+        before = ranked_hits(memory)
+
+        hits_fold(workspace_id=editor.workspace.pk)
+
+        assert before == ranked_hits(memory) == MemoryRecord.objects.get(pk=memory).hit_count == 2
+
+    def test_with_hits_adds_nothing_once_counted(self, editor, workload_a, rows):
+        recall(editor, workload_a)
+        hits_fold(workspace_id=editor.workspace.pk)
+
+        annotated = with_hits(MemoryRecord.objects.filter(workspace=editor.workspace))
+
+        assert all(row.hits_pending == 0 and row.accessed_pending is None for row in annotated)
+        assert {row.pk: row.hits for row in annotated} == dict(
+            MemoryRecord.objects.values_list("pk", "hit_count")
+        )
+
+
+class FoldTests:
+    def test_a_fold_counts_each_hit_once_and_moves_the_mark(self, editor, workload_a, rows):
+        envelopes = [recall(editor, workload_a) for _ in range(3)]
+
+        changed = hits_fold(workspace_id=editor.workspace.pk)
+
+        expected: dict[int, int] = {}
+        for envelope in envelopes:
+            for pk in carried(envelope):
+                expected[pk] = expected.get(pk, 0) + 1
+        assert changed == len(expected)
+        assert dict(
+            MemoryRecord.objects.filter(hit_count__gt=0).values_list("pk", "hit_count")
+        ) == (expected)
+        last = AuditEvent.objects.filter(workspace=editor.workspace).latest("id").pk
+        assert HitFold.objects.get(workspace=editor.workspace).event_id == last
+        assert hits_fold(workspace_id=editor.workspace.pk) == 0  # nothing left
+        assert dict(
+            MemoryRecord.objects.filter(hit_count__gt=0).values_list("pk", "hit_count")
+        ) == (expected)
+
+    def test_the_beat_task_folds_every_workspace(self, editor, workload_a, rows):
+        recall(editor, workload_a)
+
+        assert tasks.fold_hits() > 0
+
+        assert MemoryRecord.objects.filter(hit_count__gt=0).exists()
+
+    def test_a_maintenance_run_counts_the_hits_before_it_lists(self, operator, workload_a, rows):
+        recall(operator, workload_a)
+        assert not MemoryRecord.objects.filter(hit_count__gt=0).exists()
+
+        maintenance_start(
+            workspace=operator.workspace, sweep="promotion", mode="preview", author="t"
+        )
+
+        assert MemoryRecord.objects.filter(hit_count__gt=0).exists()
+
+    def test_hits_older_than_the_mark_are_not_counted_again(self, editor, workload_a, rows):
+        """As after the migration: the events before it were counted by their recalls."""
+        recall(editor, workload_a)
+        last = AuditEvent.objects.filter(workspace=editor.workspace).latest("id").pk
+        HitFold.objects.update_or_create(workspace=editor.workspace, defaults={"event_id": last})
+
+        assert hits_fold(workspace_id=editor.workspace.pk) == 0
+        assert not MemoryRecord.objects.filter(hit_count__gt=0).exists()
+        assert ranked_hits(rows[0].pk) == 0
+
+
+@pytest.mark.django_db(transaction=True)
+class ConcurrentFoldTests:
+    def test_recalls_and_folds_at_once_count_every_hit_exactly_once(self, editor, workload_a, rows):
+        errors: list[BaseException] = []
+        stop = threading.Event()
+
+        def recalls() -> None:
+            try:
+                for _ in range(12):
+                    recall(editor, workload_a, top_k=2)
+            except BaseException as exc:  # noqa: BLE001 - surfaced below
+                errors.append(exc)
+            finally:
+                connection.close()
+
+        def folds() -> None:
+            try:
+                while not stop.is_set():
+                    hits_fold(workspace_id=editor.workspace.pk)
+            except BaseException as exc:  # noqa: BLE001 - surfaced below
+                errors.append(exc)
+            finally:
+                connection.close()
+
+        workers = [threading.Thread(target=recalls) for _ in range(3)]
+        folder = threading.Thread(target=folds)
+        folder.start()
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        stop.set()
+        folder.join()
+        hits_fold(workspace_id=editor.workspace.pk)
+
+        assert errors == []
+        expected: dict[int, int] = {}
+        for memory_id in Injection.objects.filter(
+            workspace_id=editor.workspace.pk, truncated=False
+        ).values_list("memory_id", flat=True):
+            expected[memory_id] = expected.get(memory_id, 0) + 1
+        assert sum(expected.values()) == 3 * 12 * 2
+        assert dict(
+            MemoryRecord.objects.filter(hit_count__gt=0).values_list("pk", "hit_count")
+        ) == (expected)
+
+    def test_the_fold_waits_for_an_append_in_flight(self, editor, rows):
+        """An append holds its lane's head until it commits; the id the fold may count up to
+        is read only after, so that event is not skipped."""
+        appended = threading.Event()
+        release = threading.Event()
+        in_flight: list[int] = []
+
+        def slow_append() -> None:
+            try:
+                with transaction.atomic():
+                    event = _append(
+                        _locked_tip(editor.workspace, 1), workspace=editor.workspace,
+                        type=EventType.ASSEMBLED, author="token:slow", payload={"memoryIds": []},
+                        workload_id=None, environment="", actor_id="", work=(),
+                    )  # fmt: skip
+                    in_flight.append(event.pk)
+                    appended.set()
+                    release.wait(10)
+            finally:
+                connection.close()
+
+        thread = threading.Thread(target=slow_append)
+        thread.start()
+        assert appended.wait(10)
+        started = time.monotonic()
+        timer = threading.Timer(0.5, release.set)
+        timer.start()
+
+        through = audit_settled_through(workspace_id=editor.workspace.pk)
+
+        waited = time.monotonic() - started
+        thread.join()
+        assert waited >= 0.4  # it waited for the append's commit
+        assert through >= in_flight[0]
+
+
+def test_hits_count_against_the_clock_of_their_events(editor, workload_a, rows):
+    start = timezone.now()
+    memory = carried(recall(editor, workload_a))[0]
+    event = AuditEvent.objects.filter(type=EventType.ASSEMBLED).latest("id")
+
+    hits_fold(workspace_id=editor.workspace.pk)
+
+    accessed = MemoryRecord.objects.get(pk=memory).last_accessed_at
+    assert start <= accessed == event.occurred_at <= timezone.now()
