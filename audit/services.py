@@ -120,17 +120,21 @@ def carried_after_sql(*, memory: str, workspace: str, after: str) -> str:
     """How many context.assembled events with an id above ``after`` carried memory ``memory``
     of workspace ``workspace`` as an entry (SQL expressions): one range of the injections'
     primary key."""
-    return f"""(SELECT count(*) FROM {Injection._meta.db_table} i
-     WHERE i.workspace_id = {workspace} AND i.memory_id = {memory} AND i.event_id > {after}
+    # The bound comes from a derived table that is not flattened (OFFSET 0): a column of an
+    # outer relation can bound the index range, where the expression itself would only filter
+    # the memory's every injection (row-level security keeps such expressions above the scan).
+    return f"""(SELECT count(*) FROM (SELECT {after} AS mark OFFSET 0) k,
+        {Injection._meta.db_table} i
+     WHERE i.workspace_id = {workspace} AND i.memory_id = {memory} AND i.event_id > k.mark
        AND NOT i.truncated)"""
 
 
 def carried_last_sql(*, memory: str, workspace: str, after: str) -> str:
     """When the latest context.assembled event with an id above ``after`` that carried memory
     ``memory`` of workspace ``workspace`` as an entry occurred (NULL: none did)."""
-    return f"""(SELECT e.occurred_at FROM {Injection._meta.db_table} i
-     JOIN {AuditEvent._meta.db_table} e ON e.id = i.event_id
-     WHERE i.workspace_id = {workspace} AND i.memory_id = {memory} AND i.event_id > {after}
+    return f"""(SELECT e.occurred_at FROM (SELECT {after} AS mark OFFSET 0) k,
+        {Injection._meta.db_table} i JOIN {AuditEvent._meta.db_table} e ON e.id = i.event_id
+     WHERE i.workspace_id = {workspace} AND i.memory_id = {memory} AND i.event_id > k.mark
        AND NOT i.truncated
      ORDER BY i.event_id DESC LIMIT 1)"""
 

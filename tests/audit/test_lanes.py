@@ -240,13 +240,14 @@ class RecallLanesTests:
         assert audit_chain_verify(workspace=editor.workspace).ok
 
     def test_a_lane_without_a_head_yet_is_created_on_first_append(self, editor, trail):
+        quiet = next(n for n in range(1, 9) if n != _recall_lane(trail))
         event = audit_event_append(
-            workspace=editor.workspace, tip=None, lane=7, type="context.assembled",
+            workspace=editor.workspace, tip=None, lane=quiet, type="context.assembled",
             author="token:agent", payload={},
         )  # fmt: skip
 
-        head = AuditChainHead.objects.get(workspace=editor.workspace, lane=7)
-        assert (event.lane, event.prev_hash, head.length) == (7, GENESIS_HASH, 1)
+        head = AuditChainHead.objects.get(workspace=editor.workspace, lane=quiet)
+        assert (event.lane, event.prev_hash, head.length) == (quiet, GENESIS_HASH, 1)
         assert audit_chain_verify(workspace=editor.workspace).ok
 
 
