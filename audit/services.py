@@ -142,35 +142,40 @@ def carried_last_sql(*, memory: str, workspace: str, after: str) -> str:
 def audit_settled_through(*, workspace_id: int) -> int:
     """The id up to which workspace's trail is settled: every event with an id up to it is
     committed (none is still being appended), and every event appended from now on has a
-    greater one. 0 when it has no event.
-
-    A recall's append holds its lane's head until it commits; this waits for those in flight
-    (locking every head that recalls append to, creating the heads of lanes not used yet, so
-    that one being created by an append in flight is waited for too), then reads the largest
-    id. It holds the heads for that instant only: appends wait a moment, never for a reader.
-    Outside any transaction, since the locks last until the end of the caller's.
-    """
-    lanes = settings.AUDIT_RECALL_LANES
-    # Lane 0 takes recalls only without lanes (and its other events are never hits).
-    recall_lanes = list(range(1, lanes + 1)) if lanes > 0 else [0]
-    head = AuditChainHead._meta.db_table
+    greater one. 0 when it has no event. Run it outside any transaction: inside one, the
+    heads would stay locked until the caller's end."""
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {head} (workspace_id, lane, last_hash, length)"
-            " SELECT %s, lane, %s, 0 FROM unnest(%s::smallint[]) lane"
-            " ON CONFLICT (workspace_id, lane) DO NOTHING",
-            [workspace_id, GENESIS_HASH, recall_lanes],
-        )
-        cursor.execute(
-            f"SELECT count(*) FROM (SELECT 1 FROM {head}"
-            " WHERE workspace_id = %s AND lane = ANY(%s::smallint[]) FOR SHARE) locked",
-            [workspace_id, recall_lanes],
-        )
-        cursor.execute(
-            f"SELECT coalesce(max(id), 0) FROM {AuditEvent._meta.db_table} WHERE workspace_id = %s",
-            [workspace_id],
-        )
-        return int(cursor.fetchone()[0])
+        return _settle(cursor, workspace_id)
+
+
+def _settle(cursor: Any, workspace_id: int) -> int:
+    """Inside a transaction: wait for the appends in flight, hold the heads, and return the
+    largest event id (see ``audit_settled_through``).
+
+    An append holds its lane's head until it commits. This locks every head of the
+    workspace (creating those of the configured lanes not used yet, so that one being
+    created by an append in flight is waited for too), for the caller's transaction: appends
+    wait that long, so the caller keeps it to an instant. Every process must share
+    ``AUDIT_RECALL_LANES``: a lane only another process knows, with no head yet, is not
+    waited for."""
+    lanes = list(range(settings.AUDIT_RECALL_LANES + 1))
+    head = AuditChainHead._meta.db_table
+    cursor.execute(
+        f"INSERT INTO {head} (workspace_id, lane, last_hash, length)"
+        " SELECT %s, lane, %s, 0 FROM unnest(%s::smallint[]) lane"
+        " ON CONFLICT (workspace_id, lane) DO NOTHING",
+        [workspace_id, GENESIS_HASH, lanes],
+    )
+    cursor.execute(
+        f"SELECT count(*) FROM (SELECT 1 FROM {head} WHERE workspace_id = %s"
+        " ORDER BY lane FOR SHARE) locked",
+        [workspace_id],
+    )
+    cursor.execute(
+        f"SELECT coalesce(max(id), 0) FROM {AuditEvent._meta.db_table} WHERE workspace_id = %s",
+        [workspace_id],
+    )
+    return int(cursor.fetchone()[0])
 
 
 def latest_payload_value_sql(*, type: str, key: str) -> str:
@@ -479,33 +484,12 @@ def _links(
         )
 
 
-class _Bounded:
-    """The links of a walk that belong to it: in each lane, those after the checkpoint's tip
-    (``after``) and no further than the lane's head said when the check began (``remaining``
-    events; later ones, and those of a lane that had no head then, were appended since).
-    Remembers the first link it left out for that reason, before which the next check must
-    resume, and the lanes it found without a head."""
-
-    def __init__(
-        self, links: Iterator[ChainLink], after: dict[int, LaneTip], remaining: dict[int, int]
-    ) -> None:
-        self.links, self.after, self.remaining = links, after, remaining
-        self.first_left: int | None = None
-        self.headless: dict[int, int] = {}  # lane: its first event
-
-    def __iter__(self) -> Iterator[ChainLink]:
-        for link in self.links:
-            walked = self.after.get(link.lane)
-            if walked is not None and walked.id is not None and link.id <= walked.id:
-                continue  # walked by an earlier check
-            left = self.remaining.get(link.lane, 0)
-            if left <= 0:
-                if link.lane not in self.remaining:
-                    self.headless.setdefault(link.lane, link.id)
-                if self.first_left is None:
-                    self.first_left = link.id
-                continue
-            self.remaining[link.lane] = left - 1
+def _resumed(links: Iterator[ChainLink], after: dict[int, LaneTip]) -> Iterator[ChainLink]:
+    """The links a walk resumed from ``after`` (each lane's tip at the checkpoint) has not
+    walked yet."""
+    for link in links:
+        walked = after.get(link.lane)
+        if walked is None or walked.id is None or link.id > walked.id:
             yield link
 
 
@@ -555,13 +539,17 @@ def audit_chain_check(
     anchor_file = anchor_file_read() if anchors is None else anchors
     positions = anchor_file.positions(workspace.pk)
     problems = anchor_file.problems_for(workspace.pk)
-    heads = {
-        lane: (length, tip)
-        for lane, length, tip in AuditChainHead.objects.filter(workspace=workspace).values_list(
-            "lane", "length", "last_hash"
-        )
-    }
-    up_to = AuditEvent.objects.filter(workspace=workspace).aggregate(last=Max("id"))["last"]
+    # The trail settled (no append in flight) and its heads read while they are held: every
+    # event up to ``up_to`` is committed and counted by its lane's head, and later ones are
+    # left for the next check.
+    with transaction.atomic(), connection.cursor() as cursor:
+        up_to = _settle(cursor, workspace.pk)
+        heads = {
+            lane: (length, tip)
+            for lane, length, tip in AuditChainHead.objects.filter(workspace=workspace).values_list(
+                "lane", "length", "last_hash"
+            )
+        }
     checkpoint = None
     after: dict[int, LaneTip] = {}
     if not full:
@@ -572,38 +560,21 @@ def audit_chain_check(
                 # a head went backwards: only a full walk can say where
                 checkpoint, after = None, {}
     start_count = sum(tip.count for tip in after.values())
-    links = _Bounded(
+    links = _resumed(
         _links(workspace, after_id=checkpoint.event_id if checkpoint else None, up_to=up_to),
         after,
-        {lane: length - after.get(lane, LaneTip()).count for lane, (length, _) in heads.items()},
     )
-    verdict = verify_links(iter(links), keys=chain_keys(), anchored=positions, after=after)
+    verdict = verify_links(links, keys=chain_keys(), anchored=positions, after=after)
     if verdict.ok:
         verdict = _ends_checked(verdict, heads, positions, problems)
-    if verdict.ok and links.headless:
-        # Events of a lane that had no head when the check began: appended since (a new
-        # lane's head commits with its first event), unless it has none even now.
-        headed = set(
-            AuditChainHead.objects.filter(
-                workspace=workspace, lane__in=list(links.headless)
-            ).values_list("lane", flat=True)
-        )
-        for lane, first in sorted(links.headless.items()):
-            if lane not in headed:
-                verdict = ChainVerdict(
-                    False, verdict.checked, first, f"lane {lane} has events but no chain head",
-                    tips=verdict.tips,
-                )  # fmt: skip
-                break
     walked = verdict.checked - start_count
     full_at = checkpoint.full_at if checkpoint else timezone.now()
     if verdict.ok and verdict.last_id is not None and (checkpoint is None or walked):
         main = verdict.tips.get(0, LaneTip())
-        resume = verdict.last_id if links.first_left is None else links.first_left - 1
         AuditCheckpoint.objects.update_or_create(
             workspace=workspace,
             defaults={
-                "event_id": min(resume, verdict.last_id),
+                "event_id": verdict.last_id,
                 "event_hash": main.hash,
                 "length": main.count,
                 "lanes": {
@@ -643,6 +614,19 @@ def _ends_checked(
                 f" {point.at} saw {position} events, the chain has {walked}",
                 tips=verdict.tips,
             )
+    for lane, tip in sorted(verdict.tips.items()):
+        if lane not in heads:
+            return ChainVerdict(
+                False, verdict.checked, tip.id, f"lane {lane} has events but no chain head",
+                tips=verdict.tips,
+            )  # fmt: skip
+        if tip.count > heads[lane][0]:
+            return ChainVerdict(
+                False, verdict.checked, tip.id,
+                f"the chain{_lane_name(lane)} goes on past its head: an event was added"
+                " without moving it",
+                tips=verdict.tips,
+            )  # fmt: skip
     for lane, (length, last_hash) in sorted(heads.items()):
         # A deleted tail leaves a valid-looking chain; the head remembers where it ends.
         tip = verdict.tips.get(lane, LaneTip())

@@ -12,7 +12,8 @@ mark, all in one transaction. The columns are therefore exact up to the mark, an
   and show ``MemoryRecord.hits`` and ``last_accessed``;
 - the maintenance sweeps, which decide on the columns in SQL, fold first (``hits_fold``);
 - beat folds every workspace every ``RECALL_HITS_FOLD_SECONDS``, so that what is pending
-  stays small.
+  stays small; without a broker nothing is scheduled, and the recall endpoint folds its own
+  workspace as often instead (``hits_fold_due``).
 
 The mark only moves over events that are settled: ``audit_settled_through`` waits for the
 appends in flight, so no event with a smaller id can still arrive and be skipped.
@@ -20,6 +21,9 @@ appends in flight, so no event with a smaller id can still arrive and be skipped
 
 from __future__ import annotations
 
+import time
+
+from django.conf import settings
 from django.db import connection, models, transaction
 from django.db.models import QuerySet
 from django.db.models.expressions import RawSQL
@@ -107,3 +111,22 @@ def hits_fold_all() -> int:
     """``hits_fold`` for every workspace (beat's task); returns how many memories changed."""
     ids = Workspace.objects.order_by("pk").values_list("pk", flat=True)
     return sum(hits_fold(workspace_id=pk) for pk in ids)
+
+
+# When this process last folded each workspace's hits (monotonic seconds), without a broker.
+_FOLDED_AT: dict[int, float] = {}
+
+
+def hits_fold_due(*, workspace_id: int) -> None:
+    """Without a broker (tasks run eagerly), nothing schedules the fold: the recall endpoint
+    calls this after each recall, and it folds the workspace at most every
+    ``RECALL_HITS_FOLD_SECONDS`` per process (a workspace's first recall in a process starts
+    the clock). With a broker it does nothing: beat folds."""
+    if not settings.CELERY_TASK_ALWAYS_EAGER:
+        return
+    now = time.monotonic()
+    last = _FOLDED_AT.setdefault(workspace_id, now)
+    if now - last < settings.RECALL_HITS_FOLD_SECONDS:
+        return
+    _FOLDED_AT[workspace_id] = now
+    hits_fold(workspace_id=workspace_id)

@@ -46,6 +46,7 @@ from recall.envelope import (
     prefix_fingerprint,
     query_hash,
 )
+from recall.hits import hits_fold_due
 from recall.models import Actor, MemoryRecord
 from recall.planner import BudgetPlan, BudgetPolicy, Candidate, plan_budget
 from recall.runtime import embedder, token_estimator
@@ -351,6 +352,7 @@ def recall_assemble(*, request: RecallRequest) -> Recorded:
         # rewriting the memories now.
         work=[Injections(included, truncated)],
     )
+    hits_fold_due(workspace_id=request.workspace.pk)
     return Recorded(envelope, event)
 
 

@@ -289,20 +289,26 @@ class AuditChainVerificationTests:
         assert operator.api().get("/v1/audit/verify").json()["ok"] is False
 
     def test_events_appended_during_a_walk_are_not_reported_missing(self, operator, history):
-        """The chain checked is the one the head described when the check began."""
-        head = AuditChainHead.objects.get(workspace=operator.workspace)
-        workload_create(workspace=operator.workspace, name="later", author="user:olga")
-        # As if the walk had read the head just before that append:
-        AuditChainHead.objects.filter(pk=head.pk).update(
-            length=head.length, last_hash=head.last_hash
-        )
+        """The chain checked is the one the heads described when the check began."""
+        appended: list[bool] = []
 
-        verdict = audit_chain_verify(workspace=operator.workspace)
+        def append_once_the_walk_begins(execute, sql, params, many, context):
+            if not appended and 'FROM "audit_auditevent"' in sql and "ORDER BY" in sql:
+                appended.append(True)
+                workload_create(workspace=operator.workspace, name="later", author="user:olga")
+            return execute(sql, params, many, context)
+
+        with connection.execute_wrapper(append_once_the_walk_begins):
+            verdict = audit_chain_verify(workspace=operator.workspace)
+
+        assert appended
 
         assert (verdict.ok, verdict.checked, verdict.last_id) == (True, 6, history[-1].pk)
 
     def test_a_head_that_names_another_tip_is_reported(self, operator, history):
-        AuditChainHead.objects.filter(workspace=operator.workspace).update(last_hash="f" * 64)
+        AuditChainHead.objects.filter(workspace=operator.workspace, lane=0).update(
+            last_hash="f" * 64
+        )
 
         verdict = audit_chain_verify(workspace=operator.workspace)
 
@@ -361,7 +367,7 @@ class ChainCheckpointTests:
     def test_a_chain_shorter_than_its_checkpoint_is_walked_in_full(self, operator, history):
         audit_chain_check(workspace=operator.workspace, full=True)
         _raw("DELETE FROM audit_auditevent WHERE id = %s", [history[-1].pk])
-        AuditChainHead.objects.filter(workspace=operator.workspace).update(
+        AuditChainHead.objects.filter(workspace=operator.workspace, lane=0).update(
             length=5, last_hash=history[-2].hash
         )
 

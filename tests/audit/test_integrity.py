@@ -79,7 +79,7 @@ def _rewrite(events: list[AuditEvent], key: ChainKey | None, **changes: Any) -> 
         )
         prev = digest
     _owner(
-        "UPDATE audit_auditchainhead SET last_hash = %s WHERE workspace_id = %s",
+        "UPDATE audit_auditchainhead SET last_hash = %s WHERE workspace_id = %s AND lane = 0",
         [prev, events[0].workspace_id],
     )
     return prev
@@ -122,7 +122,7 @@ class TamperingAsTheOwnerTests:
         )
         _owner(
             "UPDATE audit_auditchainhead SET last_hash = %s, length = length + 1"
-            " WHERE workspace_id = %s",
+            " WHERE workspace_id = %s AND lane = 0",
             [digest, last.workspace_id],
         )
         inserted = AuditEvent.objects.filter(workspace=operator.workspace).latest("id")
@@ -176,7 +176,7 @@ class TamperingAsTheOwnerTests:
         _owner("DELETE FROM audit_auditevent WHERE id = %s", [history[-1].pk])
         _owner(
             "UPDATE audit_auditchainhead SET last_hash = %s, length = length - 1"
-            " WHERE workspace_id = %s",
+            " WHERE workspace_id = %s AND lane = 0",
             [history[-2].hash, history[-1].workspace_id],
         )
 

@@ -302,7 +302,11 @@ class LaneTamperingTests:
         verdict = audit_chain_verify(workspace=editor.workspace)
 
         assert not verdict.ok
-        assert verdict.reason == f"lane {recall.lane} has events but no chain head"
+        # the check settles the trail, which gives a configured lane its head again, empty
+        assert verdict.reason == (
+            f"the chain (lane {recall.lane}) goes on past its head: an event was added without"
+            " moving it"
+        )
 
 
 @pytest.mark.django_db
@@ -364,49 +368,103 @@ class LaneCheckpointTests:
         assert check.verdict.ok, check.verdict
         assert (check.full, check.walked) == (False, 1)
 
-    def test_an_event_appended_while_a_check_walks_is_left_for_the_next_one(
+    def test_events_appended_while_a_check_walks_are_left_for_the_next_one(
         self, editor, workload_a, trail
     ):
-        """Appended after the heads were read, with a smaller id than events the walk covers:
-        the check leaves it out and resumes before it next time, without walking twice what
-        it has walked."""
+        """Appended after the check settled the trail (so with greater ids than any it
+        covers): left out, and walked by the next check."""
         quiet_lane = 8 if _recall_lane(trail) != 8 else 7
-        appended: list[AuditEvent] = []
         started: list[bool] = []
 
-        def append_after_the_heads_are_read(execute, sql, params, many, context):
-            result = execute(sql, params, many, context)
-            if not started and "audit_auditchainhead" in sql and "SELECT" in sql[:20]:
+        def append_before_the_walk(execute, sql, params, many, context):
+            if not started and 'FROM "audit_auditevent"' in sql and "ORDER BY" in sql:
                 started.append(True)
-                appended.append(
-                    audit_event_append(
-                        workspace=editor.workspace,
-                        tip=None,
-                        lane=quiet_lane,
-                        type="context.assembled",
-                        author="token:late",
-                        payload={},
-                    )  # fmt: skip
-                )
+                audit_event_append(
+                    workspace=editor.workspace, tip=None, lane=quiet_lane,
+                    type="context.assembled", author="token:late", payload={},
+                )  # fmt: skip
                 with transaction.atomic():
                     audit_event_record(
                         workspace=editor.workspace, type="memory.changed", author="user:x",
                         payload={"after": "the late one"},
                     )  # fmt: skip
-            return result
+            return execute(sql, params, many, context)
 
-        with connection.execute_wrapper(append_after_the_heads_are_read):
+        with connection.execute_wrapper(append_before_the_walk):
             first = audit_chain_check(workspace=editor.workspace, full=True)
 
+        assert started
         assert first.verdict.ok, first.verdict
-        assert first.walked == len(trail)  # neither the late event nor the one after it
-        checkpoint = AuditCheckpoint.objects.get(workspace=editor.workspace)
-        assert checkpoint.event_id < appended[0].pk
+        assert first.walked == len(trail)  # neither late event
 
         second = audit_chain_check(workspace=editor.workspace, full=False)
 
         assert second.verdict.ok, second.verdict
         assert second.walked == 2
+
+    def test_an_event_added_past_its_lanes_head_is_named(self, editor, trail):
+        """Inserted by someone with the application's password, without moving a head: not
+        taken for an append in flight."""
+        recall = next(event for event in trail if event.type == "context.assembled")
+        _owner(
+            "INSERT INTO audit_auditevent (workspace_id, type, occurred_at, author, environment,"
+            " actor_id, payload, prev_hash, hash, key_id, lane) SELECT workspace_id, type,"
+            " occurred_at, author, environment, actor_id, payload, %s, %s, key_id, lane"
+            " FROM audit_auditevent WHERE id = %s",
+            [recall.hash, "e" * 64, recall.pk],
+        )
+
+        verdict = audit_chain_verify(workspace=editor.workspace)
+
+        assert not verdict.ok
+        assert verdict.first_broken_id is not None
+
+
+@pytest.mark.django_db(transaction=True)
+class InFlightCheckTests:
+    def test_a_check_waits_for_an_event_in_flight_on_the_main_chain(self, operator):
+        """A change's event is appended inside its transaction; recalls on other lanes commit
+        meanwhile with greater ids. The check waits for the change, so that neither it nor
+        the routine check after it leaves the change's event behind."""
+        workspace = operator.workspace
+        recorded, release = threading.Event(), threading.Event()
+
+        def slow_change() -> None:
+            try:
+                with transaction.atomic():
+                    audit_event_record(
+                        workspace=workspace, type="memory.changed", author="user:slow",
+                        payload={"slow": True},
+                    )  # fmt: skip
+                    recorded.set()
+                    release.wait(10)
+            finally:
+                connection.close()
+
+        change = threading.Thread(target=slow_change)
+        change.start()
+        assert recorded.wait(10)
+        # later ids than the change's, committed before it
+        audit_event_append(
+            workspace=workspace, tip=None, lane=3, type="context.assembled",
+            author="token:fast", payload={"n": 1},
+        )  # fmt: skip
+        last = AuditChainHead.objects.get(workspace=workspace, lane=3).last_hash
+        threading.Timer(0.5, release.set).start()
+
+        first = audit_chain_check(workspace=workspace, full=True)
+        change.join()
+        audit_event_append(
+            workspace=workspace, tip=ChainTip(last, 3), type="context.assembled",
+            author="token:fast", payload={"n": "after"},
+        )  # fmt: skip
+        second = audit_chain_check(workspace=workspace, full=False)
+
+        assert first.verdict.ok, first.verdict
+        slow = AuditEvent.objects.get(author="user:slow")
+        assert first.verdict.tips[0].id == slow.pk  # walked: the check waited for it
+        assert second.verdict.ok, second.verdict
+        assert second.walked == 1
 
 
 @pytest.mark.django_db(transaction=True)

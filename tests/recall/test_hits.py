@@ -20,7 +20,7 @@ from audit.models import AuditEvent, EventType, Injection
 from audit.services import _append, _locked_tip, audit_settled_through
 from maintenance.services import maintenance_start
 from recall import tasks
-from recall.hits import RANKED_HITS_SQL, hits_fold, with_hits
+from recall.hits import RANKED_HITS_SQL, hits_fold, hits_fold_due, with_hits
 from recall.models import HitFold, MemoryRecord
 from tests.recall import factories
 
@@ -288,3 +288,34 @@ def test_hits_count_against_the_clock_of_their_events(editor, workload_a, rows):
 
     accessed = MemoryRecord.objects.get(pk=memory).last_accessed_at
     assert start <= accessed == event.occurred_at <= timezone.now()
+
+
+class FoldWithoutABrokerTests:
+    """Without a broker nothing schedules the fold: the recall endpoint folds its workspace
+    itself, at most every RECALL_HITS_FOLD_SECONDS per process."""
+
+    def test_a_recall_folds_its_workspace_once_the_interval_has_passed(
+        self, editor, workload_a, rows, settings
+    ):
+        settings.RECALL_HITS_FOLD_SECONDS = 0
+
+        memory = carried(recall(editor, workload_a))[0]
+
+        assert MemoryRecord.objects.get(pk=memory).hit_count == 1
+
+    def test_a_workspaces_first_recall_only_starts_the_clock(self, editor, workload_a, rows):
+        recall(editor, workload_a)
+        recall(editor, workload_a)
+
+        assert not MemoryRecord.objects.filter(hit_count__gt=0).exists()
+
+    def test_with_a_broker_beat_folds_instead(self, editor, workload_a, rows, settings):
+        settings.RECALL_HITS_FOLD_SECONDS = 0
+        settings.CELERY_TASK_ALWAYS_EAGER = False
+
+        hits_fold_due(workspace_id=editor.workspace.pk)
+        recall_without_a_fold = carried(recall(editor, workload_a))
+
+        assert recall_without_a_fold
+        hits_fold_due(workspace_id=editor.workspace.pk)
+        assert not MemoryRecord.objects.filter(hit_count__gt=0).exists()
