@@ -124,8 +124,7 @@ class ChainVerdict:
     checked: int  # events covered, in every lane, counting those before the walk resumed
     first_broken_id: int | None
     reason: str = ""
-    last_id: int | None = None  # the last event that held (in any lane), and its hash
-    last_hash: str = GENESIS_HASH
+    last_id: int | None = None  # the last event that held (in any lane)
     tips: Mapping[int, LaneTip] = field(default_factory=dict)  # each lane's, where it held
 
 
@@ -152,7 +151,6 @@ def verify_links(
     }
     checked = sum(tip[1] for tip in lanes.values())
     last_id = max((tip[2] for tip in lanes.values() if tip[2] is not None), default=None)
-    last_hash = next((tip[0] for tip in lanes.values() if tip[2] == last_id), GENESIS_HASH)
 
     def broken(link: ChainLink, reason: str) -> ChainVerdict:
         return ChainVerdict(False, checked, link.id, reason, tips=_tips(lanes))
@@ -181,10 +179,8 @@ def verify_links(
                 f" with hash {point.hash[:12]}... was at this position",
             )
         tip[0], tip[1], tip[2] = link.hash, tip[1] + 1, link.id
-        last_id, last_hash = link.id, link.hash
-    return ChainVerdict(
-        True, checked, None, last_id=last_id, last_hash=last_hash, tips=_tips(lanes)
-    )
+        last_id = link.id
+    return ChainVerdict(True, checked, None, last_id=last_id, tips=_tips(lanes))
 
 
 def _tips(lanes: Mapping[int, list[Any]]) -> dict[int, LaneTip]:

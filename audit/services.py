@@ -65,6 +65,12 @@ class ChainTip:
     last_hash: str
     lane: int = 0
 
+    @classmethod
+    def of(cls, last_hash: str | None, lane: int) -> ChainTip:
+        """The tip of ``lane`` read as ``last_hash``; None (a lane without a head yet) is the
+        start of the lane, which its first event names."""
+        return cls(last_hash or GENESIS_HASH, lane)
+
 
 # --- lanes --------------------------------------------------------------------------------------
 # Each thread appends its recalls to one lane of the workspace's chain (1..AUDIT_RECALL_LANES),
@@ -120,23 +126,31 @@ def carried_after_sql(*, memory: str, workspace: str, after: str) -> str:
     """How many context.assembled events with an id above ``after`` carried memory ``memory``
     of workspace ``workspace`` as an entry (SQL expressions): one range of the injections'
     primary key."""
-    # The bound comes from a derived table that is not flattened (OFFSET 0): a column of an
-    # outer relation can bound the index range, where the expression itself would only filter
-    # the memory's every injection (row-level security keeps such expressions above the scan).
-    return f"""(SELECT count(*) FROM (SELECT {after} AS mark OFFSET 0) k,
-        {Injection._meta.db_table} i
-     WHERE i.workspace_id = {workspace} AND i.memory_id = {memory} AND i.event_id > k.mark
-       AND NOT i.truncated)"""
+    return f"(SELECT count(*) {_carried_after(memory, workspace, after)})"
 
 
 def carried_last_sql(*, memory: str, workspace: str, after: str) -> str:
     """When the latest context.assembled event with an id above ``after`` that carried memory
     ``memory`` of workspace ``workspace`` as an entry occurred (NULL: none did)."""
-    return f"""(SELECT e.occurred_at FROM (SELECT {after} AS mark OFFSET 0) k,
-        {Injection._meta.db_table} i JOIN {AuditEvent._meta.db_table} e ON e.id = i.event_id
+    return f"""(SELECT e.occurred_at FROM {AuditEvent._meta.db_table} e
+     WHERE e.id = (SELECT max(i.event_id) {_carried_after(memory, workspace, after)}))"""
+
+
+def _carried_after(memory: str, workspace: str, after: str) -> str:
+    # The bound comes from a derived table that is not flattened (OFFSET 0): a column of an
+    # outer relation can bound the index range, where the expression itself would only filter
+    # the memory's every injection (row-level security keeps such expressions above the scan).
+    return f"""FROM (SELECT {after} AS mark OFFSET 0) k, {Injection._meta.db_table} i
      WHERE i.workspace_id = {workspace} AND i.memory_id = {memory} AND i.event_id > k.mark
-       AND NOT i.truncated
-     ORDER BY i.event_id DESC LIMIT 1)"""
+       AND NOT i.truncated"""
+
+
+def audit_assembled_after(*, workspace_id: int, after: int) -> bool:
+    """Whether a context.assembled event of the workspace with an id above ``after`` is
+    committed (one probe of the events' index by workspace and type)."""
+    return AuditEvent.objects.filter(
+        workspace_id=workspace_id, type=EventType.ASSEMBLED, id__gt=after
+    ).exists()
 
 
 def audit_settled_through(*, workspace_id: int) -> int:
@@ -338,8 +352,7 @@ def audit_event_record(
 def audit_event_append(
     *,
     workspace: Workspace,
-    tip: ChainTip | None,
-    lane: int = 0,
+    tip: ChainTip,
     type: str,
     author: str,
     payload: dict[str, Any],
@@ -349,11 +362,12 @@ def audit_event_append(
     work: Sequence[AppendWork] = (),
 ) -> AuditEvent:
     """Append without a transaction, for the recall hot path: compare-and-swap on the tip of
-    the lane ``tip`` names (``lane`` when there is no tip yet: that lane has no head).
+    the lane ``tip`` names (``ChainTip.of``: a lane without a head yet starts at genesis, and
+    gets its head from this statement).
 
     One statement moves the tip from ``tip`` to the new event's hash, inserts the event and
-    does the ``work`` (hit counts, injections: rendered here, each taking effect only with the
-    event): all or nothing, as one statement is. If another append moved the tip first,
+    does the ``work`` (the injections: rendered here, taking effect only with the event): all
+    or nothing, as one statement is. If another append moved the tip first,
     nothing is written, the same statement reads the tip it lost to, and the append is
     retried on it (and this thread's next recall draws another lane); after a few lost races
     it takes the lock. The event is durable when this returns (no transaction holds it open).
@@ -363,8 +377,6 @@ def audit_event_append(
         "workload_id": workload_id, "environment": environment, "actor_id": actor_id,
         "work": work,
     }  # fmt: skip
-    # No tip: the lane has no head yet, and its first event names the genesis hash.
-    tip = tip or ChainTip(GENESIS_HASH, lane)
     lane = tip.lane
     for _ in range(APPEND_ATTEMPTS):
         appended = _append(tip, **fields)
@@ -405,7 +417,8 @@ def _append(
     work: Sequence[AppendWork],
 ) -> AuditEvent | ChainTip | None:
     """One statement: move the tip, insert the event, do the work. The event; or, if another
-    append moved the tip first, the tip it moved it to (None if there is no chain head)."""
+    append moved the tip first, the tip it moved it to (None if that was another append
+    creating the lane's head, which this statement cannot see yet)."""
     # Encode once: the stored jsonb and the hashed fields must be the same JSON (a UUID or
     # datetime in a payload becomes its string in both).
     payload_json = json.dumps(payload, cls=DjangoJSONEncoder)
@@ -484,15 +497,6 @@ def _links(
         )
 
 
-def _resumed(links: Iterator[ChainLink], after: dict[int, LaneTip]) -> Iterator[ChainLink]:
-    """The links a walk resumed from ``after`` (each lane's tip at the checkpoint) has not
-    walked yet."""
-    for link in links:
-        walked = after.get(link.lane)
-        if walked is None or walked.id is None or link.id > walked.id:
-            yield link
-
-
 def _checkpoint_tips(checkpoint: AuditCheckpoint) -> dict[int, LaneTip]:
     """Each lane's tip as the checkpoint saw it (one written before lanes holds lane 0's)."""
     if not checkpoint.lanes:
@@ -528,13 +532,14 @@ def audit_chain_check(
 ) -> ChainCheck:
     """Verify the chain, all of it (``full``) or the events after the last checkpoint.
 
-    The chain checked is the one the heads described when the check began: each lane's
-    length and tip are read first, so events appended while the walk runs are neither
-    missing nor counted. A walk that holds moves the workspace's checkpoint to where it
-    ended. ``anchors`` are what signed checkpoints kept outside the database saw
-    (``audit.anchors``; by default those of ``AUDIT_ANCHOR_FILE``, when it is set): every
-    lane must pass through each of its own, and a line of the file that fails its signature
-    fails the check.
+    The chain checked is the one the heads described when the check began: the check first
+    settles the trail (``_settle``: appends in flight on any lane commit first) and reads
+    each lane's length and tip, so every event up to the largest id it saw is checked, and
+    the ones appended while the walk runs are neither missing nor counted. A walk that holds
+    moves the workspace's checkpoint to its last event. ``anchors`` are what signed
+    checkpoints kept outside the database saw (``audit.anchors``; by default those of
+    ``AUDIT_ANCHOR_FILE``, when it is set): every lane must pass through each of its own,
+    and a line of the file that fails its signature fails the check.
     """
     anchor_file = anchor_file_read() if anchors is None else anchors
     positions = anchor_file.positions(workspace.pk)
@@ -560,10 +565,8 @@ def audit_chain_check(
                 # a head went backwards: only a full walk can say where
                 checkpoint, after = None, {}
     start_count = sum(tip.count for tip in after.values())
-    links = _resumed(
-        _links(workspace, after_id=checkpoint.event_id if checkpoint else None, up_to=up_to),
-        after,
-    )
+    # The checkpoint's event is the last one its walk covered, in every lane.
+    links = _links(workspace, after_id=checkpoint.event_id if checkpoint else None, up_to=up_to)
     verdict = verify_links(links, keys=chain_keys(), anchored=positions, after=after)
     if verdict.ok:
         verdict = _ends_checked(verdict, heads, positions, problems)

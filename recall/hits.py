@@ -29,6 +29,7 @@ from django.db.models import QuerySet
 from django.db.models.expressions import RawSQL
 
 from audit.services import (
+    audit_assembled_after,
     audit_settled_through,
     carried_after_sql,
     carried_last_sql,
@@ -94,6 +95,11 @@ def hits_fold(*, workspace_id: int) -> int:
     """Count the workspace's recalls since its mark into its memories; returns how many
     memories changed. Safe to run at any time and from several processes at once (they take
     turns on the mark's row). Outside any transaction."""
+    folded = HitFold.objects.filter(workspace_id=workspace_id).values_list("event_id", flat=True)
+    if not audit_assembled_after(workspace_id=workspace_id, after=folded.first() or 0):
+        # Nothing to count, and whatever is being appended now comes after the mark, which
+        # stays: no need to hold the heads.
+        return 0
     through = audit_settled_through(workspace_id=workspace_id)
     with transaction.atomic(), connection.cursor() as cursor:
         HitFold.objects.get_or_create(workspace_id=workspace_id)

@@ -313,12 +313,7 @@ def recall_assemble(*, request: RecallRequest) -> Recorded:
     effective = assembly.effective
     event = audit_event_append(
         workspace=request.workspace,
-        tip=(
-            ChainTip(assembly.found.chain_tip, assembly.found.lane)
-            if assembly.found.chain_tip
-            else None
-        ),
-        lane=assembly.found.lane,
+        tip=ChainTip.of(assembly.found.chain_tip, assembly.found.lane),
         type=EventType.ASSEMBLED,
         author=request.author,
         workload_id=request.workload.id,

@@ -242,7 +242,7 @@ class RecallLanesTests:
     def test_a_lane_without_a_head_yet_is_created_on_first_append(self, editor, trail):
         quiet = next(n for n in range(1, 9) if n != _recall_lane(trail))
         event = audit_event_append(
-            workspace=editor.workspace, tip=None, lane=quiet, type="context.assembled",
+            workspace=editor.workspace, tip=ChainTip.of(None, quiet), type="context.assembled",
             author="token:agent", payload={},
         )  # fmt: skip
 
@@ -380,7 +380,7 @@ class LaneCheckpointTests:
             if not started and 'FROM "audit_auditevent"' in sql and "ORDER BY" in sql:
                 started.append(True)
                 audit_event_append(
-                    workspace=editor.workspace, tip=None, lane=quiet_lane,
+                    workspace=editor.workspace, tip=ChainTip.of(None, quiet_lane),
                     type="context.assembled", author="token:late", payload={},
                 )  # fmt: skip
                 with transaction.atomic():
@@ -446,7 +446,7 @@ class InFlightCheckTests:
         assert recorded.wait(10)
         # later ids than the change's, committed before it
         audit_event_append(
-            workspace=workspace, tip=None, lane=3, type="context.assembled",
+            workspace=workspace, tip=ChainTip.of(None, 3), type="context.assembled",
             author="token:fast", payload={"n": 1},
         )  # fmt: skip
         last = AuditChainHead.objects.get(workspace=workspace, lane=3).last_hash
@@ -481,7 +481,7 @@ class ConcurrentLanesTests:
                     head = AuditChainHead.objects.filter(workspace=workspace_a, lane=lane).first()
                     audit_event_append(
                         workspace=workspace_a,
-                        tip=ChainTip(head.last_hash, lane) if head else None, lane=lane,
+                        tip=ChainTip.of(head.last_hash if head else None, lane),
                         type="context.assembled", author=f"token:t{n}", payload={"i": i},
                     )  # fmt: skip
             except BaseException as exc:  # noqa: BLE001 - surfaced below
