@@ -127,7 +127,7 @@ else:
         # from shared buffers, so give it room (the benchmark uses several GB).
         "EMBEDDED_SHARED_BUFFERS": env_str("EMBEDDED_PG_SHARED_BUFFERS", "256MB"),
     }
-_default_db["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 60, minimum=0)
+_default_db["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 600, minimum=0)
 _default_db["CONN_HEALTH_CHECKS"] = True
 # Statements run through portal.db.cursors.prepared_cursor (the recall hot path) are prepared
 # after this many executions on a connection; Django's ordinary cursors never prepare.
