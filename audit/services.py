@@ -145,12 +145,11 @@ def _carried_after(memory: str, workspace: str, after: str) -> str:
        AND NOT i.truncated"""
 
 
-def audit_assembled_after(*, workspace_id: int, after: int) -> bool:
-    """Whether a context.assembled event of the workspace with an id above ``after`` is
-    committed (one probe of the events' index by workspace and type)."""
-    return AuditEvent.objects.filter(
-        workspace_id=workspace_id, type=EventType.ASSEMBLED, id__gt=after
-    ).exists()
+def assembled_after_sql(*, workspace: str, after: str) -> str:
+    """Whether a context.assembled event of workspace ``workspace`` with an id above ``after``
+    is committed (SQL expressions; one probe of the events' index by workspace and type)."""
+    return f"""EXISTS (SELECT 1 FROM {AuditEvent._meta.db_table} e
+     WHERE e.workspace_id = {workspace} AND e.type = '{EventType.ASSEMBLED}' AND e.id > {after})"""
 
 
 def audit_settled_through(*, workspace_id: int) -> int:

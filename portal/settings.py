@@ -303,8 +303,9 @@ AUDIT_ANCHOR_FILE = env_str("AUDIT_ANCHOR_FILE")
 # How many lanes of each workspace's chain recalls append to (audit/chain.py), beside lane 0,
 # the main chain every other event joins: each process appends to one and moves to another
 # when it finds it shared, so concurrent recalls of a workspace rarely race for one tip.
-# 0: recalls join the main chain too (one chain per workspace, as before lanes).
-AUDIT_RECALL_LANES = env_int("AUDIT_RECALL_LANES", 8, minimum=0)
+# 0: recalls join the main chain too (one chain per workspace, as before lanes). At most 64:
+# a chain check or a hits fold creates and holds every lane's head for an instant.
+AUDIT_RECALL_LANES = env_int("AUDIT_RECALL_LANES", 8, minimum=0, maximum=64)
 AUDIT_ANCHOR_SECONDS = env_int("AUDIT_ANCHOR_SECONDS", 3600, minimum=10)
 if AUDIT_ANCHOR_FILE:
     CELERY_BEAT_SCHEDULE["audit-anchor"] = {

@@ -29,7 +29,7 @@ from django.db.models import QuerySet
 from django.db.models.expressions import RawSQL
 
 from audit.services import (
-    audit_assembled_after,
+    assembled_after_sql,
     audit_settled_through,
     carried_after_sql,
     carried_last_sql,
@@ -39,16 +39,17 @@ from portal.models import Workspace
 from recall.models import HitFold, MemoryRecord
 
 
-def _mark_of(row: str) -> str:
-    """The workspace's mark, for memory row ``row`` (a table name or alias)."""
+def _mark_of(workspace: str) -> str:
+    """The mark of workspace ``workspace`` (an SQL expression); 0 before its first fold."""
     return (
         f"coalesce((SELECT f.event_id FROM {HitFold._meta.db_table} f"
-        f" WHERE f.workspace_id = {row}.workspace_id), 0)"
+        f" WHERE f.workspace_id = {workspace}), 0)"
     )
 
 
 def _pending(row: str) -> dict[str, str]:
-    return {"memory": f"{row}.id", "workspace": f"{row}.workspace_id", "after": _mark_of(row)}
+    workspace = f"{row}.workspace_id"
+    return {"memory": f"{row}.id", "workspace": workspace, "after": _mark_of(workspace)}
 
 
 # A ranked memory's hit count as if every recall had counted its own: the folded count and
@@ -91,15 +92,33 @@ RETURNING (SELECT count(*) FROM counted)
 """
 
 
+# The workspaces (among ``%(ids)s``, or all when it is NULL) with a recall after their mark:
+# the others have nothing to count, and whatever is being appended to them now comes after
+# the mark, which stays, so they need not hold their heads.
+_DUE_SQL = f"""
+SELECT w.id FROM {Workspace._meta.db_table} w
+WHERE (%(ids)s::bigint[] IS NULL OR w.id = ANY (%(ids)s::bigint[]))
+  AND {assembled_after_sql(workspace="w.id", after=_mark_of("w.id"))}
+ORDER BY w.id
+"""
+
+
+def _due(ids: list[int] | None) -> list[int]:
+    with connection.cursor() as cursor:
+        cursor.execute(_DUE_SQL, {"ids": ids})
+        return [row[0] for row in cursor.fetchall()]
+
+
 def hits_fold(*, workspace_id: int) -> int:
     """Count the workspace's recalls since its mark into its memories; returns how many
     memories changed. Safe to run at any time and from several processes at once (they take
     turns on the mark's row). Outside any transaction."""
-    folded = HitFold.objects.filter(workspace_id=workspace_id).values_list("event_id", flat=True)
-    if not audit_assembled_after(workspace_id=workspace_id, after=folded.first() or 0):
-        # Nothing to count, and whatever is being appended now comes after the mark, which
-        # stays: no need to hold the heads.
+    if not _due([workspace_id]):
         return 0
+    return _fold(workspace_id)
+
+
+def _fold(workspace_id: int) -> int:
     through = audit_settled_through(workspace_id=workspace_id)
     with transaction.atomic(), connection.cursor() as cursor:
         HitFold.objects.get_or_create(workspace_id=workspace_id)
@@ -114,9 +133,9 @@ def hits_fold(*, workspace_id: int) -> int:
 
 
 def hits_fold_all() -> int:
-    """``hits_fold`` for every workspace (beat's task); returns how many memories changed."""
-    ids = Workspace.objects.order_by("pk").values_list("pk", flat=True)
-    return sum(hits_fold(workspace_id=pk) for pk in ids)
+    """``hits_fold`` for every workspace with recalls to count (beat's task, one query to
+    find them); returns how many memories changed."""
+    return sum(_fold(pk) for pk in _due(None))
 
 
 # When this process last folded each workspace's hits (monotonic seconds), without a broker.

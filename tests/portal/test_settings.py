@@ -106,6 +106,18 @@ class EnvHelperTests:
         with pytest.raises(ImproperlyConfigured, match="SOME_INT"):
             env_int("SOME_INT", 1)
 
+    def test_an_integer_out_of_its_range_fails_at_start_up(self, monkeypatch):
+        monkeypatch.setenv("SOME_INT", "65")
+        with pytest.raises(ImproperlyConfigured, match="SOME_INT must be at most 64, got 65"):
+            env_int("SOME_INT", 1, minimum=0, maximum=64)
+        assert env_int("SOME_INT", 1, minimum=0, maximum=65) == 65
+
+    def test_too_many_recall_lanes_fail_at_start_up_with_the_limit(self):
+        # A lane is a small integer in the database: far too many would fail every recall.
+        result = manage_check(AUDIT_RECALL_LANES="100000")
+        assert result.returncode != 0
+        assert "AUDIT_RECALL_LANES must be at most 64, got 100000" in result.stderr
+
 
 class EmbeddedServerTests:
     def test_a_data_folder_that_is_a_file_gives_a_clear_error(self, tmp_path):

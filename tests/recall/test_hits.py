@@ -169,12 +169,30 @@ class FoldTests:
             MemoryRecord.objects.filter(hit_count__gt=0).values_list("pk", "hit_count")
         ) == (expected)
 
-    def test_the_beat_task_folds_every_workspace(self, editor, workload_a, rows):
+    def test_the_beat_task_folds_every_workspace_with_recalls_since_its_mark(
+        self, editor, workload_a, rows, outsider, workload_b
+    ):
+        factories.memories(outsider.workspace, {"content": "release summary preferences b"})
         recall(editor, workload_a)
+        recall(outsider, workload_b)
 
-        assert tasks.fold_hits() > 0
+        assert tasks.fold_hits() == 3 + 1  # a's top 3 of its 4 rows, and b's one row
 
-        assert MemoryRecord.objects.filter(hit_count__gt=0).exists()
+        def mark(workspace: Any) -> int:
+            return HitFold.objects.get(workspace=workspace).event_id
+
+        def latest(workspace: Any) -> int:
+            return AuditEvent.objects.filter(workspace=workspace).latest("id").pk
+
+        assert mark(editor.workspace) == latest(editor.workspace)
+        assert mark(outsider.workspace) == latest(outsider.workspace)
+        b_mark = mark(outsider.workspace)
+
+        recall(editor, workload_a)  # only workspace a has a recall to count now
+        assert tasks.fold_hits() == 3
+        assert mark(editor.workspace) == latest(editor.workspace)
+        assert mark(outsider.workspace) == b_mark
+        assert tasks.fold_hits() == 0
 
     def test_a_maintenance_run_counts_the_hits_before_it_lists(self, operator, workload_a, rows):
         recall(operator, workload_a)
