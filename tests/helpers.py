@@ -1,11 +1,14 @@
-"""Assertions and clients shared by the API tests."""
+"""Assertions, clients and concurrency helpers shared by the tests."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
+import psycopg
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils.crypto import get_random_string
@@ -52,3 +55,64 @@ def database_owner() -> Iterator[None]:
         cursor.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(owner["USER"])))
         yield
         cursor.execute("RESET ROLE")
+
+
+T = TypeVar("T")
+
+
+def run_in_threads(
+    work: Callable[[int], T], count: int, *, together: bool = False, timeout: float = 60.0
+) -> list[T | BaseException]:
+    """``work(n)`` for n in 0..count-1, each in a thread of its own (with a database
+    connection of its own, closed when it is done): each one's result, or the exception it
+    raised, in order. ``together``: all start at once, behind a barrier. Fails if a thread has
+    not finished within ``timeout`` seconds."""
+    results: list[Any] = [None] * count
+    barrier = threading.Barrier(count, timeout=timeout) if together else None
+
+    def run(n: int) -> None:
+        try:
+            if barrier is not None:
+                barrier.wait()
+            results[n] = work(n)
+        except BaseException as exc:  # noqa: BLE001 - returned to the test
+            results[n] = exc
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run, args=(n,), daemon=True) for n in range(count)]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + timeout
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    assert not any(thread.is_alive() for thread in threads), f"a thread ran past {timeout} s"
+    return results
+
+
+def waiting_for_a_lock(monitor: psycopg.Connection[Any], pid: int) -> bool:
+    """Whether the server process ``pid`` is waiting for a lock, as ``monitor`` (a connection
+    of its own, in autocommit) sees it."""
+    row = monitor.execute(
+        "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", [pid]
+    ).fetchone()
+    return bool(row) and row[0] == "Lock"
+
+
+def until_waiting_for_a_lock(pid: int, timeout: float = 30.0) -> None:
+    """Return once the server process ``pid`` waits for a lock; fail after ``timeout``."""
+    monitor = psycopg.connect(**connection.get_connection_params(), autocommit=True)
+    try:
+        deadline = time.monotonic() + timeout
+        while not waiting_for_a_lock(monitor, pid):
+            assert time.monotonic() < deadline, f"process {pid} never waited for a lock"
+            time.sleep(0.01)
+    finally:
+        monitor.close()
+
+
+def owner_execute(sql: str, params: list[Any] | None = None) -> None:
+    """One statement as the database owner (``database_owner``): what someone with the
+    owner's access could do to the rows the application may not change."""
+    with database_owner(), connection.cursor() as cursor:
+        cursor.execute(sql, params)

@@ -24,7 +24,7 @@ from audit.chain import (
 from audit.models import AuditChainHead, AuditCheckpoint, AuditEvent
 from audit.services import audit_chain_check, audit_chain_verify
 from policies.services import workload_create, workload_policy_save
-from tests.helpers import database_owner
+from tests.helpers import owner_execute
 
 KEY = ChainKey("k1", b"a secret of the chain, never in the database")
 KEYS = {KEY.id: KEY}
@@ -199,12 +199,6 @@ class VerifyLinksTests:
         assert verdict.first_broken_id == index + 1
 
 
-def _raw(sql: str, params: list[Any]) -> None:
-    """Tamper as someone with the database owner's access: the application may not."""
-    with database_owner(), connection.cursor() as cursor:
-        cursor.execute(sql, params)
-
-
 @pytest.fixture
 def history(operator: Any, workload_a: Any) -> list[AuditEvent]:
     """A workspace with several audited changes (floor, the operator's token, workload, three
@@ -240,7 +234,7 @@ class AuditChainVerificationTests:
 
     def test_a_row_edited_in_the_database_is_reported(self, operator, history):
         tampered = history[2]
-        _raw(
+        owner_execute(
             "UPDATE audit_auditevent SET payload = jsonb_set(payload, '{comment}', '\"forged\"') "
             "WHERE id = %s",
             [tampered.pk],
@@ -253,12 +247,14 @@ class AuditChainVerificationTests:
         assert body["checked"] == 3
 
     def test_an_edited_author_is_reported(self, operator, history):
-        _raw("UPDATE audit_auditevent SET author = 'user:mallory' WHERE id = %s", [history[1].pk])
+        owner_execute(
+            "UPDATE audit_auditevent SET author = 'user:mallory' WHERE id = %s", [history[1].pk]
+        )
 
         assert operator.api().get("/v1/audit/verify").json()["firstBrokenId"] == history[1].pk
 
     def test_a_deleted_middle_row_breaks_the_next_link(self, operator, history):
-        _raw("DELETE FROM audit_auditevent WHERE id = %s", [history[2].pk])
+        owner_execute("DELETE FROM audit_auditevent WHERE id = %s", [history[2].pk])
 
         body = operator.api().get("/v1/audit/verify").json()
 
@@ -266,7 +262,7 @@ class AuditChainVerificationTests:
         assert body["firstBrokenId"] == history[3].pk
 
     def test_a_deleted_last_row_is_reported(self, operator, history):
-        _raw("DELETE FROM audit_auditevent WHERE id = %s", [history[-1].pk])
+        owner_execute("DELETE FROM audit_auditevent WHERE id = %s", [history[-1].pk])
 
         body = operator.api().get("/v1/audit/verify").json()
 
@@ -283,7 +279,7 @@ class AuditChainVerificationTests:
 
     def test_each_workspace_has_its_own_chain(self, operator, outsider, history, workload_b):
         workload_policy_save(workload=workload_b, environment="", document={}, author="b")
-        _raw("UPDATE audit_auditevent SET author = 'x' WHERE id = %s", [history[0].pk])
+        owner_execute("UPDATE audit_auditevent SET author = 'x' WHERE id = %s", [history[0].pk])
 
         assert outsider.api().get("/v1/audit/verify").json()["ok"] is True
         assert operator.api().get("/v1/audit/verify").json()["ok"] is False
@@ -345,7 +341,9 @@ class ChainCheckpointTests:
         audit_chain_check(workspace=operator.workspace, full=False)
         workload_create(workspace=operator.workspace, name="second", author="user:olga")
         forged = AuditEvent.objects.filter(workspace=operator.workspace).latest("id")
-        _raw("UPDATE audit_auditevent SET author = 'user:mallory' WHERE id = %s", [forged.pk])
+        owner_execute(
+            "UPDATE audit_auditevent SET author = 'user:mallory' WHERE id = %s", [forged.pk]
+        )
 
         check = audit_chain_check(workspace=operator.workspace, full=False)
 
@@ -356,7 +354,9 @@ class ChainCheckpointTests:
     def test_an_edit_behind_the_checkpoint_needs_the_full_walk(self, operator, history):
         """The documented limit of the routine check, and why the page offers the full one."""
         audit_chain_check(workspace=operator.workspace, full=True)
-        _raw("UPDATE audit_auditevent SET author = 'user:mallory' WHERE id = %s", [history[1].pk])
+        owner_execute(
+            "UPDATE audit_auditevent SET author = 'user:mallory' WHERE id = %s", [history[1].pk]
+        )
 
         routine = audit_chain_check(workspace=operator.workspace, full=False)
         full = audit_chain_check(workspace=operator.workspace, full=True)
@@ -366,7 +366,7 @@ class ChainCheckpointTests:
 
     def test_a_chain_shorter_than_its_checkpoint_is_walked_in_full(self, operator, history):
         audit_chain_check(workspace=operator.workspace, full=True)
-        _raw("DELETE FROM audit_auditevent WHERE id = %s", [history[-1].pk])
+        owner_execute("DELETE FROM audit_auditevent WHERE id = %s", [history[-1].pk])
         AuditChainHead.objects.filter(workspace=operator.workspace, lane=0).update(
             length=5, last_hash=history[-2].hash
         )
@@ -389,7 +389,7 @@ class VerifyAuditChainCommandTests:
 
     def test_it_fails_and_names_the_first_broken_event(self, history, workspace_b):
         tampered = history[1]
-        _raw(
+        owner_execute(
             "UPDATE audit_auditevent SET payload = payload || '{\"version\": 99}' WHERE id = %s",
             [tampered.pk],
         )
@@ -403,7 +403,7 @@ class VerifyAuditChainCommandTests:
         assert "team-b: ok" in out.getvalue()
 
     def test_it_fails_on_a_deleted_last_row(self, history):
-        _raw("DELETE FROM audit_auditevent WHERE id = %s", [history[-1].pk])
+        owner_execute("DELETE FROM audit_auditevent WHERE id = %s", [history[-1].pk])
 
         with pytest.raises(CommandError):
             call_command("verify_audit_chain", "--workspace", "team-a", stdout=StringIO())

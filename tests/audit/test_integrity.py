@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
-from django.db import connection
 
 from audit.anchors import AnchorFile, anchor_file_read, audit_anchor_record
 from audit.chain import GENESIS_HASH, ChainKey, event_hash
@@ -23,7 +22,7 @@ from audit.keys import signing_key
 from audit.models import AuditChainHead, AuditEvent
 from audit.services import _hashed_fields, audit_chain_verify
 from policies.services import workload_policy_save
-from tests.helpers import database_owner
+from tests.helpers import database_owner, owner_execute
 
 pytestmark = pytest.mark.django_db
 
@@ -47,11 +46,6 @@ def anchors(tmp_path: Path, settings: Any) -> Path:
     return path
 
 
-def _owner(sql: str, params: list[Any] | None = None) -> None:
-    with database_owner(), connection.cursor() as cursor:
-        cursor.execute(sql, params)
-
-
 def _fields(event: AuditEvent, **changes: Any) -> dict[str, Any]:
     values = {
         "type": event.type,
@@ -72,13 +66,13 @@ def _rewrite(events: list[AuditEvent], key: ChainKey | None, **changes: Any) -> 
     prev = GENESIS_HASH
     for event in events:
         digest = event_hash(prev, _fields(event, **changes), key)
-        _owner(
+        owner_execute(
             "UPDATE audit_auditevent SET author = %s, prev_hash = %s, hash = %s, key_id = %s"
             " WHERE id = %s",
             [changes.get("author", event.author), prev, digest, key.id if key else "", event.pk],
         )
         prev = digest
-    _owner(
+    owner_execute(
         "UPDATE audit_auditchainhead SET last_hash = %s WHERE workspace_id = %s AND lane = 0",
         [prev, events[0].workspace_id],
     )
@@ -95,14 +89,16 @@ class TamperingAsTheOwnerTests:
         assert first.hash != event_hash(GENESIS_HASH, _fields(first))
 
     def test_an_edited_row_is_named(self, operator, history):
-        _owner("UPDATE audit_auditevent SET author = 'user:mallory' WHERE id = %s", [history[2].pk])
+        owner_execute(
+            "UPDATE audit_auditevent SET author = 'user:mallory' WHERE id = %s", [history[2].pk]
+        )
 
         verdict = audit_chain_verify(workspace=operator.workspace)
 
         assert (verdict.ok, verdict.first_broken_id) == (False, history[2].pk)
 
     def test_a_deleted_row_is_named_by_the_link_after_it(self, operator, history):
-        _owner("DELETE FROM audit_auditevent WHERE id = %s", [history[2].pk])
+        owner_execute("DELETE FROM audit_auditevent WHERE id = %s", [history[2].pk])
 
         verdict = audit_chain_verify(workspace=operator.workspace)
 
@@ -113,14 +109,14 @@ class TamperingAsTheOwnerTests:
         last = history[-1]
         forged = {**_fields(last, author="user:mallory"), "payload": {"forged": True}}
         digest = event_hash(last.hash, forged, ChainKey(last.key_id, b"a guess at the key"))
-        _owner(
+        owner_execute(
             "INSERT INTO audit_auditevent (workspace_id, type, occurred_at, author, environment,"
             " actor_id, payload, prev_hash, hash, key_id) SELECT workspace_id, type, occurred_at,"
             " 'user:mallory', environment, actor_id, '{\"forged\": true}', %s, %s, key_id"
             " FROM audit_auditevent WHERE id = %s",
             [last.hash, digest, last.pk],
         )
-        _owner(
+        owner_execute(
             "UPDATE audit_auditchainhead SET last_hash = %s, length = length + 1"
             " WHERE workspace_id = %s AND lane = 0",
             [digest, last.workspace_id],
@@ -134,9 +130,9 @@ class TamperingAsTheOwnerTests:
     def test_reordered_rows_are_named(self, operator, history):
         """Two rows swapped whole (content and hashes), as if their order had changed."""
         a, b = history[1], history[2]
-        _owner("UPDATE audit_auditevent SET hash = 'moving' WHERE id = %s", [a.pk])
+        owner_execute("UPDATE audit_auditevent SET hash = 'moving' WHERE id = %s", [a.pk])
         for target, source in ((b, a), (a, b)):
-            _owner(
+            owner_execute(
                 "UPDATE audit_auditevent SET type = %s, author = %s, payload = %s::jsonb,"
                 " workload_id = %s, prev_hash = %s, hash = %s WHERE id = %s",
                 [source.type, source.author, json.dumps(source.payload), source.workload_id,
@@ -173,8 +169,8 @@ class TamperingAsTheOwnerTests:
         self, operator, history, anchors
     ):
         audit_anchor_record()
-        _owner("DELETE FROM audit_auditevent WHERE id = %s", [history[-1].pk])
-        _owner(
+        owner_execute("DELETE FROM audit_auditevent WHERE id = %s", [history[-1].pk])
+        owner_execute(
             "UPDATE audit_auditchainhead SET last_hash = %s, length = length - 1"
             " WHERE workspace_id = %s AND lane = 0",
             [history[-2].hash, history[-1].workspace_id],
@@ -270,7 +266,9 @@ class SealingLegacyChainsTests:
 
     def test_a_legacy_chain_that_was_broken_is_left_broken(self, operator, history):
         _rewrite(history, None)
-        _owner("UPDATE audit_auditevent SET author = 'user:mallory' WHERE id = %s", [history[1].pk])
+        owner_execute(
+            "UPDATE audit_auditevent SET author = 'user:mallory' WHERE id = %s", [history[1].pk]
+        )
 
         self._seal()
 

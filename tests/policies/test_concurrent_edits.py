@@ -5,11 +5,9 @@ And a save identical to the current version records nothing, in the API and the 
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import pytest
-from django.db import connection
 
 from audit.models import AuditEvent
 from policies import algebra
@@ -17,7 +15,7 @@ from policies.models import WorkloadPolicyVersion, WorkspacePolicyVersion
 from policies.services import workload_policy_save, workspace_policy_save
 from portal.errors import VersionConflict
 from portal.models import Workspace
-from tests.helpers import error_of
+from tests.helpers import error_of, run_in_threads
 from tests.policies.test_pages import client_for, floor_post, floor_url, workload_post, workload_url
 
 pytestmark = pytest.mark.django_db
@@ -354,34 +352,23 @@ class ConcurrentSaveTests:
         workload = workload_create(workspace=workspace_a, name="racer", author="x")
         if target == "workload":
             save_workload(workload, {"confidenceMin": 0.1})
-        start = threading.Barrier(2)
-        outcomes: list[Any] = []
 
-        def save(n: int) -> None:
-            try:
-                start.wait()
-                if target == "floor":
-                    workspace_policy_save(
-                        workspace=workspace_a,
-                        document=floor(totalTokenBudget=3000 - n * 100),
-                        author=f"user:{n}",
-                        base_version=1,
-                    )
-                else:
-                    save_workload(workload, {"confidenceMin": 0.2 + n / 10}, base_version=1)
-                outcomes.append("saved")
-            except VersionConflict as exc:
-                outcomes.append((exc.current, exc.base))
-            except BaseException as exc:  # noqa: BLE001 - surfaced below
-                outcomes.append(exc)
-            finally:
-                connection.close()
+        def save(n: int) -> str:
+            if target == "floor":
+                workspace_policy_save(
+                    workspace=workspace_a,
+                    document=floor(totalTokenBudget=3000 - n * 100),
+                    author=f"user:{n}",
+                    base_version=1,
+                )
+            else:
+                save_workload(workload, {"confidenceMin": 0.2 + n / 10}, base_version=1)
+            return "saved"
 
-        threads = [threading.Thread(target=save, args=(n,)) for n in range(2)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        outcomes = [
+            (done.current, done.base) if isinstance(done, VersionConflict) else done
+            for done in run_in_threads(save, 2, together=True)
+        ]
 
         assert sorted(outcomes, key=str) == [(2, 1), "saved"]
         if target == "floor":

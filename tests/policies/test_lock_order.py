@@ -25,17 +25,11 @@ from audit.models import AuditChainHead, AuditEvent
 from policies.algebra import default_floor
 from policies.services import workload_create, workload_policy_save, workspace_policy_save
 from portal.db.scope import SETTING
+from tests.helpers import waiting_for_a_lock
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 DEADLINE_S = 60.0
-
-
-def _waiting_for_a_lock(monitor: psycopg.Connection, pid: int) -> bool:
-    row = monitor.execute(
-        "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", [pid]
-    ).fetchone()
-    return bool(row) and row[0] == "Lock"
 
 
 @pytest.mark.parametrize("target", ["floor", "workload"])
@@ -79,7 +73,7 @@ def test_a_save_waiting_for_the_chain_head_lets_the_appends_insert_through(targe
         )
         thread.start()
         deadline = time.monotonic() + DEADLINE_S
-        while not (save_pid and _waiting_for_a_lock(monitor, save_pid[0])):
+        while not (save_pid and waiting_for_a_lock(monitor, save_pid[0])):
             assert thread.is_alive(), f"the save finished without waiting: {outcome}"
             assert time.monotonic() < deadline, "the save never waited for the chain head"
             time.sleep(0.02)

@@ -9,7 +9,6 @@ count every hit exactly once; a fold waits for appends in flight.
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 import pytest
@@ -17,11 +16,12 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from audit.models import AuditEvent, EventType, Injection
-from audit.services import _append, _locked_tip, audit_settled_through
+from audit.services import ChainTip, _append, _locked_tip, audit_event_append
 from maintenance.services import maintenance_start
-from recall import tasks
+from recall import hits, tasks
 from recall.hits import RANKED_HITS_SQL, hits_fold, hits_fold_due, with_hits
 from recall.models import HitFold, MemoryRecord
+from tests.helpers import run_in_threads, until_waiting_for_a_lock
 from tests.recall import factories
 
 pytestmark = pytest.mark.django_db
@@ -63,6 +63,17 @@ def row_version(memory_id: int) -> str:
         return str(cursor.fetchone()[0])
 
 
+@pytest.fixture(autouse=True)
+def folds_only_when_asked(settings: Any) -> Any:
+    """No recall folds on its own (as without a broker once a minute has passed) unless a test
+    says so, whatever the environment: tasks eager, a long interval, no clock started."""
+    settings.CELERY_TASK_ALWAYS_EAGER = True
+    settings.RECALL_HITS_FOLD_SECONDS = 3600
+    hits._FOLDED_AT.clear()
+    yield
+    hits._FOLDED_AT.clear()
+
+
 @pytest.fixture
 def rows(editor: Any) -> list[MemoryRecord]:
     return factories.memories(
@@ -93,7 +104,8 @@ class RecordedNotRewrittenTests:
         first = carried(recall(editor, workload_a))
         second = carried(recall(editor, workload_a))
         memory = first[0]
-        expected = first.count(memory) + second.count(memory)
+        assert memory in second  # the same query: carried by both
+        expected = 2
         latest = AuditEvent.objects.filter(type=EventType.ASSEMBLED).latest("id").occurred_at
 
         detail = editor.api().get(f"/v1/memory/memories/{memory}").json()
@@ -159,15 +171,11 @@ class FoldTests:
             for pk in carried(envelope):
                 expected[pk] = expected.get(pk, 0) + 1
         assert changed == len(expected)
-        assert dict(
-            MemoryRecord.objects.filter(hit_count__gt=0).values_list("pk", "hit_count")
-        ) == (expected)
+        assert counted() == expected
         last = AuditEvent.objects.filter(workspace=editor.workspace).latest("id").pk
         assert HitFold.objects.get(workspace=editor.workspace).event_id == last
         assert hits_fold(workspace_id=editor.workspace.pk) == 0  # nothing left
-        assert dict(
-            MemoryRecord.objects.filter(hit_count__gt=0).values_list("pk", "hit_count")
-        ) == (expected)
+        assert counted() == expected
 
     def test_the_beat_task_folds_every_workspace_with_recalls_since_its_mark(
         self, editor, workload_a, rows, outsider, workload_b
@@ -194,15 +202,15 @@ class FoldTests:
         assert mark(outsider.workspace) == b_mark
         assert tasks.fold_hits() == 0
 
-    def test_a_maintenance_run_counts_the_hits_before_it_lists(self, operator, workload_a, rows):
-        recall(operator, workload_a)
-        assert not MemoryRecord.objects.filter(hit_count__gt=0).exists()
+    def test_a_maintenance_run_counts_the_recalls_hits_first(self, operator, workload_a, rows):
+        envelope = recall(operator, workload_a)
+        assert counted() == {}
 
         maintenance_start(
             workspace=operator.workspace, sweep="promotion", mode="preview", author="t"
         )
 
-        assert MemoryRecord.objects.filter(hit_count__gt=0).exists()
+        assert counted() == {pk: 1 for pk in carried(envelope)}
 
     def test_hits_older_than_the_mark_are_not_counted_again(self, editor, workload_a, rows):
         """As after the migration: the events before it were counted by their recalls."""
@@ -218,83 +226,102 @@ class FoldTests:
 @pytest.mark.django_db(transaction=True)
 class ConcurrentFoldTests:
     def test_recalls_and_folds_at_once_count_every_hit_exactly_once(self, editor, workload_a, rows):
-        errors: list[BaseException] = []
+        """A stress test of the whole: recalls on three threads while a fourth folds without
+        pause. That a fold never skips an event still in flight is the next test's."""
         stop = threading.Event()
-
-        def recalls() -> None:
-            try:
-                for _ in range(12):
-                    recall(editor, workload_a, top_k=2)
-            except BaseException as exc:  # noqa: BLE001 - surfaced below
-                errors.append(exc)
-            finally:
-                connection.close()
+        fold_errors: list[BaseException] = []
 
         def folds() -> None:
             try:
                 while not stop.is_set():
                     hits_fold(workspace_id=editor.workspace.pk)
             except BaseException as exc:  # noqa: BLE001 - surfaced below
-                errors.append(exc)
+                fold_errors.append(exc)
             finally:
                 connection.close()
 
-        workers = [threading.Thread(target=recalls) for _ in range(3)]
-        folder = threading.Thread(target=folds)
+        def recalls(n: int) -> None:
+            for _ in range(12):
+                recall(editor, workload_a, top_k=2)
+
+        folder = threading.Thread(target=folds, daemon=True)
         folder.start()
-        for worker in workers:
-            worker.start()
-        for worker in workers:
-            worker.join()
-        stop.set()
-        folder.join()
+        try:
+            outcomes = run_in_threads(recalls, 3)
+        finally:
+            stop.set()
+            folder.join(60)
         hits_fold(workspace_id=editor.workspace.pk)
 
-        assert errors == []
+        assert outcomes == [None] * 3
+        assert not folder.is_alive() and fold_errors == []
         expected: dict[int, int] = {}
         for memory_id in Injection.objects.filter(
             workspace_id=editor.workspace.pk, truncated=False
         ).values_list("memory_id", flat=True):
             expected[memory_id] = expected.get(memory_id, 0) + 1
         assert sum(expected.values()) == 3 * 12 * 2
-        assert dict(
-            MemoryRecord.objects.filter(hit_count__gt=0).values_list("pk", "hit_count")
-        ) == (expected)
+        assert counted() == expected
 
     def test_the_fold_waits_for_an_append_in_flight(self, editor, rows):
-        """An append holds its lane's head until it commits; the id the fold may count up to
-        is read only after, so that event is not skipped."""
-        appended = threading.Event()
-        release = threading.Event()
+        """An append holds its lane's head until it commits; the fold settles the trail (every
+        head held for an instant) before it reads how far it may count, so an event still
+        being appended, with a greater id than one already committed, is counted, not
+        skipped."""
+        workspace = editor.workspace
+        # committed first, on the lane the slow append then takes (its head exists already)
+        audit_event_append(
+            workspace=workspace, tip=ChainTip.of(None, 1), type=EventType.ASSEMBLED,
+            author="token:done", payload={"memoryIds": [str(rows[1].pk)]},
+        )  # fmt: skip
+        appended, release = threading.Event(), threading.Event()
         in_flight: list[int] = []
+        failures: list[BaseException] = []
 
         def slow_append() -> None:
             try:
                 with transaction.atomic():
                     event = _append(
-                        _locked_tip(editor.workspace, 1), workspace=editor.workspace,
-                        type=EventType.ASSEMBLED, author="token:slow", payload={"memoryIds": []},
+                        _locked_tip(workspace, 1), workspace=workspace,
+                        type=EventType.ASSEMBLED, author="token:slow",
+                        payload={"memoryIds": [str(rows[0].pk)]},
                         workload_id=None, environment="", actor_id="", work=(),
                     )  # fmt: skip
                     in_flight.append(event.pk)
                     appended.set()
-                    release.wait(10)
+                    release.wait(30)
+            except BaseException as exc:  # noqa: BLE001 - surfaced below
+                failures.append(exc)
             finally:
                 connection.close()
 
-        thread = threading.Thread(target=slow_append)
-        thread.start()
-        assert appended.wait(10)
-        started = time.monotonic()
-        timer = threading.Timer(0.5, release.set)
-        timer.start()
+        def release_once_the_fold_waits(pid: int) -> None:
+            try:
+                until_waiting_for_a_lock(pid)
+            except BaseException as exc:  # noqa: BLE001 - surfaced below
+                failures.append(exc)
+            finally:
+                release.set()
 
-        through = audit_settled_through(workspace_id=editor.workspace.pk)
+        appender = threading.Thread(target=slow_append)
+        appender.start()
+        assert appended.wait(10), failures
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            releaser = threading.Thread(
+                target=release_once_the_fold_waits, args=(cursor.fetchone()[0],)
+            )
+        releaser.start()
 
-        waited = time.monotonic() - started
-        thread.join()
-        assert waited >= 0.4  # it waited for the append's commit
-        assert through >= in_flight[0]
+        changed = hits_fold(workspace_id=workspace.pk)
+
+        appender.join(30)
+        releaser.join(30)
+        assert not appender.is_alive() and not releaser.is_alive()
+        assert failures == []  # the fold did wait for the append's lock
+        assert changed == 2
+        assert counted() == {rows[0].pk: 1, rows[1].pk: 1}
+        assert HitFold.objects.get(workspace=workspace).event_id == in_flight[0]
 
 
 def test_hits_count_against_the_clock_of_their_events(editor, workload_a, rows):
@@ -327,13 +354,15 @@ class FoldWithoutABrokerTests:
 
         assert not MemoryRecord.objects.filter(hit_count__gt=0).exists()
 
-    def test_with_a_broker_beat_folds_instead(self, editor, workload_a, rows, settings):
+    def test_with_a_broker_the_recall_leaves_the_fold_to_beat(
+        self, editor, workload_a, rows, settings
+    ):
         settings.RECALL_HITS_FOLD_SECONDS = 0
         settings.CELERY_TASK_ALWAYS_EAGER = False
 
+        assert carried(recall(editor, workload_a))
         hits_fold_due(workspace_id=editor.workspace.pk)
-        recall_without_a_fold = carried(recall(editor, workload_a))
 
-        assert recall_without_a_fold
-        hits_fold_due(workspace_id=editor.workspace.pk)
-        assert not MemoryRecord.objects.filter(hit_count__gt=0).exists()
+        assert counted() == {}
+        schedule = settings.CELERY_BEAT_SCHEDULE["recall-fold-hits"]
+        assert schedule["task"] == tasks.fold_hits.name

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import pytest
-from django.db import connection
 
 from portal.errors import VersionConflict
 from recall.layout.services import layout_config_save
-from tests.helpers import error_of
+from tests.helpers import error_of, run_in_threads
 from tests.recall.test_layout_config import SEED_FRAGMENT, config_url, state
 
 pytestmark = pytest.mark.django_db
@@ -125,26 +123,14 @@ class LayoutConfigConflictTests:
 @pytest.mark.django_db(transaction=True)
 class ConcurrentLayoutSaveTests:
     def test_of_two_concurrent_saves_from_the_same_base_exactly_one_wins(self, workload_a):
-        start = threading.Barrier(2)
-        outcomes: list[Any] = []
+        def run(n: int) -> str:
+            save(workload_a, 8000 + n * 1000, base_version=0)
+            return "saved"
 
-        def run(n: int) -> None:
-            try:
-                start.wait()
-                save(workload_a, 8000 + n * 1000, base_version=0)
-                outcomes.append("saved")
-            except VersionConflict as exc:
-                outcomes.append((exc.current, exc.base))
-            except BaseException as exc:  # noqa: BLE001 - surfaced below
-                outcomes.append(exc)
-            finally:
-                connection.close()
-
-        threads = [threading.Thread(target=run, args=(n,)) for n in range(2)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        outcomes = [
+            (done.current, done.base) if isinstance(done, VersionConflict) else done
+            for done in run_in_threads(run, 2, together=True)
+        ]
 
         assert sorted(outcomes, key=str) == [(1, 0), "saved"]
         assert workload_a.layout_config_versions.count() == 1

@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from audit.models import AuditEvent, EventType
-from recall.hits import hits_fold
 from recall.models import MemoryRecord
 from tests.recall import factories
 
@@ -38,7 +37,6 @@ class RecallQueryRequiredTests:
         message = error["details"]["fields"]["query"]
         assert "Enter a query" in str(message) and "score every memory 0" in str(message)
         assert not AuditEvent.objects.filter(type=EventType.ASSEMBLED).exists()
-        hits_fold(workspace_id=editor.workspace.pk)
         assert not MemoryRecord.objects.filter(hit_count__gt=0).exists()
 
     def test_a_query_with_words_around_spaces_still_runs(self, editor, workload_a):
