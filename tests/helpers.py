@@ -111,6 +111,30 @@ def until_waiting_for_a_lock(pid: int, timeout: float = 30.0) -> None:
         monitor.close()
 
 
+def release_once_blocked(
+    release: threading.Event, failures: list[BaseException], timeout: float = 30.0
+) -> threading.Thread:
+    """A thread, started, that sets ``release`` once this thread's database connection waits
+    for a lock (what the test is about to do), or after ``timeout``, then with the failure
+    in ``failures``: a test that holds a lock elsewhere until ``release`` lets go of it
+    exactly when the wait it tests has begun, not on a timer."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        pid = cursor.fetchone()[0]
+
+    def run() -> None:
+        try:
+            until_waiting_for_a_lock(pid, timeout)
+        except BaseException as exc:  # noqa: BLE001 - returned to the test
+            failures.append(exc)
+        finally:
+            release.set()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
 def owner_execute(sql: str, params: list[Any] | None = None) -> None:
     """One statement as the database owner (``database_owner``): what someone with the
     owner's access could do to the rows the application may not change."""

@@ -39,7 +39,7 @@ from audit.services import (
     audit_event_append,
     audit_event_record,
 )
-from tests.helpers import owner_execute, run_in_threads, until_waiting_for_a_lock
+from tests.helpers import owner_execute, release_once_blocked, run_in_threads
 from tests.recall import factories
 
 KEY = ChainKey("k1", b"a secret of the chain, never in the database")
@@ -449,14 +449,6 @@ class InFlightCheckTests:
             finally:
                 connection.close()
 
-        def release_once_the_check_waits(pid: int) -> None:
-            try:
-                until_waiting_for_a_lock(pid)
-            except BaseException as exc:  # noqa: BLE001 - surfaced below
-                failures.append(exc)
-            finally:
-                release.set()
-
         change = threading.Thread(target=slow_change)
         change.start()
         assert recorded.wait(10), failures
@@ -466,12 +458,7 @@ class InFlightCheckTests:
             author="token:fast", payload={"n": 1},
         )  # fmt: skip
         last = AuditChainHead.objects.get(workspace=workspace, lane=3).last_hash
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_backend_pid()")
-            releaser = threading.Thread(
-                target=release_once_the_check_waits, args=(cursor.fetchone()[0],)
-            )
-        releaser.start()
+        releaser = release_once_blocked(release, failures)
 
         first = audit_chain_check(workspace=workspace, full=True)
         change.join(30)

@@ -21,7 +21,7 @@ from maintenance.services import maintenance_start
 from recall import hits, tasks
 from recall.hits import RANKED_HITS_SQL, hits_fold, hits_fold_due, with_hits
 from recall.models import HitFold, MemoryRecord
-from tests.helpers import run_in_threads, until_waiting_for_a_lock
+from tests.helpers import release_once_blocked, run_in_threads
 from tests.recall import factories
 
 pytestmark = pytest.mark.django_db
@@ -295,23 +295,10 @@ class ConcurrentFoldTests:
             finally:
                 connection.close()
 
-        def release_once_the_fold_waits(pid: int) -> None:
-            try:
-                until_waiting_for_a_lock(pid)
-            except BaseException as exc:  # noqa: BLE001 - surfaced below
-                failures.append(exc)
-            finally:
-                release.set()
-
         appender = threading.Thread(target=slow_append)
         appender.start()
         assert appended.wait(10), failures
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_backend_pid()")
-            releaser = threading.Thread(
-                target=release_once_the_fold_waits, args=(cursor.fetchone()[0],)
-            )
-        releaser.start()
+        releaser = release_once_blocked(release, failures)
 
         changed = hits_fold(workspace_id=workspace.pk)
 
