@@ -68,3 +68,26 @@ class MemoryBrowserBrowserTests:
         assert MemoryRecord.objects.count() == 4
         report.scroll_into_view_if_needed()
         shot(page, "memory-import-report")
+
+    def test_the_table_fits_its_card_at_1280_pixels(
+        self, page, live_server, login, editor, workspace_a, workload_a, shot
+    ):
+        # The longest words of the meta columns, in one row, with the recall column and the
+        # editor's actions: the row's buttons must stay in view without scrolling sideways.
+        set_floor(workspace_a)
+        seed(
+            workspace_a,
+            {
+                "content": "Ada reads release notes much faster when they open with the deadline",
+                "memory_type": "preference",
+                "source_kind": "assistant",
+                "confirmation_status": "user_confirmed",
+                "consent_policy": "contractual",
+            },
+        )
+        login(page, "eddie", "pw-eddie")
+        page.goto(f"{live_server.url}/w/team-a/memories/?actor=user:ada")
+        wrap = page.locator("div.table-wrap")
+        scroll, client = wrap.evaluate("e => [e.scrollWidth, e.clientWidth]")
+        assert scroll <= client, f"the table is {scroll - client} px wider than its card"
+        shot(page, "memory-browser-1280")
