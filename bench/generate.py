@@ -87,7 +87,7 @@ def _load_as_owner(total: int, large: int, label: str, marker: Path, started: fl
     sizes: list[int] = []
     remaining = total - large
     while remaining > 0:
-        size = int(min(remaining, rng.integers(20, 1001)))
+        size = min(remaining, int(rng.integers(20, 1001)))
         sizes.append(size)
         remaining -= size
     actors = Actor.objects.bulk_create(

@@ -24,12 +24,16 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import RESULTS, ROOT, configure  # noqa: E402
+
+if TYPE_CHECKING:
+    from policies.axes import PolicyDocument
 
 PORT = 8765
 
@@ -108,7 +112,6 @@ def main() -> None:
         if large:
             names[large] = "user:large"
         sql_jobs = [(pk_by_name[a], q) for a, q in jobs]
-        common = {"workspace_id": workspace.pk, "names": names}
         # The first read of each actor by each worker's fresh connection: its backend maps the
         # actor's pages of shared memory as it first touches them (~60 minor faults).
         cold = http_run(token, body, jobs, concurrency=1)
@@ -118,9 +121,20 @@ def main() -> None:
         # that, on the table as the endpoint finds it.
         warm_up = workers_warmed(token, body, jobs, workspace.pk)
         results["typical"] = {
-            "bareSql": bare_sql(sql_jobs, policy, workload_id=str(typical.id), **common),
+            "bareSql": bare_sql(
+                sql_jobs,
+                policy,
+                workload_id=str(typical.id),
+                workspace_id=workspace.pk,
+                names=names,
+            ),
             "bareSqlRecallRead": bare_sql(
-                sql_jobs, policy, workload_id=str(typical.id), statement="recall", **common
+                sql_jobs,
+                policy,
+                workload_id=str(typical.id),
+                statement="recall",
+                workspace_id=workspace.pk,
+                names=names,
             ),
             "endpointC1Cold": cold,
             "warmUpSeconds": warm_up,
@@ -130,7 +144,14 @@ def main() -> None:
             token, body, jobs, concurrency=8, seconds=args.seconds
         )
         results["rowLevelSecurity"] = rls_cost(
-            token, body, jobs, sql_jobs, policy, workload_id=str(typical.id), **common
+            token,
+            body,
+            jobs,
+            sql_jobs,
+            policy,
+            workload_id=str(typical.id),
+            workspace_id=workspace.pk,
+            names=names,
         )
         if large:
             sel_policy = effective_policy_for(workload=selective, environment="prod").policy
@@ -141,14 +162,16 @@ def main() -> None:
                     [(large, q) for _, q in ljobs],
                     sel_policy,
                     workload_id=str(selective.id),
-                    **common,
+                    workspace_id=workspace.pk,
+                    names=names,
                 ),
                 "bareSqlRecallRead": bare_sql(
                     [(large, q) for _, q in ljobs],
                     sel_policy,
                     workload_id=str(selective.id),
                     statement="recall-and-fill",
-                    **common,
+                    workspace_id=workspace.pk,
+                    names=names,
                 ),
                 "endpointC1": http_run(token, lbody, ljobs, concurrency=1),
                 # Every request after a memory was added: the cached funnel is extended by it.
@@ -332,7 +355,7 @@ def rls_toggle(enabled: bool) -> None:
 
 def rls_cost(
     token: str, body: dict[str, Any], jobs: list[tuple[str, str]],
-    sql_jobs: list[tuple[int, str]], policy: dict[str, Any], *, workload_id: str,
+    sql_jobs: list[tuple[int, str]], policy: PolicyDocument, *, workload_id: str,
     workspace_id: int, names: dict[int, str], rounds: int = 10,
 ) -> dict[str, Any]:  # fmt: skip
     """What row-level security costs the recall: the endpoint (c=1) and its whole read
@@ -574,7 +597,7 @@ def http_run(
 
 
 def bare_sql(
-    jobs: list[tuple[int, str]], policy: dict[str, Any], *, workspace_id: int, workload_id: str,
+    jobs: list[tuple[int, str]], policy: PolicyDocument, *, workspace_id: int, workload_id: str,
     names: dict[int, str], statement: str = "ranking",
     warm_jobs: list[tuple[int, str]] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
@@ -641,7 +664,7 @@ def bare_sql(
 
 
 def recall_at_k(
-    actor_pk: int, policy: dict[str, Any], queries: list[str], *, workspace_id: int,
+    actor_pk: int, policy: PolicyDocument, queries: list[str], *, workspace_id: int,
     workload_id: str, actor_id: str, k: int = 10,
 ) -> dict[str, Any]:  # fmt: skip
     """Share of the exact top ``k`` (same filters) that each access path finds.
@@ -672,7 +695,7 @@ def recall_at_k(
             cursor.execute(EXACT_SQL, params)
             truth = {row[0] for row in cursor.fetchall()}
         endpoint = recall_read(fill_cache=True, 
-            workspace_id=workspace_id, workload_id=workload_id, environment="prod",
+            workspace_id=workspace_id, workload_id=uuid.UUID(workload_id), environment="prod",
             actor_id=actor_id, policy=policy, query_vector=vector, limit=k, rejected_limit=0,
             now=now,
         )  # fmt: skip
