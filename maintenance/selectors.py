@@ -1,7 +1,10 @@
-"""Reads for maintenance: lifecycle settings, runs and their items, a memory's lifecycle."""
+"""Reads for maintenance: lifecycle settings, runs and their items, a memory's lifecycle,
+retention archives."""
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -11,7 +14,7 @@ from django.utils import timezone
 
 from maintenance import lifecycle
 from maintenance.connections import memory_connections
-from maintenance.models import LifecycleSettingsVersion, MaintenanceRun
+from maintenance.models import ArchiveChunk, LifecycleSettingsVersion, MaintenanceRun
 from portal.models import Workspace
 from recall.models import MemoryRecord
 from recall.selectors import embedder_model
@@ -97,3 +100,32 @@ def memory_lifecycle(*, memory: MemoryRecord, now: datetime | None = None) -> Me
         settings=settings,
         embedded=embedded,
     )
+
+
+# --- retention archives -------------------------------------------------------------------------
+
+
+def archive_manifest(run: MaintenanceRun) -> dict[str, Any]:
+    """Counts and SHA-256 of a retention run's archive (the whole file and each part)."""
+    whole = hashlib.sha256()
+    parts = []
+    count = 0
+    for chunk in ArchiveChunk.objects.filter(run=run).order_by("seq"):
+        whole.update(chunk.lines.encode())
+        parts.append({"part": chunk.seq, "count": chunk.count, "sha256": chunk.sha256})
+        count += chunk.count
+    return {
+        "runId": run.pk,
+        "workspace": run.workspace.slug,
+        "sweep": run.sweep,
+        "format": "JSON Lines, one memory per line in the import's shape (with id and actorId)",
+        "count": count,
+        "sha256": whole.hexdigest(),
+        "parts": parts,
+        "purgedAt": run.archive_purged_at.isoformat() if run.archive_purged_at else None,
+    }
+
+
+def archive_text(run: MaintenanceRun) -> Iterator[str]:
+    for chunk in ArchiveChunk.objects.filter(run=run).order_by("seq").iterator():
+        yield chunk.lines

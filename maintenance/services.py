@@ -20,7 +20,6 @@ mutation needs reconciliation rather than replay"):
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import time
 from collections.abc import Iterator
@@ -39,7 +38,6 @@ from maintenance import lifecycle
 from maintenance.lifecycle import SWEEPS, LifecycleSettingsInvalid
 from maintenance.models import (
     ACTIVE_STATUSES,
-    ArchiveChunk,
     LifecycleSettingsVersion,
     MaintenanceItem,
     MaintenanceRun,
@@ -48,7 +46,7 @@ from maintenance.models import (
     Status,
     Trigger,
 )
-from maintenance.selectors import lifecycle_settings_current
+from maintenance.selectors import archive_manifest, lifecycle_settings_current
 from maintenance.sweeps import SWEEP_CLASSES, apply_batch
 from policies import algebra
 from policies.services import change_comment
@@ -56,17 +54,13 @@ from portal.errors import DomainError, NotFoundError, ValidationFailed
 from portal.models import Workspace
 from portal.tasks import TRANSIENT_ERRORS, QueueUnavailable, enqueue
 from portal.versioning import versioned_save
-from recall.api.serializers import MemoryInputSerializer
 from recall.hits import hits_fold
-from recall.jsonl import parse_jsonl_lines
 from recall.models import MemoryRecord
 from recall.selectors import embedder_model
-from recall.services import memory_import
 
 logger = logging.getLogger(__name__)
 
 IDS_IN_EVENT = 1000
-SCHEDULE_AUTHOR = "system:schedule"
 # A queued run that no worker has taken after this long is sent again (its message lost).
 QUEUED_RESEND_AFTER = timedelta(minutes=10)
 
@@ -642,129 +636,7 @@ def maintenance_cancel(*, run: MaintenanceRun, author: str) -> MaintenanceRun:
     return locked
 
 
-# --- retention archives -------------------------------------------------------------------------
-
-
-def archive_manifest(run: MaintenanceRun) -> dict[str, Any]:
-    """Counts and SHA-256 of a retention run's archive (the whole file and each part)."""
-    whole = hashlib.sha256()
-    parts = []
-    count = 0
-    for chunk in ArchiveChunk.objects.filter(run=run).order_by("seq"):
-        whole.update(chunk.lines.encode())
-        parts.append({"part": chunk.seq, "count": chunk.count, "sha256": chunk.sha256})
-        count += chunk.count
-    return {
-        "runId": run.pk,
-        "workspace": run.workspace.slug,
-        "sweep": run.sweep,
-        "format": "JSON Lines, one memory per line in the import's shape (with id and actorId)",
-        "count": count,
-        "sha256": whole.hexdigest(),
-        "parts": parts,
-        "purgedAt": run.archive_purged_at.isoformat() if run.archive_purged_at else None,
-    }
-
-
-def archive_text(run: MaintenanceRun) -> Iterator[str]:
-    for chunk in ArchiveChunk.objects.filter(run=run).order_by("seq").iterator():
-        yield chunk.lines
-
-
-@dataclass(frozen=True)
-class Restored:
-    restored: int
-    already_present: int
-
-
-def maintenance_archive_restore(*, run: MaintenanceRun, author: str) -> Restored:
-    """Put a retention run's deleted memories back, under their own ids, as they were.
-
-    Each part is checked against its SHA-256 first. Memories already back (a second
-    restore) are left alone, so restoring twice restores once.
-    """
-    if run.sweep != "retention" or run.mode != Mode.EXECUTE:
-        raise ValidationFailed({"run": "Only a retention execute has an archive to restore."})
-    chunks = list(ArchiveChunk.objects.filter(run=run).order_by("seq"))
-    if not chunks:
-        raise MaintenanceConflict(
-            "NO_ARCHIVE",
-            f"Run {run.pk} has no archive"
-            + (" (purged after the archive retention)." if run.archive_purged_at else "."),
-        )
-    for chunk in chunks:
-        if hashlib.sha256(chunk.lines.encode()).hexdigest() != chunk.sha256:
-            raise MaintenanceConflict(
-                "ARCHIVE_CORRUPT",
-                f"Part {chunk.seq} of run {run.pk}'s archive does not match its SHA-256;"
-                " nothing was restored.",
-            )
-    restored = present = 0
-    with transaction.atomic():
-        for chunk in chunks:
-            items, errors = parse_jsonl_lines(chunk.lines, MemoryInputSerializer)
-            if errors:
-                raise MaintenanceConflict(
-                    "ARCHIVE_UNREADABLE",
-                    f"Part {chunk.seq} of the archive has lines the import refuses"
-                    f" (line {errors[0].line}: {errors[0].message}); nothing was restored.",
-                )
-            ids = [item["id"] for item in items]
-            back = set(MemoryRecord.objects.filter(pk__in=ids).values_list("pk", flat=True))
-            fresh = [item for item in items if item["id"] not in back]
-            present += len(items) - len(fresh)
-            if fresh:
-                memory_import(workspace=run.workspace, actor_id=None, items=fresh, author=author)
-                restored += len(fresh)
-        audit_event_record(
-            workspace=run.workspace,
-            type=EventType.ARCHIVE_RESTORED,
-            author=author,
-            payload={"runId": run.pk, "restored": restored, "alreadyPresent": present},
-        )
-    return Restored(restored, present)
-
-
-# --- the schedule -------------------------------------------------------------------------------
-
-
-def maintenance_tick(*, now: datetime | None = None) -> list[int]:
-    """Start every scheduled sweep that is due, recover lost runs, purge old archives.
-
-    Returns the ids of the runs started. Sent by beat every ``MAINTENANCE_TICK_SECONDS``.
-    """
-    now = now or timezone.now()
-    started: list[int] = []
-    for workspace in Workspace.objects.order_by("pk"):
-        document = lifecycle_settings_current(workspace=workspace).document
-        every = timedelta(hours=document["scheduleEveryHours"])
-        for sweep, mode in document["schedule"].items():
-            if mode == "off":
-                continue
-            last = (
-                MaintenanceRun.objects.filter(
-                    workspace=workspace, sweep=sweep, trigger=Trigger.SCHEDULE
-                )
-                .order_by("-created_at")
-                .values_list("created_at", flat=True)
-                .first()
-            )
-            if last is not None and now - last < every:
-                continue
-            try:
-                run = maintenance_start(
-                    workspace=workspace,
-                    sweep=sweep,
-                    mode=mode,
-                    author=SCHEDULE_AUTHOR,
-                    trigger=Trigger.SCHEDULE,
-                )
-            except MaintenanceConflict:
-                continue  # another execute holds the workspace: the next tick tries again
-            started.append(run.pk)
-    maintenance_recover(now=now)
-    archives_purge(now=now)
-    return started
+# --- recovery ----------------------------------------------------------------------------------
 
 
 def maintenance_recover(*, now: datetime | None = None) -> list[int]:
@@ -778,23 +650,3 @@ def maintenance_recover(*, now: datetime | None = None) -> list[int]:
             _send(run)
             resent.append(run.pk)
     return resent
-
-
-def archives_purge(*, now: datetime | None = None) -> int:
-    """Delete the archives older than their workspace's ``archiveRetentionDays``."""
-    now = now or timezone.now()
-    purged = 0
-    for workspace in Workspace.objects.filter(maintenance_runs__archive__isnull=False).distinct():
-        days = lifecycle_settings_current(workspace=workspace).document["archiveRetentionDays"]
-        runs = MaintenanceRun.objects.filter(
-            workspace=workspace,
-            sweep="retention",
-            finished_at__lt=now - timedelta(days=days),
-            archive_purged_at__isnull=True,
-        )
-        for run in runs:
-            with transaction.atomic():
-                ArchiveChunk.objects.filter(run=run).delete()
-                MaintenanceRun.objects.filter(pk=run.pk).update(archive_purged_at=now)
-            purged += 1
-    return purged

@@ -12,7 +12,7 @@ from typing import Any
 from celery import Task
 from celery.signals import worker_ready
 
-from maintenance import services
+from maintenance import schedule, services
 from portal.tasks import task
 
 BUSY_RETRY_SECONDS = 15
@@ -36,7 +36,7 @@ def run_process(self: Task, run_id: int) -> str:
 
 @task(name="maintenance.tick")
 def tick() -> list[int]:
-    return services.maintenance_tick()
+    return schedule.maintenance_tick()
 
 
 @task(name="maintenance.recover")

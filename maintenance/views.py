@@ -20,7 +20,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from maintenance import services
+from maintenance import archives, services
 from maintenance.forms import LifecycleSettingsForm
 from maintenance.lifecycle import (
     SETTINGS_BY_NAME,
@@ -38,7 +38,7 @@ from maintenance.models import (
     Mode,
     Outcome,
 )
-from maintenance.selectors import lifecycle_settings_current, runs_for
+from maintenance.selectors import archive_manifest, lifecycle_settings_current, runs_for
 from maintenance.words import (
     STATUS_BADGES,
     SWEEP_SETTINGS,
@@ -217,7 +217,7 @@ def run_page(request: HtmxHttpRequest, slug: str, run_id: int) -> HttpResponse:
         "stale_reason": stale_reason,
         "action_words": action(run.sweep, run.total),
         "has_archive": run.sweep == "retention" and run.mode == Mode.EXECUTE,
-        "manifest": services.archive_manifest(run)
+        "manifest": archive_manifest(run)
         if run.sweep == "retention" and run.mode == Mode.EXECUTE
         else None,
         "settings_current": current.version == run.settings_version,
@@ -297,7 +297,7 @@ def restore(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
     access = workspace_page(request, slug, required=Role.OPERATOR)
     run = _run_or_404(access, run_id)
     try:
-        result = services.maintenance_archive_restore(run=run, author=access.caller.label)
+        result = archives.maintenance_archive_restore(run=run, author=access.caller.label)
     except DomainError as exc:
         messages.error(request, f"Nothing was restored: {exc.message}")
     else:

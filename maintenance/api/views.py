@@ -15,7 +15,7 @@ from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from maintenance import services
+from maintenance import archives, services
 from maintenance.api.schemas import lifecycle_settings_schema
 from maintenance.api.serializers import (
     ItemSerializer,
@@ -26,7 +26,13 @@ from maintenance.api.serializers import (
 )
 from maintenance.lifecycle import SWEEP_SUMMARY, SWEEPS
 from maintenance.models import LifecycleSettingsVersion, MaintenanceRun, Mode, Outcome, Status
-from maintenance.selectors import lifecycle_settings_current, memory_lifecycle, runs_for
+from maintenance.selectors import (
+    archive_manifest,
+    archive_text,
+    lifecycle_settings_current,
+    memory_lifecycle,
+    runs_for,
+)
 from portal.access import Caller, scoped_get, workspace_for
 from portal.api.views import ApiView, json_object, reject_unknown
 from portal.errors import NotFoundError, ValidationFailed
@@ -249,7 +255,7 @@ class RunArchiveView(ApiView):
         run = _run(self.caller(request), run_id, required=Role.OPERATOR)
         _retention_execute(run)
         response = StreamingHttpResponse(
-            services.archive_text(run), content_type="application/jsonl; charset=utf-8"
+            archive_text(run), content_type="application/jsonl; charset=utf-8"
         )
         response["Content-Disposition"] = (
             f'attachment; filename="{run.workspace.slug}-retention-run-{run.pk}.jsonl"'
@@ -265,7 +271,7 @@ class RunManifestView(ApiView):
     def get(self, request: Request, run_id: str) -> Response:
         run = _run(self.caller(request), run_id)
         _retention_execute(run)
-        return Response(services.archive_manifest(run))
+        return Response(archive_manifest(run))
 
 
 class RunRestoreView(ApiView):
@@ -278,7 +284,7 @@ class RunRestoreView(ApiView):
         caller = self.caller(request)
         run = _run(caller, run_id, required=Role.OPERATOR)
         _retention_execute(run)
-        result = services.maintenance_archive_restore(run=run, author=caller.label)
+        result = archives.maintenance_archive_restore(run=run, author=caller.label)
         return Response(RestoreSerializer(result).data)
 
 

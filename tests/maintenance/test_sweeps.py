@@ -10,7 +10,7 @@ import pytest
 from django.db import connection
 
 from audit.models import AuditEvent, EventType
-from maintenance import services
+from maintenance import archives, schedule, selectors, services
 from maintenance.models import ArchiveChunk, MaintenanceItem, MaintenanceRun
 from recall.models import MemoryRecord
 from tests.maintenance.helpers import ago, memory, snapshot
@@ -159,9 +159,9 @@ class RetentionSweepTests:
         assert run.status == "succeeded", run.error
         assert not MemoryRecord.objects.filter(pk=doomed).exists()
         assert MemoryRecord.objects.filter(pk=fresh_stale).exists()
-        manifest = services.archive_manifest(run)
+        manifest = selectors.archive_manifest(run)
         assert manifest["count"] == 1
-        text = "".join(services.archive_text(run))
+        text = "".join(selectors.archive_text(run))
         line = json.loads(text)
         assert line["id"] == str(doomed)
         assert line["actorId"] == "user:ada"
@@ -170,8 +170,8 @@ class RetentionSweepTests:
         assert event.payload["archive"]["sha256"] == manifest["sha256"]
         assert "stale since spring" not in json.dumps(event.payload)
 
-        result = services.maintenance_archive_restore(run=run, author=AUTHOR)
-        again = services.maintenance_archive_restore(run=run, author=AUTHOR)
+        result = archives.maintenance_archive_restore(run=run, author=AUTHOR)
+        again = archives.maintenance_archive_restore(run=run, author=AUTHOR)
 
         assert (result.restored, result.already_present) == (1, 0)
         assert (again.restored, again.already_present) == (0, 1)
@@ -397,14 +397,14 @@ class RunRulesTests:
 
 class ScheduleTests:
     def test_the_tick_previews_each_scheduled_sweep_once_per_interval(self, workspace_a):
-        started = services.maintenance_tick()
+        started = schedule.maintenance_tick()
         runs = MaintenanceRun.objects.filter(workspace=workspace_a)
         assert {r.sweep for r in runs} == {"expiry", "decay", "retention", "promotion", "dedup"}
         assert {(r.mode, r.trigger, r.author) for r in runs} == {
             ("preview", "schedule", "system:schedule")
         }
         assert len(started) == runs.count()
-        assert services.maintenance_tick() == []
+        assert schedule.maintenance_tick() == []
 
     def test_a_scheduled_execute_over_the_share_is_refused_and_shown(self, workspace_a):
         services.lifecycle_settings_patch(
@@ -414,7 +414,7 @@ class ScheduleTests:
             author=AUTHOR,
         )  # fmt: skip
         stale = memory(workspace_a, "stale", lifecycle_status="stale", stale_since=ago(days=40))
-        [run_id] = services.maintenance_tick()
+        [run_id] = schedule.maintenance_tick()
         run = MaintenanceRun.objects.get(pk=run_id)
         assert (run.status, run.error_code) == ("refused", "CONFIRMATION_REQUIRED")
         assert MemoryRecord.objects.filter(pk=stale).exists()
@@ -426,9 +426,9 @@ class ScheduleTests:
             memory(workspace_a, f"keep {n}")
         run = execute(workspace_a, "retention")
         MaintenanceRun.objects.filter(pk=run.pk).update(finished_at=ago(days=91))
-        assert services.archives_purge() == 1
+        assert archives.archives_purge() == 1
         run.refresh_from_db()
         assert run.archive_purged_at is not None
         with pytest.raises(services.MaintenanceConflict) as refused:
-            services.maintenance_archive_restore(run=run, author=AUTHOR)
+            archives.maintenance_archive_restore(run=run, author=AUTHOR)
         assert refused.value.code == "NO_ARCHIVE"

@@ -16,7 +16,7 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from audit.models import AuditEvent, EventType, Injection
 from audit.services import audit_chain_verify
-from maintenance import services as maintenance
+from maintenance import archives, services
 from maintenance.models import ArchiveChunk, MaintenanceRun
 from recall.models import Actor, FunnelCache, MemoryChange, MemoryRecord
 from tests.maintenance.helpers import ago
@@ -64,7 +64,7 @@ def ada(operator: Any, editor: Any, workload_a: Any) -> dict[str, Any]:
         actor_id="user:bob",
     )
     recall(editor, workload_a)
-    retention = maintenance.maintenance_start(
+    retention = services.maintenance_start(
         workspace=workspace, sweep="retention", mode="execute", author="system:test", confirm=2
     )
     assert retention.status == "succeeded", retention.error
@@ -131,9 +131,7 @@ class EraseApiTests:
         erase(operator)
         bob_archived = ada["bob"][1].pk
 
-        restored = maintenance.maintenance_archive_restore(
-            run=ada["retention"], author="system:test"
-        )
+        restored = archives.maintenance_archive_restore(run=ada["retention"], author="system:test")
 
         assert MemoryRecord.objects.filter(pk=bob_archived).exists()
         assert not MemoryRecord.objects.filter(actor__name="ada").exists()
