@@ -14,6 +14,7 @@ from django.db import connection, transaction
 from django.utils.crypto import get_random_string
 from psycopg import sql
 
+from policies.models import Workload
 from portal.db.roles import owner_settings
 
 
@@ -24,6 +25,37 @@ def csrf_session(persona: Any) -> Any:
     client.cookies[settings.CSRF_COOKIE_NAME] = secret
     client.credentials(HTTP_X_CSRFTOKEN=secret)
     return client
+
+
+def recall_body(workload: Workload, **changes: Any) -> dict[str, Any]:
+    """A recall request's body: ``workload`` in "prod", the query "release summary
+    preferences", the top 10; ``changes`` (in the API's camelCase) override or add keys."""
+    return {
+        "workloadId": str(workload.id),
+        "environment": "prod",
+        "query": "release summary preferences",
+        "topK": 10,
+        **changes,
+    }
+
+
+def post_recall(
+    persona: Any, workload: Workload, *, actor: str = "user:ada", **changes: Any
+) -> Any:
+    """``POST /v1/memory/actors/{actor}/recall`` of ``recall_body(workload, **changes)``
+    through the persona's API client: the response."""
+    return persona.api().post(
+        f"/v1/memory/actors/{actor}/recall", recall_body(workload, **changes), format="json"
+    )
+
+
+def recall(
+    persona: Any, workload: Workload, *, actor: str = "user:ada", **changes: Any
+) -> dict[str, Any]:
+    """``post_recall``, answered 200: the envelope."""
+    response = post_recall(persona, workload, actor=actor, **changes)
+    assert response.status_code == 200, response.content
+    return response.json()
 
 
 def error_of(response: Any, status: int, code: str | None = None) -> dict[str, Any]:
@@ -133,6 +165,23 @@ def release_once_blocked(
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     return thread
+
+
+@contextmanager
+def once_the_walk_begins(action: Callable[[], object]) -> Iterator[list[bool]]:
+    """Within the block, ``action()`` runs once, just before the first statement that reads
+    the audit trail in order (a chain check's walk) on this connection; the list yielded
+    holds ``True`` once it has run."""
+    began: list[bool] = []
+
+    def wrapper(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        if not began and 'FROM "audit_auditevent"' in sql and "ORDER BY" in sql:
+            began.append(True)
+            action()
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(wrapper):
+        yield began
 
 
 def owner_execute(sql: str, params: list[Any] | None = None) -> None:

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
-from django.db import connection
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -24,7 +23,7 @@ from audit.chain import (
 from audit.models import AuditChainHead, AuditCheckpoint, AuditEvent
 from audit.services import audit_chain_check, audit_chain_verify
 from policies.services import workload_create, workload_policy_save
-from tests.helpers import owner_execute
+from tests.helpers import once_the_walk_begins, owner_execute
 
 KEY = ChainKey("k1", b"a secret of the chain, never in the database")
 KEYS = {KEY.id: KEY}
@@ -286,15 +285,11 @@ class AuditChainVerificationTests:
 
     def test_events_appended_during_a_walk_are_not_reported_missing(self, operator, history):
         """The chain checked is the one the heads described when the check began."""
-        appended: list[bool] = []
 
-        def append_once_the_walk_begins(execute, sql, params, many, context):
-            if not appended and 'FROM "audit_auditevent"' in sql and "ORDER BY" in sql:
-                appended.append(True)
-                workload_create(workspace=operator.workspace, name="later", author="user:olga")
-            return execute(sql, params, many, context)
+        def append() -> None:
+            workload_create(workspace=operator.workspace, name="later", author="user:olga")
 
-        with connection.execute_wrapper(append_once_the_walk_begins):
+        with once_the_walk_begins(append) as appended:
             verdict = audit_chain_verify(workspace=operator.workspace)
 
         assert appended

@@ -39,7 +39,13 @@ from audit.services import (
     audit_event_append,
     audit_event_record,
 )
-from tests.helpers import owner_execute, release_once_blocked, run_in_threads
+from tests.helpers import (
+    once_the_walk_begins,
+    owner_execute,
+    recall,
+    release_once_blocked,
+    run_in_threads,
+)
 from tests.recall import factories
 
 KEY = ChainKey("k1", b"a secret of the chain, never in the database")
@@ -167,15 +173,6 @@ class InterleavedLanesTests:
         assert (verdict.ok, verdict.first_broken_id) == (False, links[3].id)
 
 
-def _recall(persona: Any, workload: Any, query: str = "lanes") -> None:
-    response = persona.api().post(
-        "/v1/memory/actors/user:ada/recall",
-        {"workloadId": str(workload.id), "environment": "prod", "query": query, "topK": 5},
-        format="json",
-    )
-    assert response.status_code == 200, response.content
-
-
 def _recall_lane(trail: list[AuditEvent]) -> int:
     return next(event.lane for event in trail if event.type == "context.assembled")
 
@@ -185,7 +182,7 @@ def trail(editor: Any, workload_a: Any) -> list[AuditEvent]:
     """Changes on the main chain and recalls on lanes, interleaved."""
     factories.memory(editor.workspace, content="ada prefers short answers")
     for n in range(3):
-        _recall(editor, workload_a, query=f"query {n}")
+        recall(editor, workload_a, query=f"query {n}", topK=5)
         with transaction.atomic():
             audit_event_record(
                 workspace=editor.workspace, type="memory.changed", author="user:x",
@@ -222,7 +219,7 @@ class RecallLanesTests:
         settings.AUDIT_RECALL_LANES = 0
         factories.memory(editor.workspace, content="ada prefers short answers")
 
-        _recall(editor, workload_a)
+        recall(editor, workload_a, query="lanes", topK=5)
 
         assert AuditEvent.objects.get(type="context.assembled").lane == 0
         assert audit_chain_verify(workspace=editor.workspace).ok
@@ -344,7 +341,7 @@ class LaneCheckpointTests:
         self, editor, workload_a, trail
     ):
         assert audit_chain_check(workspace=editor.workspace, full=True).verdict.ok
-        _recall(editor, workload_a, query="after the checkpoint")
+        recall(editor, workload_a, query="after the checkpoint", topK=5)
 
         check = audit_chain_check(workspace=editor.workspace, full=False)
 
@@ -377,23 +374,19 @@ class LaneCheckpointTests:
         """Appended after the check settled the trail (so with greater ids than any it
         covers): left out, and walked by the next check."""
         quiet_lane = 8 if _recall_lane(trail) != 8 else 7
-        started: list[bool] = []
 
-        def append_before_the_walk(execute, sql, params, many, context):
-            if not started and 'FROM "audit_auditevent"' in sql and "ORDER BY" in sql:
-                started.append(True)
-                audit_event_append(
-                    workspace=editor.workspace, tip=ChainTip.of(None, quiet_lane),
-                    type="context.assembled", author="token:late", payload={},
+        def append_late_events() -> None:
+            audit_event_append(
+                workspace=editor.workspace, tip=ChainTip.of(None, quiet_lane),
+                type="context.assembled", author="token:late", payload={},
+            )  # fmt: skip
+            with transaction.atomic():
+                audit_event_record(
+                    workspace=editor.workspace, type="memory.changed", author="user:x",
+                    payload={"after": "the late one"},
                 )  # fmt: skip
-                with transaction.atomic():
-                    audit_event_record(
-                        workspace=editor.workspace, type="memory.changed", author="user:x",
-                        payload={"after": "the late one"},
-                    )  # fmt: skip
-            return execute(sql, params, many, context)
 
-        with connection.execute_wrapper(append_before_the_walk):
+        with once_the_walk_begins(append_late_events) as started:
             first = audit_chain_check(workspace=editor.workspace, full=True)
 
         assert started

@@ -16,9 +16,10 @@ from policies.models import Workload, WorkloadPolicyVersion
 from policies.selectors import workload_compliance, workspace_policy_current
 from policies.services import workload_policy_save, workspace_policy_save
 from portal.models import Workspace
+from tests.helpers import post_recall
 from tests.policies.test_pages import HTMX, floor_post
+from tests.recall import factories
 
-RECALL = "/v1/memory/actors/user:ada/recall"
 FORBID_TOOLS = {"forbiddenSegmentKinds": ["tool_result"]}
 RAISE_SYSTEM = {"perSegmentReservation": {"system_policy": 1500, "memory": 800, "retrieval": 900}}
 
@@ -49,14 +50,6 @@ def effective(persona: Any, workload: Workload, environment: str = "prod") -> An
     return persona.api().get(
         f"/v1/workloads/{workload.id}/effective-policy?environment={environment}"
     )
-
-
-def recall(persona: Any, workload: Workload) -> Any:
-    from tests.recall import factories
-
-    factories.actor(persona.workspace)  # a recall names an actor the workspace has
-    body = {"workloadId": str(workload.id), "environment": "prod", "query": "notes", "topK": 5}
-    return persona.api().post(RECALL, body, format="json")
 
 
 @pytest.fixture(autouse=True)
@@ -158,7 +151,8 @@ class NarrowToFloorTests:
         after = effective(editor, workload_a).json()
         assert (after["compliant"], after["conflicts"], after["relaxingAxes"]) == (True, [], [])
         assert after["effectiveBudgetHash"] == before["effectiveBudgetHash"]
-        assert recall(editor, workload_a).status_code == 200
+        factories.actor(editor.workspace)  # a recall names an actor the workspace has
+        assert post_recall(editor, workload_a, query="notes", topK=5).status_code == 200
 
 
 @pytest.mark.django_db

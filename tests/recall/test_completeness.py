@@ -27,6 +27,7 @@ from recall.engine import read as selectors
 from recall.hits import hits_fold
 from recall.models import Actor, MemoryRecord
 from recall.runtime import embedder
+from tests.helpers import recall
 from tests.recall import factories
 
 QUERY = "release summary preferences"
@@ -69,16 +70,6 @@ def prepared_statements(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(raw, "cursor_factory", ServerBindingCursor)
     monkeypatch.setattr(raw, "prepare_threshold", 0)
     yield
-
-
-def recall(persona: Any, workload: Workload, *, top_k: int = TOP_K, actor: str = "user:ada"):
-    response = persona.api().post(
-        f"/v1/memory/actors/{actor}/recall",
-        {"workloadId": str(workload.id), "environment": "prod", "query": QUERY, "topK": top_k},
-        format="json",
-    )
-    assert response.status_code == 200, response.content
-    return response.json()
 
 
 def exact_top_k(owner: Actor, k: int, **eligible: Any) -> list[str]:
@@ -165,7 +156,7 @@ class HnswCompletenessTests:
             push_planner_onto_the_hnsw_index(decisions_only, ada_with_5000_rows)
         expected = exact_top_k(ada_with_5000_rows, TOP_K, memory_type="decision")
 
-        envelope = recall(editor, decisions_only)
+        envelope = recall(editor, decisions_only, query=QUERY, topK=TOP_K)
 
         assert envelope["diagnostics"]["accessPath"] == "hnsw"
         assert envelope["diagnostics"]["counts"] == {
@@ -189,7 +180,7 @@ class HnswCompletenessTests:
             assert "Index Scan using memory_embedding_hnsw" in generic_plan_of(selectors.HNSW_SQL)
         expected = exact_top_k(ada_with_5000_rows, TOP_K, memory_type="decision")
 
-        runs = [recall(editor, decisions_only) for _ in range(10)]
+        runs = [recall(editor, decisions_only, query=QUERY, topK=TOP_K) for _ in range(10)]
 
         assert [entry_ids(run) for run in runs] == [expected] * 10
         assert {run["diagnostics"]["accessPath"] for run in runs} == {"hnsw"}
@@ -218,7 +209,7 @@ class HnswCompletenessTests:
         assert len(selectors.hnsw_nearest(params)) < 30  # the premise: the index scan is short
         expected = exact_top_k(ada_with_5000_rows, TOP_K, memory_type="decision")
 
-        envelope = recall(editor, decisions_only)
+        envelope = recall(editor, decisions_only, query=QUERY, topK=TOP_K)
 
         assert envelope["diagnostics"]["accessPath"] == "exact"
         assert envelope["diagnostics"]["counts"]["afterRanking"] == TOP_K
@@ -249,7 +240,7 @@ class OtherActorsRowsTests:
             push_planner_onto_the_hnsw_index(decisions_only, ada)
         expected = exact_top_k(ada, TOP_K, memory_type="decision")
 
-        runs = [recall(editor, decisions_only) for _ in range(3)]
+        runs = [recall(editor, decisions_only, query=QUERY, topK=TOP_K) for _ in range(3)]
 
         for envelope in runs:
             assert envelope["diagnostics"]["accessPath"] == "hnsw"
@@ -273,7 +264,7 @@ class SmallTableCompletenessTests:
             columns={"memory_type": "CASE WHEN mod(g, 10) = 0 THEN 'decision' ELSE 'fact' END"},
         )
 
-        envelope = recall(editor, decisions_only)
+        envelope = recall(editor, decisions_only, query=QUERY, topK=TOP_K)
 
         assert envelope["diagnostics"]["accessPath"] == "exact"
         assert envelope["diagnostics"]["counts"]["afterPolicy"] == eligible

@@ -12,9 +12,8 @@ from typing import Any
 from policies.algebra import default_floor
 from policies.models import Workload
 from policies.services import workload_policy_save, workspace_policy_save
+from tests.helpers import post_recall
 from tests.recall import factories
-
-RECALL = "/v1/memory/actors/user:ada/recall"
 
 
 def set_floor(workspace: Any, **axes: Any) -> None:
@@ -25,11 +24,6 @@ def set_floor(workspace: Any, **axes: Any) -> None:
 
 def set_workload(workload: Workload, **axes: Any) -> None:
     workload_policy_save(workload=workload, environment="prod", document=axes, author="system:test")
-
-
-def post_recall(persona: Any, workload: Workload) -> Any:
-    body = {"workloadId": str(workload.id), "environment": "prod", "query": "notes", "topK": 10}
-    return persona.api().post(RECALL, body, format="json")
 
 
 class FloorConflictRecallTests:
@@ -44,7 +38,7 @@ class FloorConflictRecallTests:
         set_workload(workload_a, pinned=["system_policy", "tool_result"])
         set_floor(workspace_a, forbiddenSegmentKinds=["tool_result"])
 
-        response = post_recall(editor, workload_a)
+        response = post_recall(editor, workload_a, query="notes")
 
         assert response.status_code == 200, response.content
         envelope = response.json()
@@ -66,7 +60,7 @@ class FloorConflictRecallTests:
         reservations = {"system_policy": 1500, "memory": 800, "retrieval": 900, "tool_result": 0}
         set_floor(workspace_a, perSegmentReservation=reservations)
 
-        response = post_recall(editor, workload_a)
+        response = post_recall(editor, workload_a, query="notes")
 
         assert response.status_code == 200, response.content
         budget = response.json()["budget"]
@@ -86,7 +80,7 @@ class FloorConflictRecallTests:
             perSegmentReservation={"system_policy": 900, "memory": 800, "retrieval": 900},
         )
 
-        response = post_recall(editor, workload_a)
+        response = post_recall(editor, workload_a, query="notes")
 
         assert response.status_code == 200, response.content
         system = response.json()["budget"]["perKind"]["system_policy"]

@@ -21,22 +21,16 @@ from maintenance.services import maintenance_start
 from recall import hits, tasks
 from recall.hits import RANKED_HITS_SQL, hits_fold, hits_fold_due, with_hits
 from recall.models import HitFold, MemoryRecord
+from tests import helpers
 from tests.helpers import release_once_blocked, run_in_threads
 from tests.recall import factories
 
 pytestmark = pytest.mark.django_db
 
-QUERY = "release summary preferences"
-
 
 def recall(persona: Any, workload: Any, top_k: int = 3) -> dict[str, Any]:
-    response = persona.api().post(
-        "/v1/memory/actors/user:ada/recall",
-        {"workloadId": str(workload.id), "environment": "prod", "query": QUERY, "topK": top_k},
-        format="json",
-    )
-    assert response.status_code == 200, response.content
-    return response.json()
+    """``tests.helpers.recall`` of the top 3 (or ``top_k``)."""
+    return helpers.recall(persona, workload, topK=top_k)
 
 
 def carried(envelope: dict[str, Any]) -> list[int]:

@@ -35,10 +35,9 @@ from recall.envelope import (
 )
 from recall.hits import hits_fold
 from recall.models import MemoryRecord
-from tests.helpers import error_of
+from tests.helpers import error_of, post_recall, recall, recall_body
 from tests.recall import factories
 
-QUERY = "release summary preferences"
 RECALL = "/v1/memory/actors/user:ada/recall"
 EVERYTHING = {
     "memoryTypeAllowed": list(VOCABULARIES["memoryType"]),
@@ -49,28 +48,6 @@ EVERYTHING = {
     "sensitivityCeiling": "restricted",
     "maxAgeSeconds": None,
 }
-
-
-def body_for(workload: Workload, **changes: Any) -> dict[str, Any]:
-    return {
-        "workloadId": str(workload.id),
-        "environment": "prod",
-        "query": QUERY,
-        "topK": 10,
-        **changes,
-    }
-
-
-def post_recall(persona: Any, workload: Workload, actor: str = "user:ada", **changes: Any) -> Any:
-    return persona.api().post(
-        f"/v1/memory/actors/{actor}/recall", body_for(workload, **changes), format="json"
-    )
-
-
-def recall(persona: Any, workload: Workload, **changes: Any) -> dict[str, Any]:
-    response = post_recall(persona, workload, **changes)
-    assert response.status_code == 200, response.content
-    return response.json()
 
 
 def set_floor(workspace: Any, relaxable: list[str] | None = None, **axes: Any) -> None:
@@ -513,7 +490,7 @@ class RecallRequestTests:
 
     @pytest.mark.parametrize("missing", ["query", "workloadId"])
     def test_a_missing_field_is_a_400(self, editor, workload_a, missing):
-        body = body_for(workload_a)
+        body = recall_body(workload_a)
         del body[missing]
 
         response = editor.api().post(RECALL, body, format="json")
@@ -522,7 +499,7 @@ class RecallRequestTests:
 
     def test_top_k_defaults_to_10_and_may_be_200(self, editor, workload_a):
         factories.memories(editor.workspace, *({"content": f"m {n}"} for n in range(12)))
-        body = body_for(workload_a)
+        body = recall_body(workload_a)
         del body["topK"]
 
         default = editor.api().post(RECALL, body, format="json").json()
@@ -574,10 +551,10 @@ class RecallRequestTests:
 
         by_token = post_recall(outsider, workload_a)
         by_slug = outsider.api().post(
-            f"{RECALL}?workspace=team-a", body_for(workload_a), format="json"
+            f"{RECALL}?workspace=team-a", recall_body(workload_a), format="json"
         )
         by_session = csrf_session(outsider).post(
-            f"{RECALL}?workspace=team-a", body_for(workload_a), format="json"
+            f"{RECALL}?workspace=team-a", recall_body(workload_a), format="json"
         )
 
         for response in (by_token, by_slug, by_session):
@@ -589,7 +566,7 @@ class RecallRequestTests:
         factories.memories(editor.workspace, {"content": "release summary"})
 
         response = csrf_session(editor).post(
-            f"{RECALL}?workspace=team-a", body_for(workload_a), format="json"
+            f"{RECALL}?workspace=team-a", recall_body(workload_a), format="json"
         )
 
         assert response.status_code == 200, response.content
@@ -606,7 +583,8 @@ def csrf_session(persona: Any) -> Any:
 
 @pytest.fixture
 def ranked(workspace_a: Any) -> list[MemoryRecord]:
-    """Eight eligible memories of decreasing relevance to QUERY, and two that fail policy."""
+    """Eight eligible memories of decreasing relevance to the query ``recall_body`` sends,
+    and two that fail policy."""
     rows = factories.memories(
         workspace_a,
         {"content": "release summary preferences of Ada"},
@@ -948,7 +926,7 @@ class RecallQueryCountTests:
         )  # fmt: skip
         set_workload(workload_a, confidenceMin=0.3)
         client = editor.api()
-        body = body_for(workload_a, topK=20)
+        body = recall_body(workload_a, topK=20)
 
         # token, policy context (workload, environment, floor, workload policy), the read
         # (actor, funnel, rejected ids, previous fingerprint, chain tip, nearest rows), the
@@ -963,17 +941,17 @@ class RecallQueryCountTests:
     ):
         factories.memories(editor.workspace, {"content": "release summary"})
         client = editor.api()
-        first = client.post(RECALL, body_for(workload_a), format="json")
+        first = client.post(RECALL, recall_body(workload_a), format="json")
         assert first.status_code == 200, first.content
 
         # token, the read (which checks the policy context is still the one remembered), write
         with django_assert_num_queries(3):
-            again = client.post(RECALL, body_for(workload_a), format="json")
+            again = client.post(RECALL, recall_body(workload_a), format="json")
         assert again.status_code == 200, again.content
         set_workload(workload_a, sensitivityCeiling="public")
         # a policy saved since: the context has moved, so it is read again, and the read too
         with django_assert_num_queries(5):
-            changed = client.post(RECALL, body_for(workload_a), format="json")
+            changed = client.post(RECALL, recall_body(workload_a), format="json")
 
         assert changed.status_code == 200, changed.content
         hashes = [r.json()["effectivePolicyHash"] for r in (first, again, changed)]
@@ -990,10 +968,10 @@ class RecallQueryCountTests:
 
         factories.memories(editor.workspace, {"content": "release summary"})
         client = editor.api()
-        assert client.post(RECALL, body_for(workload_a), format="json").status_code == 200
+        assert client.post(RECALL, recall_body(workload_a), format="json").status_code == 200
         workload_archive(workload=workload_a, author="system:test")
 
-        response = client.post(RECALL, body_for(workload_a), format="json")
+        response = client.post(RECALL, recall_body(workload_a), format="json")
 
         error_of(response, 409, "WORKLOAD_ARCHIVED")
 
@@ -1005,7 +983,7 @@ class RecallQueryCountTests:
         for _ in range(5):
             # as every recall would if none remembered the policy: the context is read too
             policy_selectors._remembered.clear()
-            response = client.post(RECALL, body_for(workload_a), format="json")
+            response = client.post(RECALL, recall_body(workload_a), format="json")
             assert response.status_code == 200, response.content
 
         with connection.cursor() as cursor:
@@ -1029,7 +1007,7 @@ class RecallRequestTypeTests:
         [({"topK": "5"}, "topK"), ({"query": 12}, "query"), ({"workloadId": 5}, "workloadId")],
     )
     def test_a_value_of_the_wrong_json_type_is_refused(self, editor, workload_a, change, field):
-        response = editor.api().post(RECALL, {**body_for(workload_a), **change}, format="json")
+        response = editor.api().post(RECALL, {**recall_body(workload_a), **change}, format="json")
 
         assert response.status_code == 400, response.content
         assert field in response.json()["error"]["details"]["fields"]
