@@ -27,13 +27,17 @@ def csrf_session(persona: Any) -> Any:
     return client
 
 
+# The query a recall request sends unless told otherwise.
+QUERY = "release summary preferences"
+
+
 def recall_body(workload: Workload, **changes: Any) -> dict[str, Any]:
-    """A recall request's body: ``workload`` in "prod", the query "release summary
-    preferences", the top 10; ``changes`` (in the API's camelCase) override or add keys."""
+    """A recall request's body: ``workload`` in "prod", ``QUERY``, the top 10; ``changes`` (in
+    the API's camelCase) override or add keys."""
     return {
         "workloadId": str(workload.id),
         "environment": "prod",
-        "query": "release summary preferences",
+        "query": QUERY,
         "topK": 10,
         **changes,
     }

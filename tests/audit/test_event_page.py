@@ -32,8 +32,8 @@ from policies.services import (
 from recall.erasure import actor_erase
 from recall.services import memory_delete, memory_update
 from tests.audit.test_pages import assembled
+from tests.helpers import QUERY, recall
 from tests.recall import factories
-from tests.recall.test_recall import QUERY, recall
 
 pytestmark = pytest.mark.django_db
 

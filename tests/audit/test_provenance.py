@@ -14,8 +14,9 @@ from django.urls import reverse
 from audit.models import AuditEvent, EventType, Injection
 from recall.models import MemoryRecord
 from recall.services import memory_delete, memory_set_status
+from tests.helpers import recall
 from tests.recall import factories
-from tests.recall.test_recall import recall, set_floor, set_workload
+from tests.recall.test_recall import set_floor, set_workload
 
 pytestmark = pytest.mark.django_db
 

@@ -19,8 +19,8 @@ from policies import labels
 from policies.services import workload_policy_save, workload_update, workspace_store_queries_set
 from recall.erasure import actor_erase
 from recall.services import memory_update
+from tests.helpers import QUERY
 from tests.recall import factories
-from tests.recall.test_recall import QUERY
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

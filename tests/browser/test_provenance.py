@@ -8,8 +8,8 @@ from playwright.sync_api import expect
 
 from audit.models import AuditEvent, EventType
 from recall.services import memory_set_status
+from tests.helpers import QUERY
 from tests.recall import factories
-from tests.recall.test_recall import QUERY
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

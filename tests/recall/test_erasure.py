@@ -19,10 +19,10 @@ from audit.services import audit_chain_verify
 from maintenance import archives, services
 from maintenance.models import ArchiveChunk, MaintenanceRun
 from recall.models import Actor, FunnelCache, MemoryChange, MemoryRecord
+from tests.helpers import recall
 from tests.maintenance.helpers import ago
 from tests.recall import factories
 from tests.recall.test_api_memories import new_memory
-from tests.recall.test_recall import recall
 
 pytestmark = pytest.mark.django_db
 

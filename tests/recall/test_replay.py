@@ -15,8 +15,9 @@ from recall.envelope import query_hash
 from recall.hits import hits_fold
 from recall.models import MemoryRecord
 from recall.services import memory_delete, memory_set_status, memory_update
+from tests.helpers import QUERY, recall
 from tests.recall import factories
-from tests.recall.test_recall import QUERY, recall, set_floor
+from tests.recall.test_recall import set_floor
 
 pytestmark = pytest.mark.django_db
 
