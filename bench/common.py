@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import platform
 import sys
 from pathlib import Path
 
@@ -41,3 +42,17 @@ def configure(size_label: str) -> Path:
 
     scope_all_by_default()
     return pgdata
+
+
+def interpreter() -> dict[str, object]:
+    """Which Python build ran the benchmark. It matters: the recall's Python side costs 13-16%
+    less on Debian's python3.11 (an optimised build, libpython linked into the executable) than
+    on a default source build such as pyenv's (libpython a shared library), all else equal."""
+    with open("/proc/self/maps") as maps:
+        shared = any("libpython" in line for line in maps)
+    return {
+        "python": platform.python_version(),
+        "executable": os.path.realpath(sys.executable),
+        "compiler": platform.python_compiler(),
+        "sharedLibpython": shared,
+    }

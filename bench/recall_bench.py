@@ -18,7 +18,6 @@ import http.client
 import itertools
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -30,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.common import RESULTS, ROOT, configure  # noqa: E402
+from bench.common import RESULTS, ROOT, configure, interpreter  # noqa: E402
 
 if TYPE_CHECKING:
     from policies.axes import PolicyDocument
@@ -96,7 +95,7 @@ def main() -> None:
             "dataset": info,
             "machine": {
                 "cpus": os.cpu_count(),
-                "python": platform.python_version(),
+                **interpreter(),
                 "sharedBuffers": os.environ["EMBEDDED_PG_SHARED_BUFFERS"],
                 "server": SERVER,
             },
@@ -710,6 +709,14 @@ def recall_at_k(
     return result
 
 
+def python_words(machine: dict[str, Any]) -> str:
+    """The interpreter, in the table's heading: its build changes the Python side's cost."""
+    if "executable" not in machine:
+        return f"; Python {machine['python']}"
+    shared = ", libpython shared" if machine["sharedLibpython"] else ""
+    return f"; Python {machine['python']} (`{machine['executable']}`{shared})"
+
+
 def markdown(r: dict[str, Any]) -> str:
     t = r["typical"]
     lines = [
@@ -719,7 +726,9 @@ def markdown(r: dict[str, Any]) -> str:
             if r["dataset"].get("largeActor")
             else ""
         )
-        + f"; {r['machine']['cpus']} CPUs; {r['machine'].get('server', 'gunicorn')}, 2 workers.",
+        + f"; {r['machine']['cpus']} CPUs; {r['machine'].get('server', 'gunicorn')}, 2 workers"
+        + python_words(r["machine"])
+        + ".",
         "",
         "| case | p50 ms | p95 ms | p99 ms | throughput/s |",
         "|---|---|---|---|---|",
