@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 from functools import cache
 from typing import Any
@@ -143,12 +143,20 @@ ORDER BY e.distance NULLS LAST, m.id
 LIMIT %(limit)s
 """
 
+# The iterative scan's relaxed order may return rows slightly out of order (pgvector): the
+# nearest rows it found are put in the exact path's order, nearest first, then by id, so that
+# the same rows always come back in the same order.
+_RANKED_NAMES = ", ".join(f.name for f in fields(RankedRow) if f.name != "similarity")
 HNSW_SQL = f"""
-SELECT {RANKED_COLUMNS}, 1 - (m.embedding <=> %(query)s::vector) AS similarity
-FROM {TABLE} m
-WHERE m.actor_id = %(actor)s AND {_RECALLABLE}
-ORDER BY m.embedding <=> %(query)s::vector
-LIMIT %(limit)s
+SELECT {_RANKED_NAMES}, 1 - distance AS similarity
+FROM (
+    SELECT {RANKED_COLUMNS} AS hit_count, m.embedding <=> %(query)s::vector AS distance
+    FROM {TABLE} m
+    WHERE m.actor_id = %(actor)s AND {_RECALLABLE}
+    ORDER BY m.embedding <=> %(query)s::vector
+    LIMIT %(limit)s
+) nearest
+ORDER BY distance, id
 """
 
 

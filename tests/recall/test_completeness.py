@@ -198,6 +198,31 @@ class HnswCompletenessTests:
         if plan_cache_mode == "force_generic_plan":
             assert generic == 10
 
+    def test_its_rows_come_in_the_exact_paths_order_ties_by_id(
+        self, decisions_only, ada_with_5000_rows, workspace_a
+    ):
+        """The iterative scan's relaxed order may return rows out of order; the HNSW path
+        orders what it found as the exact path does: nearest first, then by id. Twelve
+        decisions share the query's own embedding, so they tie, nearest of all."""
+        twins = factories.memories(
+            workspace_a, *({"content": QUERY, "memory_type": "decision"} for _ in range(12))
+        )
+        push_planner_onto_the_hnsw_index(decisions_only, ada_with_5000_rows)
+        params = ranking_params(decisions_only, ada_with_5000_rows)
+
+        rows = selectors.hnsw_nearest(params)
+
+        assert len(rows) == 30
+        ids = [row.id for row in rows]
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT id, embedding <=> %s::vector FROM recall_memoryrecord WHERE id = ANY(%s)",
+                [params["query"], ids],
+            )
+            distance = dict(cursor.fetchall())
+        assert ids == sorted(ids, key=lambda pk: (distance[pk], pk))
+        assert ids[:12] == sorted(twin.pk for twin in twins)
+
     def test_it_falls_back_to_an_exact_scan_when_the_index_scan_comes_up_short(
         self, editor, decisions_only, ada_with_5000_rows, monkeypatch
     ):
