@@ -1,11 +1,14 @@
-"""The pages on a phone-sized screen (390 px): nothing widens the page itself. A wide table
-scrolls inside its card; the navigation wraps onto a second line."""
+"""The pages on narrow screens. On a phone (390 px) nothing widens the page itself: a wide
+table scrolls inside its card, and the navigation wraps onto a second line. On a small laptop
+(1024 px) the audit trail's events fit their card."""
 
 from __future__ import annotations
 
 import pytest
+from rest_framework.test import APIClient
 
 from audit.models import AuditEvent, EventType
+from console.services import api_token_create
 from tests.recall import factories
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -59,3 +62,34 @@ def test_no_page_is_wider_than_a_phone(
         assert box is not None and box["x"] + box["width"] <= PHONE["width"], links.nth(i)
     page.goto(f"{live_server.url}/w/{slug}/memories/?actor=user:ada")
     shot(page, "narrow-memories")
+
+
+@pytest.mark.parametrize("width", [1280, 1024])
+def test_the_audit_trail_fits_its_card(
+    page, live_server, login, operator, editor, workload_a, width, shot
+):
+    # The widest rows of the demo's trail: tokens issued and revoked, whose summaries hold an
+    # unbroken key prefix, and a recall by an agent's token for a team.
+    for name in ("onboarding_guide", "support_assistant"):
+        api_token_create(workspace=operator.workspace, name=name, role="editor", replace=True)
+    _, raw = api_token_create(
+        workspace=operator.workspace, name="release_planner", role="editor", replace=True
+    )
+    factories.memories(
+        operator.workspace, {"content": "release summary preferences"}, actor_id="team:platform"
+    )
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    response = client.post(
+        "/v1/memory/actors/team:platform/recall",
+        {"workloadId": str(workload_a.id), "environment": "prod", "query": "release"},
+        format="json",
+    )
+    assert response.status_code == 200, response.content
+    page.set_viewport_size({"width": width, "height": 900})
+    login(page, "olga", "pw-olga")
+    page.goto(f"{live_server.url}/w/{operator.workspace.slug}/audit/")
+    wrap = page.locator("div.table-wrap")
+    scroll, client = wrap.evaluate("e => [e.scrollWidth, e.clientWidth]")
+    assert scroll <= client, f"the events are {scroll - client} px wider than their card"
+    shot(page, f"audit-trail-{width}")
