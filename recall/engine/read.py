@@ -288,10 +288,10 @@ LEFT JOIN LATERAL (
 ) t ON true
 """
 
-RECALL_READ = prepared_statement("recall.read", _FUNNEL_AND_NEAREST + _RESULT)
+RECALL_READ = prepared_statement("recall.read", _FUNNEL_AND_NEAREST + _RESULT, binary=True)
 # The same read, and the funnel it computed or extended stored for a large actor (``FILL``).
 RECALL_READ_AND_FILL = prepared_statement(
-    "recall.read_and_fill", _FUNNEL_AND_NEAREST + ",\n" + FILL + _RESULT
+    "recall.read_and_fill", _FUNNEL_AND_NEAREST + ",\n" + FILL + _RESULT, binary=True
 )
 
 
