@@ -9,6 +9,7 @@ from playwright.sync_api import expect
 from audit.models import AuditEvent, EventType
 from policies.services import workspace_create
 from portal.models import Membership, Role
+from tests.browser.pages import portal_pages
 from tests.recall import factories
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -43,17 +44,8 @@ def test_no_page_breaks_the_policy(page, live_server, login, operator, editor, w
 
     login(page, "olga", "pw-olga")
     paths = [
-        f"/w/{slug}/",
-        f"/w/{slug}/policies/",
+        *portal_pages(slug, memory_id=memory.pk, event_id=event.pk),
         f"/w/{slug}/workloads/{workload_a.pk}/policy/",
-        f"/w/{slug}/sandbox/",
-        f"/w/{slug}/sandbox/layout/",
-        f"/w/{slug}/memories/?actor=user:ada",
-        f"/w/{slug}/memories/{memory.pk}/",
-        f"/w/{slug}/audit/",
-        f"/w/{slug}/audit/{event.pk}/",
-        f"/w/{slug}/maintenance/",
-        f"/w/{slug}/maintenance/settings/",
         "/v1/docs/",
     ]
     for path in paths:

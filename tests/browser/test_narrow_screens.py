@@ -9,6 +9,7 @@ from rest_framework.test import APIClient
 
 from audit.models import AuditEvent, EventType
 from console.services import api_token_create
+from tests.browser.pages import portal_pages, wider_than_its_card
 from tests.recall import factories
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -34,20 +35,8 @@ def test_no_page_is_wider_than_a_phone(
     slug = operator.workspace.slug
     page.set_viewport_size(PHONE)
     login(page, "olga", "pw-olga")
-    paths = [
-        f"/w/{slug}/",
-        f"/w/{slug}/policies/",
-        f"/w/{slug}/sandbox/",
-        f"/w/{slug}/sandbox/layout/",
-        f"/w/{slug}/memories/?actor=user:ada",
-        f"/w/{slug}/memories/{memory.pk}/",
-        f"/w/{slug}/audit/",
-        f"/w/{slug}/audit/{event.pk}/",
-        f"/w/{slug}/maintenance/",
-        f"/w/{slug}/maintenance/settings/",
-    ]
     wider = {}
-    for path in paths:
+    for path in portal_pages(slug, memory_id=memory.pk, event_id=event.pk):
         response = page.goto(live_server.url + path)
         assert response is not None and response.status == 200, path
         extra = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
@@ -89,7 +78,5 @@ def test_the_audit_trail_fits_its_card(
     page.set_viewport_size({"width": width, "height": 900})
     login(page, "olga", "pw-olga")
     page.goto(f"{live_server.url}/w/{operator.workspace.slug}/audit/")
-    wrap = page.locator("div.table-wrap")
-    scroll, client = wrap.evaluate("e => [e.scrollWidth, e.clientWidth]")
-    assert scroll <= client, f"the events are {scroll - client} px wider than their card"
+    assert wider_than_its_card(page) == 0
     shot(page, f"audit-trail-{width}")

@@ -1,0 +1,28 @@
+"""What several browser tests share: the portal's pages, and how far a table overflows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def portal_pages(slug: str, *, memory_id: int, event_id: int) -> list[str]:
+    """The paths of a workspace's pages, one of each kind (a memory's and an event's too)."""
+    return [
+        f"/w/{slug}/",
+        f"/w/{slug}/policies/",
+        f"/w/{slug}/sandbox/",
+        f"/w/{slug}/sandbox/layout/",
+        f"/w/{slug}/memories/?actor=user:ada",
+        f"/w/{slug}/memories/{memory_id}/",
+        f"/w/{slug}/audit/",
+        f"/w/{slug}/audit/{event_id}/",
+        f"/w/{slug}/maintenance/",
+        f"/w/{slug}/maintenance/settings/",
+    ]
+
+
+def wider_than_its_card(page: Any) -> int:
+    """How many pixels the page's table is wider than the card that holds it (it then
+    scrolls sideways); 0 when it fits."""
+    scroll, client = page.locator("div.table-wrap").evaluate("e => [e.scrollWidth, e.clientWidth]")
+    return max(0, scroll - client)
