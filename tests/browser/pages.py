@@ -1,8 +1,23 @@
-"""What several browser tests share: the portal's pages, and how far a table overflows."""
+"""What several browser tests share: a memory carried by a recall, the portal's pages, and
+how far a table overflows."""
 
 from __future__ import annotations
 
 from typing import Any
+
+from audit.models import AuditEvent, EventType
+from recall.models import MemoryRecord
+from tests.helpers import post_recall
+from tests.recall import factories
+
+
+def a_recalled_memory(editor: Any, workload: Any) -> tuple[MemoryRecord, AuditEvent]:
+    """ada's one memory and the context.assembled event of the editor's recall that carried it
+    (so that every page has something to show)."""
+    [memory] = factories.memories(editor.workspace, {"content": "release summary preferences"})
+    response = post_recall(editor, workload, query="release")
+    assert response.status_code == 200, response.content
+    return memory, AuditEvent.objects.filter(type=EventType.ASSEMBLED).get()
 
 
 def portal_pages(slug: str, *, memory_id: int, event_id: int) -> list[str]:

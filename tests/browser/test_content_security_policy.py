@@ -6,11 +6,9 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from audit.models import AuditEvent, EventType
 from policies.services import workspace_create
 from portal.models import Membership, Role
-from tests.browser.pages import portal_pages
-from tests.recall import factories
+from tests.browser.pages import a_recalled_memory, portal_pages
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -31,13 +29,7 @@ def test_no_page_breaks_the_policy(page, live_server, login, operator, editor, w
         ),
     )
     page.on("pageerror", lambda e: violations.append(f"page error: {e}"))
-    [memory] = factories.memories(operator.workspace, {"content": "release summary preferences"})
-    editor.api().post(
-        "/v1/memory/actors/user:ada/recall",
-        {"workloadId": str(workload_a.id), "environment": "prod", "query": "release"},
-        format="json",
-    )
-    event = AuditEvent.objects.filter(type=EventType.ASSEMBLED).get()
+    memory, event = a_recalled_memory(editor, workload_a)
     other = workspace_create(slug="team-c", name="Team C", author="system:test")
     Membership.objects.create(user=operator.user, workspace=other, role=Role.VIEWER)
     slug = operator.workspace.slug

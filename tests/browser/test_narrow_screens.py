@@ -7,9 +7,8 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
-from audit.models import AuditEvent, EventType
 from console.services import api_token_create
-from tests.browser.pages import portal_pages, wider_than_its_card
+from tests.browser.pages import a_recalled_memory, portal_pages, wider_than_its_card
 from tests.recall import factories
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -25,13 +24,7 @@ def fast_password_hashing(settings):
 def test_no_page_is_wider_than_a_phone(
     page, live_server, login, operator, editor, workload_a, shot
 ):
-    [memory] = factories.memories(operator.workspace, {"content": "release summary preferences"})
-    editor.api().post(
-        "/v1/memory/actors/user:ada/recall",
-        {"workloadId": str(workload_a.id), "environment": "prod", "query": "release"},
-        format="json",
-    )
-    event = AuditEvent.objects.filter(type=EventType.ASSEMBLED).get()
+    memory, event = a_recalled_memory(editor, workload_a)
     slug = operator.workspace.slug
     page.set_viewport_size(PHONE)
     login(page, "olga", "pw-olga")
