@@ -108,7 +108,7 @@ class RankedRow:
 # the hits since).
 RANKED_COLUMNS = (
     "m.id, m.content, m.memory_type, m.source_kind, m.confirmation_status, m.confidence,"
-    f" m.sensitivity, m.segment_kind, m.token_count, m.created_at, {RANKED_HITS_SQL}"
+    f" m.sensitivity, m.segment_kind, m.token_count, m.created_at, {RANKED_HITS_SQL} AS hit_count"
 )
 
 
@@ -150,7 +150,7 @@ _RANKED_NAMES = ", ".join(f.name for f in fields(RankedRow) if f.name != "simila
 HNSW_SQL = f"""
 SELECT {_RANKED_NAMES}, 1 - distance AS similarity
 FROM (
-    SELECT {RANKED_COLUMNS} AS hit_count, m.embedding <=> %(query)s::vector AS distance
+    SELECT {RANKED_COLUMNS}, m.embedding <=> %(query)s::vector AS distance
     FROM {TABLE} m
     WHERE m.actor_id = %(actor)s AND {_RECALLABLE}
     ORDER BY m.embedding <=> %(query)s::vector
