@@ -601,7 +601,7 @@ def bare_sql(
     warm_jobs: list[tuple[int, str]] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """A statement of the endpoint's, run directly through psycopg with the same parameters
-    (prepared, as the endpoint runs it).
+    (prepared, and its results in binary where the endpoint's are, as the endpoint runs it).
 
     ``ranking``: the exact nearest-rows statement alone; ``recall``: the endpoint's whole read
     (actor, funnel counts, rejected ids, previous fingerprint, nearest rows) as it runs it for
@@ -630,10 +630,12 @@ def bare_sql(
     base = policy_params(policy, now)
     warm = jobs[:20] if warm_jobs is None else warm_jobs
     vectors = {q: vector_literal(embedder().embed([q])[0]) for _, q in [*jobs, *warm]}
-    sql = {
-        "ranking": EXACT_SQL,
-        "recall": RECALL_READ.sql,
-        "recall-and-fill": RECALL_READ_AND_FILL.sql,
+    # The SQL, and whether the endpoint gets its results in binary (portal/db/cursors.py):
+    # the bare read decodes them as the endpoint does.
+    sql, binary = {
+        "ranking": (EXACT_SQL, False),
+        "recall": (RECALL_READ.sql, RECALL_READ.binary),
+        "recall-and-fill": (RECALL_READ_AND_FILL.sql, RECALL_READ_AND_FILL.binary),
     }[statement]
 
     def params(actor_pk: int, query: str) -> dict[str, Any]:
@@ -649,7 +651,7 @@ def bare_sql(
 
     latencies = []
     # Server-side binding, prepared after two runs: as the endpoint executes it.
-    with prepared_cursor() as cursor:
+    with prepared_cursor(binary=binary) as cursor:
         for actor_pk, query in warm:
             cursor.execute(sql, params(actor_pk, query))
             cursor.fetchall()
