@@ -614,7 +614,7 @@ def bare_sql(
     """
     from django.utils import timezone
 
-    from portal.db.cursors import prepared_cursor
+    from portal.db.cursors import BinaryVector, prepared_cursor
     from recall.engine.funnel_cache import FUNNEL_CACHE_MIN, FUNNEL_REFILL_MIN, filter_key
     from recall.engine.policy_filter import policy_params
     from recall.engine.read import (
@@ -629,7 +629,11 @@ def bare_sql(
     now = timezone.now()
     base = policy_params(policy, now)
     warm = jobs[:20] if warm_jobs is None else warm_jobs
-    vectors = {q: vector_literal(embedder().embed([q])[0]) for _, q in [*jobs, *warm]}
+    # The query vector as the endpoint sends it: in binary to its read, written out in text to
+    # the ranking statement (portal/db/cursors.py).
+    embedded = {q: embedder().embed([q])[0] for _, q in [*jobs, *warm]}
+    form = vector_literal if statement == "ranking" else BinaryVector
+    vectors = {q: form(vector) for q, vector in embedded.items()}
     # The SQL, and whether the endpoint gets its results in binary (portal/db/cursors.py):
     # the bare read decodes them as the endpoint does.
     sql, binary = {

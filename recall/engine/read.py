@@ -36,7 +36,7 @@ from audit.models import EventType
 from audit.services import CHAIN_TIP_SQL, latest_payload_value_sql
 from policies.axes import PolicyDocument
 from policies.selectors import POLICY_CONTEXT_KEY_SQL
-from portal.db.cursors import prepared_statement
+from portal.db.cursors import BinaryVector, prepared_statement
 from recall.engine.funnel_cache import (
     ACTOR,
     FILL,
@@ -354,7 +354,7 @@ def recall_read(
         "actor_id": actor_id,
         "kind": kind,
         "name": name,
-        "query": vector_literal(query_vector),
+        "query": BinaryVector(query_vector),
         "limit": limit,
         "exact_max": EXACT_SEARCH_MAX,
         "rejected_limit": min(rejected_limit, REJECTED_KEEP),

@@ -26,3 +26,72 @@ class NativeSqlTests:
 
         assert named.fetchone({"a": 2, "b": 7, "unused": 0}) == (5, 2)
         assert positional.fetchall([3, 4]) == [(12,)]
+
+
+class KeptCursorTests:
+    """A prepared statement runs on the connection's own cursor, with the checks Django's
+    cursor makes, unless Django must see every statement."""
+
+    def test_statements_share_one_cursor_per_format_until_the_connection_changes(self, db):
+        from django.db import connection
+
+        statement = prepared_statement("test.kept", "SELECT %s::int + 1")
+        assert statement.fetchone([1]) == (2,)
+        first = connection._kept_cursors[1][False]
+        assert statement.fetchall([2]) == [(3,)]
+        assert connection._kept_cursors[1][False] is first
+        assert prepared_statement("test.kept.binary", "SELECT %s::int", binary=True).fetchone(
+            [5]
+        ) == (5,)
+        assert connection._kept_cursors[1][True] is not first
+        assert connection._kept_cursors[0] is connection.connection
+
+    def test_a_new_connection_gets_new_cursors(self, transactional_db):
+        from django.db import connection
+
+        statement = prepared_statement("test.kept", "SELECT %s::int + 1")
+        statement.fetchone([1])
+        before = connection._kept_cursors[1][False]
+        connection.close()
+        assert statement.fetchone([3]) == (4,)
+        assert connection._kept_cursors[1][False] is not before
+        assert before.connection.closed
+
+    def test_database_errors_are_djangos(self, db):
+        from django.db import DataError, transaction
+
+        statement = prepared_statement("test.kept.cast", "SELECT %s::text::int")
+        with pytest.raises(DataError), transaction.atomic():
+            statement.fetchone(["not a number"])
+
+    def test_a_transaction_that_must_roll_back_refuses_further_statements(self, db):
+        from django.db import DatabaseError, transaction
+        from django.db.transaction import TransactionManagementError
+
+        statement = prepared_statement("test.kept.cast", "SELECT %s::text::int")
+        with transaction.atomic():
+            try:
+                with transaction.atomic(savepoint=False):
+                    statement.fetchone(["x"])
+            except DatabaseError:
+                pass
+            with pytest.raises(TransactionManagementError):
+                statement.fetchone(["1"])
+
+    def test_logged_queries_and_execute_wrappers_see_each_statement(self, db):
+        from django.db import connection
+        from django.test.utils import CaptureQueriesContext
+
+        statement = prepared_statement("test.kept", "SELECT %s::int + 1")
+        with CaptureQueriesContext(connection) as logged:
+            assert statement.fetchone([1]) == (2,)
+        assert [q["sql"] for q in logged] == [statement.native]
+        seen = []
+
+        def wrapper(execute, sql, params, many, context):
+            seen.append(sql)
+            return execute(sql, params, many, context)
+
+        with connection.execute_wrapper(wrapper):
+            assert statement.fetchone([2]) == (3,)
+        assert seen == [statement.native]
