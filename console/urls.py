@@ -12,10 +12,13 @@ from portal import views as portal_views
 from portal.api.errors import UNKNOWN_API_PATH, unknown_api_path
 from portal.throttling import ThrottledLoginView
 
+# Recall first: the agents' call on every turn, so the resolver tries its pattern first rather
+# than after twenty others. No two API patterns match the same path, so the order changes
+# nothing else (tests/console/test_urls.py).
 api_patterns: list[URLPattern | URLResolver] = [
+    path("", include("recall.api.urls")),
     path("", include("policies.api.urls")),
     path("", include("audit.api.urls")),
-    path("", include("recall.api.urls")),
     path("", include("recall.api.layout_urls")),
     path("", include("maintenance.api.urls")),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),

@@ -5,12 +5,13 @@ from django.urls import path
 from recall.api import views
 
 urlpatterns = [
+    # First: the hot path (console/urls.py).
+    path("memory/actors/<str:actor_id>/recall", views.RecallView.as_view(), name="api-recall"),
     path(
         "memory/actors/<str:actor_id>/memories",
         views.ActorMemoriesView.as_view(),
         name="api-actor-memories",
     ),
-    path("memory/actors/<str:actor_id>/recall", views.RecallView.as_view(), name="api-recall"),
     path("audit/events/<int:event_id>/replay", views.EventReplayView.as_view(), name="api-replay"),
     path("memory/actors/<str:actor_id>/erase", views.ActorEraseView.as_view(), name="api-erase"),
     path("memory/memories/<str:memory_id>", views.MemoryDetailView.as_view(), name="api-memory"),
