@@ -8,6 +8,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from console.services import api_token_create
+from maintenance.services import maintenance_start
 from tests.browser.pages import a_recalled_memory, portal_pages, wider_than_its_card
 from tests.recall import factories
 
@@ -48,6 +49,23 @@ def test_no_page_is_wider_than_a_phone(
     assert summary is not None and summary["width"] >= 120, summary
     page.goto(f"{live_server.url}/w/{slug}/memories/?actor=user:ada")
     shot(page, "narrow-memories")
+
+
+def test_a_sweeps_runs_fit_its_card_on_a_phone(page, live_server, login, operator, shot):
+    # Its few runs' table (run, status, memories, when) fits the card; the recent runs' table
+    # below, with seven columns, may scroll inside its own.
+    maintenance_start(
+        workspace=operator.workspace, sweep="dedup", mode="preview", author="user:olga"
+    )
+    page.set_viewport_size(PHONE)
+    login(page, "olga", "pw-olga")
+    page.goto(f"{live_server.url}/w/{operator.workspace.slug}/maintenance/")
+    cards = page.locator("section.card.sweep")
+    assert cards.locator("table.compact").count() == 1
+    card = cards.filter(has=page.locator("table.compact"))
+    scroll, client = card.evaluate("e => [e.scrollWidth, e.clientWidth]")
+    assert scroll <= client, f"the sweep's card scrolls {scroll - client} px sideways"
+    shot(page, "narrow-maintenance")
 
 
 @pytest.mark.parametrize("width", [1280, 1024])
