@@ -11,10 +11,8 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.conf import settings
 from django.db import connection
 from django.utils import timezone
-from django.utils.crypto import get_random_string
 
 from audit.models import AuditEvent, EventType
 from policies import selectors as policy_selectors
@@ -35,7 +33,7 @@ from recall.envelope import (
 )
 from recall.hits import hits_fold
 from recall.models import MemoryRecord
-from tests.helpers import error_of, post_recall, recall, recall_body
+from tests.helpers import csrf_session, error_of, post_recall, recall, recall_body
 from tests.recall import factories
 
 RECALL = "/v1/memory/actors/user:ada/recall"
@@ -571,14 +569,6 @@ class RecallRequestTests:
 
         assert response.status_code == 200, response.content
         assert AuditEvent.objects.get(type=EventType.ASSEMBLED).author == "user:eddie"
-
-
-def csrf_session(persona: Any) -> Any:
-    client = persona.session()
-    secret = get_random_string(32)
-    client.cookies[settings.CSRF_COOKIE_NAME] = secret
-    client.credentials(HTTP_X_CSRFTOKEN=secret)
-    return client
 
 
 @pytest.fixture
