@@ -8,10 +8,9 @@ from datetime import datetime, timedelta
 from django.utils import timezone
 
 from maintenance.archives import archives_purge
-from maintenance.models import MaintenanceRun, Trigger
-from maintenance.selectors import lifecycle_settings_current
+from maintenance.models import Trigger
+from maintenance.selectors import schedule_states
 from maintenance.services import MaintenanceConflict, maintenance_recover, maintenance_start
-from portal.models import Workspace
 
 SCHEDULE_AUTHOR = "system:schedule"
 
@@ -23,25 +22,17 @@ def maintenance_tick(*, now: datetime | None = None) -> list[int]:
     """
     now = now or timezone.now()
     started: list[int] = []
-    for workspace in Workspace.objects.order_by("pk"):
-        document = lifecycle_settings_current(workspace=workspace).document
-        every = timedelta(hours=document["scheduleEveryHours"])
-        for sweep, mode in document["schedule"].items():
+    for state in schedule_states():
+        every = timedelta(hours=state.document["scheduleEveryHours"])
+        for sweep, mode in state.document["schedule"].items():
             if mode == "off":
                 continue
-            last = (
-                MaintenanceRun.objects.filter(
-                    workspace=workspace, sweep=sweep, trigger=Trigger.SCHEDULE
-                )
-                .order_by("-created_at")
-                .values_list("created_at", flat=True)
-                .first()
-            )
+            last = state.last_scheduled.get(sweep)
             if last is not None and now - last < every:
                 continue
             try:
                 run = maintenance_start(
-                    workspace=workspace,
+                    workspace=state.workspace,
                     sweep=sweep,
                     mode=mode,
                     author=SCHEDULE_AUTHOR,

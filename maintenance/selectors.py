@@ -9,12 +9,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import JSONField, OuterRef, QuerySet, Subquery
 from django.utils import timezone
 
 from maintenance import lifecycle
 from maintenance.connections import memory_connections
-from maintenance.models import ArchiveChunk, LifecycleSettingsVersion, MaintenanceRun
+from maintenance.models import ArchiveChunk, LifecycleSettingsVersion, MaintenanceRun, Trigger
 from portal.models import Workspace
 from recall.models import MemoryRecord
 from recall.selectors import embedder_model
@@ -41,6 +41,48 @@ def lifecycle_settings_current(*, workspace: Workspace) -> LifecycleSettingsVers
             created_at=workspace.created_at,
         )
     return version
+
+
+@dataclass(frozen=True)
+class ScheduleState:
+    """A workspace as beat's tick sees it: its current lifecycle settings and when each sweep
+    last ran on the schedule (None: never)."""
+
+    workspace: Workspace
+    document: dict[str, Any]
+    last_scheduled: dict[str, datetime | None]
+
+
+_DOCUMENT = "settings_document"  # the annotation holding the current settings
+
+
+def schedule_states() -> list[ScheduleState]:
+    """Every workspace with its current settings and its sweeps' last scheduled runs, in one
+    query whatever the number of workspaces (each lookup an index scan: the newest settings
+    version, and per sweep the newest scheduled run by id, the order runs are created in)."""
+    newest = LifecycleSettingsVersion.objects.filter(workspace=OuterRef("pk")).order_by("-version")
+    last = {
+        sweep: Subquery(
+            MaintenanceRun.objects.filter(
+                workspace=OuterRef("pk"), sweep=sweep, trigger=Trigger.SCHEDULE
+            )
+            .order_by("-id")
+            .values("created_at")[:1]
+        )
+        for sweep in lifecycle.SWEEPS
+    }
+    rows = Workspace.objects.order_by("pk").annotate(
+        **{_DOCUMENT: Subquery(newest.values("document")[:1], output_field=JSONField())},
+        **{f"last_{sweep}": query for sweep, query in last.items()},
+    )
+    return [
+        ScheduleState(
+            workspace=row,
+            document=getattr(row, _DOCUMENT) or lifecycle.default_settings(),
+            last_scheduled={sweep: getattr(row, f"last_{sweep}") for sweep in lifecycle.SWEEPS},
+        )
+        for row in rows
+    ]
 
 
 def runs_for(*, workspace: Workspace) -> QuerySet[MaintenanceRun]:

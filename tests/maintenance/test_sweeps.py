@@ -4,10 +4,12 @@ its preview listed, rows changed in between are skipped, every run is audited.""
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.db import connection
+from django.utils import timezone
 
 from audit.models import AuditEvent, EventType
 from maintenance import archives, schedule, selectors, services
@@ -405,6 +407,35 @@ class ScheduleTests:
         }
         assert len(started) == runs.count()
         assert schedule.maintenance_tick() == []
+
+    def test_the_tick_reads_every_workspace_in_one_query(self, workspace_a, workspace_b):
+        from django.test.utils import CaptureQueriesContext
+        from policies.services import workspace_create
+
+        services.lifecycle_settings_patch(
+            workspace=workspace_b,
+            changes={"scheduleEveryHours": 1, "schedule": {"decay": "off"}},
+            author=AUTHOR,
+        )
+        first = schedule.maintenance_tick()
+        # Nothing is due now: the tick only reads. Twice the workspaces, the same queries.
+        with CaptureQueriesContext(connection) as two:
+            assert schedule.maintenance_tick() == []
+        for n in range(2):
+            workspace_create(slug=f"team-{n}", name=f"Team {n}", author="system:test")
+        second = schedule.maintenance_tick()
+        with CaptureQueriesContext(connection) as four:
+            assert schedule.maintenance_tick() == []
+        assert len(four) == len(two)
+        # Each workspace's own settings were read: team-b runs no decay, and sweeps every hour.
+        runs = MaintenanceRun.objects.filter(pk__in=first)
+        assert {r.sweep for r in runs.filter(workspace=workspace_b)} == {
+            "expiry", "retention", "promotion", "dedup"
+        }  # fmt: skip
+        assert len(first) == 9 and len(second) == 10
+        later = timezone.now() + timedelta(hours=2)
+        again = MaintenanceRun.objects.filter(pk__in=schedule.maintenance_tick(now=later))
+        assert {r.workspace_id for r in again} == {workspace_b.pk}
 
     def test_a_scheduled_execute_over_the_share_is_refused_and_shown(self, workspace_a):
         services.lifecycle_settings_patch(
