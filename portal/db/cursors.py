@@ -151,26 +151,26 @@ class PreparedStatement:
         return tuple(params)
 
     def fetchall(self, params: Params) -> list[tuple[Any, ...]]:
-        db = connections[DEFAULT_DB_ALIAS]
-        cursor = _kept_cursor(db, self.binary)
-        if cursor is None:
-            with prepared_cursor(native=True, binary=self.binary) as wrapped:
-                wrapped.execute(self.native, self._args(params))
-                return wrapped.fetchall()
-        with db.wrap_database_errors:
-            cursor.execute(self.native, self._args(params))
+        with self._executed(params) as cursor:
             return cursor.fetchall()
 
     def fetchone(self, params: Params) -> tuple[Any, ...] | None:
+        with self._executed(params) as cursor:
+            return cursor.fetchone()
+
+    @contextmanager
+    def _executed(self, params: Params) -> Iterator[Any]:
+        """A cursor that has run the statement: the connection's kept one, or Django's."""
         db = connections[DEFAULT_DB_ALIAS]
         cursor = _kept_cursor(db, self.binary)
         if cursor is None:
             with prepared_cursor(native=True, binary=self.binary) as wrapped:
                 wrapped.execute(self.native, self._args(params))
-                return wrapped.fetchone()
+                yield wrapped
+            return
         with db.wrap_database_errors:
             cursor.execute(self.native, self._args(params))
-            return cursor.fetchone()
+            yield cursor
 
 
 def _kept_cursor(db: Any, binary: bool) -> _NativeCursor | None:
