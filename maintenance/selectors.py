@@ -58,8 +58,9 @@ _DOCUMENT = "settings_document"  # the annotation holding the current settings
 
 def schedule_states() -> list[ScheduleState]:
     """Every workspace with its current settings and its sweeps' last scheduled runs, in one
-    query whatever the number of workspaces (each lookup an index scan: the newest settings
-    version, and per sweep the newest scheduled run by id, the order runs are created in)."""
+    query whatever the number of workspaces. Each lookup walks an index newest first: the
+    workspace's settings versions, and per sweep its runs by id (the order they are created
+    in) until the first scheduled one."""
     newest = LifecycleSettingsVersion.objects.filter(workspace=OuterRef("pk")).order_by("-version")
     last = {
         sweep: Subquery(

@@ -129,8 +129,8 @@ else:
     }
 _default_db["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 600, minimum=0)
 _default_db["CONN_HEALTH_CHECKS"] = True
-# Statements run through portal.db.cursors.prepared_cursor (the recall hot path) are prepared
-# after this many executions on a connection; Django's ordinary cursors never prepare.
+# The hot path's statements (portal.db.cursors.prepared_statement) are prepared after this many
+# executions on a connection; Django's ordinary cursors never prepare.
 _default_db.setdefault("OPTIONS", {})["prepare_threshold"] = env_int(
     "DATABASE_PREPARE_THRESHOLD", 2, minimum=0
 )

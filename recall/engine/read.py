@@ -27,7 +27,6 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
-from functools import cache
 from typing import Any
 
 from django.db import connection, transaction
@@ -36,7 +35,7 @@ from audit.models import EventType
 from audit.services import CHAIN_TIP_SQL, latest_payload_value_sql
 from policies.axes import PolicyDocument
 from policies.selectors import POLICY_CONTEXT_KEY_SQL
-from portal.db.cursors import BinaryVector, prepared_statement
+from portal.db.cursors import BinaryVector, prepared_statement, vector_literal
 from recall.engine.funnel_cache import (
     ACTOR,
     FILL,
@@ -110,17 +109,6 @@ RANKED_COLUMNS = (
     "m.id, m.content, m.memory_type, m.source_kind, m.confirmation_status, m.confidence,"
     f" m.sensitivity, m.segment_kind, m.token_count, m.created_at, {RANKED_HITS_SQL} AS hit_count"
 )
-
-
-def vector_literal(vector: Sequence[float]) -> str:
-    """A vector in pgvector's text form, for a ``%s::vector`` parameter."""
-    return _vector_format(len(vector)) % tuple(vector)
-
-
-@cache
-def _vector_format(dimensions: int) -> str:
-    # One formatting operation for the whole vector: a third faster than one per element.
-    return "[" + ",".join(["%.7g"] * dimensions) + "]"
 
 
 # --- ranking ------------------------------------------------------------------------------------

@@ -410,6 +410,7 @@ class ScheduleTests:
 
     def test_the_tick_reads_every_workspace_in_one_query(self, workspace_a, workspace_b):
         from django.test.utils import CaptureQueriesContext
+
         from policies.services import workspace_create
 
         services.lifecycle_settings_patch(

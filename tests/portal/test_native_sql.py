@@ -95,3 +95,27 @@ class KeptCursorTests:
         with connection.execute_wrapper(wrapper):
             assert statement.fetchone([2]) == (3,)
         assert seen == [statement.native]
+
+
+class VectorFormTests:
+    def test_a_vector_sent_in_binary_is_the_vector_written_in_text(self, db):
+        # Each element is rounded to the nearest float4 either way, so a query ranked through
+        # either form finds exactly the same distances.
+        import random
+
+        from portal.db.cursors import BinaryVector, vector_literal
+
+        same = prepared_statement(
+            "test.vector_forms",
+            "SELECT %s::vector = %s::vector, %s::vector <=> %s::vector, %s::vector <=> %s::vector",
+        )
+        rng = random.Random(7)
+        for _ in range(20):
+            query = [rng.uniform(-1, 1) * 10 ** rng.randint(-6, 2) for _ in range(384)]
+            other = vector_literal([rng.gauss(0, 1) for _ in range(384)])
+            equal, binary, text = same.fetchone(
+                [BinaryVector(query), vector_literal(query), BinaryVector(query), other,
+                 vector_literal(query), other]
+            )  # fmt: skip
+            assert equal is True
+            assert binary == text
