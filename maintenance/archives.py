@@ -10,12 +10,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from audit.models import EventType
 from audit.services import audit_event_record
 from maintenance.models import ArchiveChunk, MaintenanceRun, Mode
-from maintenance.selectors import lifecycle_settings_current
+from maintenance.selectors import settings_of, with_settings
 from maintenance.services import MaintenanceConflict
 from portal.errors import ValidationFailed
 from portal.models import Workspace
@@ -80,20 +81,24 @@ def maintenance_archive_restore(*, run: MaintenanceRun, author: str) -> Restored
 
 
 def archives_purge(*, now: datetime | None = None) -> int:
-    """Delete the archives older than their workspace's ``archiveRetentionDays``."""
+    """Delete the archives older than their workspace's ``archiveRetentionDays``: two queries
+    to find them, whatever the number of workspaces, then one transaction per run purged."""
     now = now or timezone.now()
+    by_days: dict[int, list[int]] = {}
+    for workspace in with_settings(
+        Workspace.objects.filter(maintenance_runs__archive__isnull=False).distinct()
+    ):
+        by_days.setdefault(settings_of(workspace)["archiveRetentionDays"], []).append(workspace.pk)
+    if not by_days:
+        return 0
+    due = Q()
+    for days, workspace_ids in by_days.items():
+        due |= Q(workspace_id__in=workspace_ids, finished_at__lt=now - timedelta(days=days))
+    runs = MaintenanceRun.objects.filter(due, sweep="retention", archive_purged_at__isnull=True)
     purged = 0
-    for workspace in Workspace.objects.filter(maintenance_runs__archive__isnull=False).distinct():
-        days = lifecycle_settings_current(workspace=workspace).document["archiveRetentionDays"]
-        runs = MaintenanceRun.objects.filter(
-            workspace=workspace,
-            sweep="retention",
-            finished_at__lt=now - timedelta(days=days),
-            archive_purged_at__isnull=True,
-        )
-        for run in runs:
-            with transaction.atomic():
-                ArchiveChunk.objects.filter(run=run).delete()
-                MaintenanceRun.objects.filter(pk=run.pk).update(archive_purged_at=now)
-            purged += 1
+    for run in runs.order_by("pk"):
+        with transaction.atomic():
+            ArchiveChunk.objects.filter(run=run).delete()
+            MaintenanceRun.objects.filter(pk=run.pk).update(archive_purged_at=now)
+        purged += 1
     return purged

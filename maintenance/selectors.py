@@ -56,12 +56,25 @@ class ScheduleState:
 _DOCUMENT = "settings_document"  # the annotation holding the current settings
 
 
+def with_settings(workspaces: QuerySet[Workspace]) -> QuerySet[Workspace]:
+    """The workspaces, each with its current lifecycle settings document read in the same
+    query (``settings_of`` reads it: a workspace that never saved any has the defaults)."""
+    newest = LifecycleSettingsVersion.objects.filter(workspace=OuterRef("pk")).order_by("-version")
+    return workspaces.annotate(
+        **{_DOCUMENT: Subquery(newest.values("document")[:1], output_field=JSONField())}
+    )
+
+
+def settings_of(workspace: Workspace) -> dict[str, Any]:
+    """The current settings document of a workspace read ``with_settings``."""
+    return getattr(workspace, _DOCUMENT) or lifecycle.default_settings()
+
+
 def schedule_states() -> list[ScheduleState]:
     """Every workspace with its current settings and its sweeps' last scheduled runs, in one
     query whatever the number of workspaces. Each lookup walks an index newest first: the
     workspace's settings versions, and per sweep its runs by id (the order they are created
     in) until the first scheduled one."""
-    newest = LifecycleSettingsVersion.objects.filter(workspace=OuterRef("pk")).order_by("-version")
     last = {
         sweep: Subquery(
             MaintenanceRun.objects.filter(
@@ -72,14 +85,13 @@ def schedule_states() -> list[ScheduleState]:
         )
         for sweep in lifecycle.SWEEPS
     }
-    rows = Workspace.objects.order_by("pk").annotate(
-        **{_DOCUMENT: Subquery(newest.values("document")[:1], output_field=JSONField())},
-        **{f"last_{sweep}": query for sweep, query in last.items()},
+    rows = with_settings(Workspace.objects.order_by("pk")).annotate(
+        **{f"last_{sweep}": query for sweep, query in last.items()}
     )
     return [
         ScheduleState(
             workspace=row,
-            document=getattr(row, _DOCUMENT) or lifecycle.default_settings(),
+            document=settings_of(row),
             last_scheduled={sweep: getattr(row, f"last_{sweep}") for sweep in lifecycle.SWEEPS},
         )
         for row in rows

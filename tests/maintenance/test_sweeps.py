@@ -451,6 +451,30 @@ class ScheduleTests:
         assert (run.status, run.error_code) == ("refused", "CONFIRMATION_REQUIRED")
         assert MemoryRecord.objects.filter(pk=stale).exists()
 
+    def test_each_workspace_purges_after_its_own_retention_and_finding_them_is_two_queries(
+        self, workspace_a, workspace_b
+    ):
+        from django.test.utils import CaptureQueriesContext
+
+        services.lifecycle_settings_patch(
+            workspace=workspace_b, changes={"archiveRetentionDays": 30}, author=AUTHOR
+        )
+        runs = {}
+        for workspace in (workspace_a, workspace_b):
+            memory(workspace, "stale", lifecycle_status="stale", stale_since=ago(days=40))
+            for n in range(30):
+                memory(workspace, f"keep {n}")
+            runs[workspace.pk] = execute(workspace, "retention")
+            MaintenanceRun.objects.filter(pk=runs[workspace.pk].pk).update(finished_at=ago(days=40))
+        with CaptureQueriesContext(connection) as finding:
+            assert archives.archives_purge(now=ago(days=39)) == 0  # 1 day old: nothing due
+        assert len(finding) == 2
+        assert archives.archives_purge() == 1  # 40 days: past team-b's 30, not team-a's 90
+        for workspace, purged in ((workspace_a, False), (workspace_b, True)):
+            runs[workspace.pk].refresh_from_db()
+            assert (runs[workspace.pk].archive_purged_at is not None) is purged
+            assert ArchiveChunk.objects.filter(run=runs[workspace.pk]).exists() is not purged
+
     def test_old_archives_are_purged(self, workspace_a):
         for n in range(2):
             memory(workspace_a, f"stale {n}", lifecycle_status="stale", stale_since=ago(days=40))
