@@ -12,6 +12,7 @@ from rest_framework.views import APIView
 
 from portal.access import Caller, caller_of
 from portal.api.pagination import Pagination
+from portal.api.strict import unknown_name_message
 from portal.errors import ValidationFailed
 from portal.schema import ApiAutoSchema
 
@@ -84,4 +85,5 @@ def json_object_or_empty(request: Request) -> dict[str, Any]:
 def reject_unknown(data: dict[str, Any], allowed: set[str]) -> None:
     unknown = sorted(set(data) - allowed)
     if unknown:
-        raise ValidationFailed({key: "Unknown field." for key in unknown})
+        known = sorted(allowed)
+        raise ValidationFailed({key: unknown_name_message(key, known) for key in unknown})

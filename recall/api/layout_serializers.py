@@ -19,6 +19,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 
+from portal.api import strict
 from portal.api.fields import (
     StrictBooleanField,
     StrictCharField,
@@ -27,6 +28,7 @@ from portal.api.fields import (
     StrictIntegerField,
     StrictUUIDField,
 )
+from portal.api.strict import json_type
 from recall.api.layout_schemas import layout_config_field_schema
 from recall.layout.config import LayoutConfig, LayoutConfigError, parse_memory_config
 from recall.layout.request import LayoutRequest, SupportingItem, Turn
@@ -35,28 +37,9 @@ from recall.layout.vocabulary import KNOWN_SECTIONS, MAX_COUNT, PASSAGE_TERMS, s
 CHAT_ROLES = ("system", "user", "assistant", "tool")
 
 
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object" if isinstance(value, Mapping) else type(value).__name__
-
-
 def unknown_name_message(name: Any, known: Iterable[str], what: str = "field") -> str:
-    known = list(known)
-    suggestion = suggested_name(name, known)
-    if suggestion is None:
-        return f"Unknown {what}; expected one of: {', '.join(known)}."
-    if suggestion.legacy:
-        return f"Unknown {what}; use {suggestion.name!r} ({name!r} is an earlier name)."
-    return f"Unknown {what}; did you mean {suggestion.name!r}?"
+    """``portal.api.strict``'s message, knowing the layout vocabulary's earlier names."""
+    return strict.unknown_name_message(name, known, what, suggest=suggested_name)
 
 
 def token_count(**kwargs: Any) -> StrictIntegerField:
@@ -67,52 +50,17 @@ def ratio(**kwargs: Any) -> StrictFloatField:
     return StrictFloatField(min_value=0.0, max_value=1.0, **kwargs)
 
 
-# --- strict containers ------------------------------------------------------------------------
+class VocabularySerializer(strict.StrictSerializer):
+    """``portal.api.strict``'s strict object, suggesting the layout vocabulary's names (an
+    earlier guide's name included) for unknown keys."""
 
-
-class StrictListSerializer(serializers.ListSerializer):
-    def to_internal_value(self, data: Any) -> Any:
-        if not isinstance(data, list):
-            raise ValidationError([f"Expected a list, got {_json_type(data)}."])
-        try:
-            return super().to_internal_value(data)
-        except ValidationError as exc:
-            # DRF reports {index: errors}; as a list they flatten to ``history[2].role``.
-            if isinstance(exc.detail, dict):
-                detail: dict[Any, Any] = exc.detail
-                raise ValidationError([detail.get(i, {}) for i in range(len(data))]) from exc
-            raise
-
-
-class StrictSerializer(serializers.Serializer):
-    """An object whose unknown keys are reported together with every other error."""
-
-    object_name = "an object"
-
-    class Meta:
-        list_serializer_class = StrictListSerializer
-
-    def to_internal_value(self, data: Any) -> Any:
-        if not isinstance(data, Mapping):
-            raise ValidationError([f"Expected {self.object_name}, got {_json_type(data)}."])
-        errors: dict[str, Any] = {
-            str(key): [unknown_name_message(key, self.fields)]
-            for key in data
-            if key not in self.fields
-        }
-        try:
-            value = super().to_internal_value({k: v for k, v in data.items() if k in self.fields})
-        except ValidationError as exc:
-            errors = {**exc.detail, **errors}  # type: ignore[dict-item]
-        if errors:
-            raise ValidationError(errors)
-        return value
+    suggest = staticmethod(suggested_name)
 
 
 # --- request ----------------------------------------------------------------------------------
 
 
-class ChatMessageSerializer(StrictSerializer):
+class ChatMessageSerializer(VocabularySerializer):
     """One chat message; one turn for the cascade's "last N turns" stages."""
 
     object_name = "a chat message {role, content}"
@@ -121,7 +69,7 @@ class ChatMessageSerializer(StrictSerializer):
     content = StrictCharField(allow_blank=True, trim_whitespace=False)
 
 
-class SupportingItemSerializer(StrictSerializer):
+class SupportingItemSerializer(VocabularySerializer):
     """One supporting-context item; decayed/superseded items and redundant summaries are
     filtered out before the sections are filled."""
 
@@ -166,7 +114,7 @@ class SupportingField(serializers.Field):
     def to_internal_value(self, data: Any) -> dict[str, list[dict[str, Any]]]:
         if not isinstance(data, Mapping):
             raise ValidationError(
-                [f"Expected an object of section name -> items, got {_json_type(data)}."]
+                [f"Expected an object of section name -> items, got {json_type(data)}."]
             )
         sections: dict[str, list[dict[str, Any]]] = {}
         errors: dict[str, Any] = {}
@@ -197,7 +145,7 @@ class SupportingField(serializers.Field):
 class LayoutConfigField(serializers.Field):
     def to_internal_value(self, data: Any) -> Any:
         if not isinstance(data, Mapping | str):
-            raise ValidationError([f"Expected an object or YAML text, got {_json_type(data)}."])
+            raise ValidationError([f"Expected an object or YAML text, got {json_type(data)}."])
         try:
             return parse_memory_config(data)
         except LayoutConfigError as exc:
@@ -207,7 +155,7 @@ class LayoutConfigField(serializers.Field):
         return value
 
 
-class LayoutRequestSerializer(StrictSerializer):
+class LayoutRequestSerializer(VocabularySerializer):
     """A chat prompt to lay out. Unknown keys and ill-typed values are rejected by name."""
 
     contextWindow = token_count(required=False, help_text="Default: the config's.")

@@ -18,6 +18,7 @@ from portal.api.fields import (
     StrictRegexField,
     StrictUUIDField,
 )
+from portal.api.strict import StrictSerializer
 from recall.models import LifecycleStatus, MemoryRecord, Tier
 from recall.selectors import embedder_model
 from recall.services import ACTOR_KEY, TOP_K_MAX
@@ -48,17 +49,6 @@ MEMORY_FIELDS = {
 
 def _choice(vocabulary: str, **kwargs: Any) -> serializers.ChoiceField:
     return serializers.ChoiceField(choices=list(VOCABULARIES[vocabulary]), **kwargs)
-
-
-class StrictSerializer(serializers.Serializer):
-    """Unknown keys are errors, not silently ignored: a typo must not drop data."""
-
-    def to_internal_value(self, data: Any) -> Any:
-        if isinstance(data, dict):
-            unknown = sorted(set(data) - set(self.fields))
-            if unknown:
-                raise serializers.ValidationError({key: ["Unknown field."] for key in unknown})
-        return super().to_internal_value(data)
 
 
 @extend_schema_field(

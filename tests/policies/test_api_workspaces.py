@@ -554,6 +554,14 @@ class StoreQueriesTests:
     def patch(self, persona, **body):
         return persona.api().patch("/v1/workspaces/team-a/", body, format="json")
 
+    def test_a_misspelt_key_names_the_one_meant_and_changes_nothing(self, operator):
+        response = self.patch(operator, storeQuery=True)
+
+        fields = error_of(response, 400)["details"]["fields"]
+        assert fields == {"storeQuery": "Unknown field; did you mean 'storeQueries'?"}
+        operator.workspace.refresh_from_db()
+        assert operator.workspace.store_queries is False
+
     def test_an_operator_turns_it_on_and_off_and_each_change_is_audited(self, operator):
         from audit.models import AuditEvent, EventType
 

@@ -786,7 +786,10 @@ class MemoryImportTests:
         assert re.search(r"Line 2</td><td><code>memoryType</code></td><td>.*factoid", html)
         assert "Line 3</td><td><code>line</code></td><td>Not valid JSON" in html
         assert "Line 4</td><td><code>line</code></td><td>Each line must be one JSON object." in html
-        assert "Line 5</td><td><code>colour</code></td><td>Unknown field." in html
+        assert (
+            "Line 5</td><td><code>colour</code></td><td>Unknown field; expected one of: content,"
+            in html
+        )
         assert not MemoryRecord.objects.exists()
         assert not AuditEvent.objects.filter(type=EventType.MEMORY_CHANGED).exists()
 

@@ -1001,3 +1001,15 @@ class RecallRequestTypeTests:
 
         assert response.status_code == 400, response.content
         assert field in response.json()["error"]["details"]["fields"]
+
+    def test_an_unknown_key_names_the_one_meant_with_every_other_error(self, editor, workload_a):
+        body = {**recall_body(workload_a), "top_k": 5, "query": 12}
+        response = editor.api().post(RECALL, body, format="json")
+
+        fields = error_of(response, 400)["details"]["fields"]
+        assert fields["top_k"] == "Unknown field; did you mean 'topK'?"
+        assert "query" in fields  # reported together, not after the unknown key is fixed
+        far = editor.api().post(RECALL, {**recall_body(workload_a), "zz": 1}, format="json")
+        assert error_of(far, 400)["details"]["fields"]["zz"] == (
+            "Unknown field; expected one of: workloadId, environment, query, topK, policyOverride."
+        )
