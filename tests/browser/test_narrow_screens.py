@@ -95,3 +95,34 @@ def test_the_audit_trail_fits_its_card(
     page.goto(f"{live_server.url}/w/{operator.workspace.slug}/audit/")
     assert wider_than_its_card(page) == 0
     shot(page, f"audit-trail-{width}")
+
+
+def test_an_import_report_fits_a_phone(page, live_server, login, operator, shot):
+    # An unknown key's message lists the keys a memory takes: it wraps inside the report,
+    # and the line numbers stay on one line.
+    lines = [
+        '{"content": "fine", "memoryType": "fact", "sourceKind": "user"}',
+        '{"content": "typo", "memoryTyp": "fact", "sourceKind": "user"}',
+        '{"content": "far", "memoryType": "fact", "sourceKind": "user", "colour": 1}',
+    ]
+    page.set_viewport_size(PHONE)
+    login(page, "olga", "pw-olga")
+    page.goto(f"{live_server.url}/w/{operator.workspace.slug}/memories/import/")
+    page.fill("input[name=actor]", "user:bob")
+    page.set_input_files(
+        "input[type=file]",
+        {"name": "bad.jsonl", "mimeType": "application/jsonl", "buffer": "\n".join(lines).encode()},
+    )
+    page.click("form:has(input[type=file]) button[type=submit]")
+    report = page.locator(".report")
+    report.wait_for()
+    assert "did you mean 'memoryType'?" in report.inner_text()
+    scroll, client = report.evaluate("e => [e.scrollWidth, e.clientWidth]")
+    assert scroll <= client, f"the import report is {scroll - client} px wider than its box"
+    # "Line 2" is laid out as one line of text (one client rect).
+    rects = report.locator("td.line").first.evaluate(
+        "c => { const r = document.createRange(); r.selectNodeContents(c);"
+        " return r.getClientRects().length; }"
+    )
+    assert rects == 1
+    shot(page, "narrow-import-report")
