@@ -38,6 +38,17 @@ class DatabaseOperations(operations.DatabaseOperations):
 class DatabaseWrapper(base.DatabaseWrapper):
     ops_class = DatabaseOperations
     health_check_done: bool  # Django's own flag, reset at the start of every request
+    # The cursors prepared statements run on, one per result format (portal.db.cursors): made
+    # for each connection, dropped with it.
+    kept_cursors: dict[bool, Any]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.kept_cursors = {}
+
+    def get_new_connection(self, conn_params: dict[str, Any]) -> Any:
+        self.kept_cursors = {}
+        return super().get_new_connection(conn_params)
 
     def get_connection_params(self) -> dict[str, Any]:
         params = super().get_connection_params()

@@ -30,7 +30,7 @@ A query vector goes to a prepared statement as a :class:`BinaryVector`, in pgvec
 form, rather than as 384 numbers written out in text for PostgreSQL to parse back. The
 statement's cast (``$1::vector``) names its type, so no lookup of pgvector's type is needed.
 Binary parameters need server-side binding: Django's ordinary (client-binding) cursors take
-the text form (``recall.engine.read.vector_literal``).
+the text form, ``vector_literal``, which writes exactly the same vector.
 """
 
 from __future__ import annotations
@@ -64,9 +64,7 @@ def prepared_cursor(*, native: bool = False, binary: bool = False) -> Iterator[C
     # The ordinary cursor first: it runs Django's per-request connection health check and
     # thread check, and opens the connection if needed.
     with connection.cursor():
-        raw = (_NativeCursor if native else ServerBindingCursor)(connection.connection)
-        if binary:
-            raw.format = psycopg.pq.Format.BINARY
+        raw = _raw_cursor(connection.connection, native=native, binary=binary)
         wrapped = (
             connection.make_debug_cursor(raw)
             if connection.queries_logged
@@ -74,6 +72,13 @@ def prepared_cursor(*, native: bool = False, binary: bool = False) -> Iterator[C
         )
         with wrapped as cursor:
             yield cursor
+
+
+def _raw_cursor(raw_connection: Any, *, native: bool, binary: bool) -> Any:
+    cursor = (_NativeCursor if native else ServerBindingCursor)(raw_connection)
+    if binary:
+        cursor.format = psycopg.pq.Format.BINARY
+    return cursor
 
 
 def generic_plans(sender: Any, connection: Any, **kwargs: Any) -> None:
@@ -191,10 +196,10 @@ class PreparedStatement:
 
 
 def _kept_cursor(db: Any, binary: bool) -> _NativeCursor | None:
-    """The connection's own cursor for prepared statements (one per result format), made
-    once per connection; ``None`` while Django must see each statement (queries logged, as
-    under ``DEBUG`` or a test's query count, or an execute wrapper installed): those run
-    through Django's cursor wrapper instead.
+    """The connection's own cursor for prepared statements (one per result format, kept by
+    the backend in ``kept_cursors`` until the connection is replaced); ``None`` while Django
+    must see each statement (queries logged, as under ``DEBUG`` or a test's query count, or
+    an execute wrapper installed): those run through Django's cursor wrapper instead.
 
     Django's wrapper, and a new psycopg cursor per statement, cost more instructions than
     the hot path's statements' own Python work (0.43 M of a recall's 6.8 M, three
@@ -207,15 +212,9 @@ def _kept_cursor(db: Any, binary: bool) -> _NativeCursor | None:
     db.ensure_connection()
     db.validate_thread_sharing()
     db.validate_no_broken_transaction()
-    raw = db.connection
-    kept = db.__dict__.get("_kept_cursors")
-    if kept is None or kept[0] is not raw:  # a new connection since: new cursors
-        kept = db._kept_cursors = (raw, {})
-    cursor: _NativeCursor | None = kept[1].get(binary)
+    cursor: _NativeCursor | None = db.kept_cursors.get(binary)
     if cursor is None or cursor.closed:
-        cursor = kept[1][binary] = _NativeCursor(raw)
-        if binary:
-            cursor.format = psycopg.pq.Format.BINARY
+        cursor = db.kept_cursors[binary] = _raw_cursor(db.connection, native=True, binary=binary)
     return cursor
 
 

@@ -37,24 +37,25 @@ class KeptCursorTests:
 
         statement = prepared_statement("test.kept", "SELECT %s::int + 1")
         assert statement.fetchone([1]) == (2,)
-        first = connection._kept_cursors[1][False]
+        first = connection.kept_cursors[False]
         assert statement.fetchall([2]) == [(3,)]
-        assert connection._kept_cursors[1][False] is first
+        assert connection.kept_cursors[False] is first
         assert prepared_statement("test.kept.binary", "SELECT %s::int", binary=True).fetchone(
             [5]
         ) == (5,)
-        assert connection._kept_cursors[1][True] is not first
-        assert connection._kept_cursors[0] is connection.connection
+        assert connection.kept_cursors[True] is not first
+        assert {c.connection for c in connection.kept_cursors.values()} == {connection.connection}
 
     def test_a_new_connection_gets_new_cursors(self, transactional_db):
         from django.db import connection
 
         statement = prepared_statement("test.kept", "SELECT %s::int + 1")
         statement.fetchone([1])
-        before = connection._kept_cursors[1][False]
+        before = connection.kept_cursors[False]
         connection.close()
         assert statement.fetchone([3]) == (4,)
-        assert connection._kept_cursors[1][False] is not before
+        assert connection.kept_cursors[False] is not before
+        assert connection.kept_cursors[False].connection is connection.connection
         assert before.connection.closed
 
     def test_database_errors_are_djangos(self, db):
