@@ -58,7 +58,9 @@ def main() -> None:
     parser.add_argument("--label", default="100k")
     parser.add_argument("--requests", type=int, default=400)
     parser.add_argument("--seconds", type=float, default=10.0, help="concurrency-8 duration")
-    parser.add_argument("--ingest-batches", type=int, default=10, help="batches of 500 memories")
+    parser.add_argument(
+        "--ingest-batches", type=int, default=10, help="batches of 500 memories; 0 skips ingestion"
+    )
     args = parser.parse_args()
     pgdata = configure(args.label)
     info = json.loads((pgdata.parent / f"{args.label}.json").read_text())
@@ -202,7 +204,8 @@ def main() -> None:
     finally:
         server_stopped(server)
         bench_rows_removed()
-    results["ingestion"] = ingestion(pgdata, token, batches=args.ingest_batches)
+    if args.ingest_batches > 0:  # 0: a run of the recall cases alone
+        results["ingestion"] = ingestion(pgdata, token, batches=args.ingest_batches)
     results["ratios"] = ratios(results)
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / f"recall-{args.label}.json"
@@ -462,6 +465,8 @@ SERVERS = {
     "gunicorn": ["-m", "gunicorn", "portal.wsgi", "-w", "2", "--log-level", "warning"],
     "gunicorn-gthread": ["-m", "gunicorn", "portal.wsgi", "-w", "2", "--threads", "2",
                          "--log-level", "warning"],
+    "gunicorn-gthread1": ["-m", "gunicorn", "portal.wsgi", "-w", "2", "--threads", "1",
+                          "--worker-class", "gthread", "--log-level", "warning"],
     "granian": ["-m", "granian", "--interface", "wsgi", "--workers", "2", "--blocking-threads",
                 "1", "--log-level", "warning", "--no-ws", "portal.wsgi:application"],
 }  # fmt: skip

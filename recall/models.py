@@ -121,9 +121,10 @@ class MemoryRecord(models.Model):
     last_accessed_at = models.DateTimeField(null=True, blank=True)
     hit_count = models.PositiveIntegerField(default=0)
     token_count = models.PositiveIntegerField(default=0)
-    # Written by the embedding job (recall.services.memory_embed), never by the write itself:
-    # a memory enters recall only once ``embedding_model`` names the configured embedder
-    # (blank = not embedded yet; another name = embedded by a previous embedder).
+    # Written by the embedding job (recall.services.memory_embed) once the row is committed,
+    # or, without a broker, with the row itself (memory_create_many): a memory enters recall
+    # only once ``embedding_model`` names the configured embedder (blank = not embedded yet;
+    # another name = embedded by a previous embedder).
     embedding = VectorField(dimensions=settings.RECALL_EMBEDDING_DIM, null=True, blank=True)
     embedding_model = models.CharField(max_length=100, blank=True, default="")
 

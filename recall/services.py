@@ -8,6 +8,7 @@ from typing import Any
 
 from django.db import connection, transaction
 from django.utils import timezone
+from pgvector import Vector
 
 from audit.models import AuditEvent, EventType
 from audit.services import (
@@ -87,7 +88,7 @@ def actor_check_not_erased(actor: Actor) -> None:
 def memory_records_build(
     *, workspace: Workspace, actor: Actor, items: Sequence[dict[str, Any]]
 ) -> list[MemoryRecord]:
-    """Unsaved rows with token counts filled in; the embedding job embeds them once written."""
+    """Unsaved rows with token counts filled in, not embedded yet (``memory_create_many``)."""
     count = token_estimator()
     now = timezone.now()
     return [
@@ -112,10 +113,29 @@ def memory_records_build(
 def memory_create_many(
     *, workspace: Workspace, actor: Actor, items: Sequence[dict[str, Any]]
 ) -> list[MemoryRecord]:
+    """Write the rows and have them embedded: by the embedding job (a worker) once they are
+    committed, or, without a broker, here before they are written, so each row is written
+    once with its vector (the job would rewrite every row, and every index entry, to add it).
+    """
     rows = memory_records_build(workspace=workspace, actor=actor, items=items)
+    if eager():
+        _embedded(rows)
+        return MemoryRecord.objects.bulk_create(rows, batch_size=500)
     rows = MemoryRecord.objects.bulk_create(rows, batch_size=500)
     memories_embed_later(rows)
     return rows
+
+
+def _embedded(rows: Sequence[MemoryRecord]) -> None:
+    """Give unsaved rows their vectors from the configured embedder (each element the float4
+    PostgreSQL stores, as ``memory_embed`` writes it)."""
+    current = embedder()
+    for start in range(0, len(rows), EMBED_BATCH):
+        chunk = rows[start : start + EMBED_BATCH]
+        vectors = current.embed([row.content for row in chunk])
+        for row, vector in zip(chunk, vectors, strict=True):
+            row.embedding = Vector(vector)
+            row.embedding_model = current.model_name
 
 
 # --- embedding ----------------------------------------------------------------------------------

@@ -4,12 +4,15 @@ suppress / restore, delete, and who may do what (SPEC §5 "Other recall-side end
 
 from __future__ import annotations
 
+import struct
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from audit.models import AuditEvent, EventType
@@ -25,6 +28,11 @@ MEMORY_KEYS = {
     "supersededBy", "expiresAt", "createdAt", "updatedAt", "lastAccessedAt", "hitCount",
     "tokenCount", "embeddingModel", "embeddingPending", "tier", "staleSince",
 }  # fmt: skip
+
+
+def memory_vector_as_stored(vector: Sequence[float]) -> list[float]:
+    """The vector PostgreSQL stores for an embedder's output: each element as a float4."""
+    return list(struct.unpack(f"{len(vector)}f", struct.pack(f"{len(vector)}f", *vector)))
 
 
 def fields_of(response: Any) -> dict[str, str]:
@@ -119,6 +127,24 @@ class MemoryCreateTests:
         assert all(m["tokenCount"] > 0 and m["embeddingModel"] for m in body["memories"])
         assert MemoryRecord.objects.filter(workspace=editor.workspace).count() == 3
         assert last_event(editor.workspace).payload["count"] == 3
+
+    def test_without_a_broker_a_batch_is_written_once_with_its_vectors(self, editor):
+        # Embedded before the INSERT: no UPDATE rewrites the rows (and every index entry) to
+        # add them, and each vector is the one the embedding job writes (float4, exactly).
+        batch = [new_memory(content=f"Release note number {n}") for n in range(3)]
+
+        with CaptureQueriesContext(connection) as queries:
+            response = editor.api().post(ADA, {"memories": batch}, format="json")
+
+        assert response.status_code == 201, response.content
+        table = MemoryRecord._meta.db_table
+        statements = [(q["sql"] or "").lstrip() for q in queries]
+        assert not [sql for sql in statements if sql.upper().startswith("UPDATE") and table in sql]
+        for memory in MemoryRecord.objects.filter(workspace=editor.workspace):
+            job = memory_vector_as_stored(embedder().embed([memory.content])[0])
+            assert memory.embedding_model == embedder().model_name
+            # Read back through its text form: the same float4s, as nearby doubles.
+            assert memory_vector_as_stored(memory.embedding) == job
 
     def test_a_batch_of_exactly_1000_is_accepted(self, editor):
         batch = [new_memory(content=f"m{n}") for n in range(1000)]
