@@ -14,6 +14,7 @@ from portal.api.fields import (
     StrictIntegerField,
     StrictRegexField,
 )
+from portal.api.strict import StrictSerializer
 from portal.models import Workspace
 
 
@@ -35,7 +36,7 @@ class WorkspaceSerializer(serializers.ModelSerializer):
         return [env.slug for env in workspace.environments.all()]
 
 
-class WorkspaceCreateSerializer(serializers.Serializer):
+class WorkspaceCreateSerializer(StrictSerializer):
     slug = StrictRegexField(
         r"^[a-z0-9][a-z0-9-]{0,49}$",
         error_messages={"invalid": "Use 1-50 lowercase letters, digits or dashes."},
@@ -43,7 +44,7 @@ class WorkspaceCreateSerializer(serializers.Serializer):
     name = StrictCharField(max_length=200)
 
 
-class WorkspaceUpdateSerializer(serializers.Serializer):
+class WorkspaceUpdateSerializer(StrictSerializer):
     min_fields = 1  # a PATCH changing nothing is refused (the schema's minProperties)
 
     name = StrictCharField(max_length=200, required=False)
@@ -84,7 +85,7 @@ class WorkloadSerializer(serializers.ModelSerializer):
         fields = ["id", "workspace", "name", "description", "createdAt", "archivedAt"]
 
 
-class WorkloadWriteSerializer(serializers.Serializer):
+class WorkloadWriteSerializer(StrictSerializer):
     name = StrictCharField(max_length=200)
     description = StrictCharField(required=False, allow_blank=True, default="")
 

@@ -125,7 +125,6 @@ class WorkspaceListView(ApiView):
                 code="WORKSPACE_CREATION_RESTRICTED",
             )
         data = json_object(request)
-        reject_unknown(data, {"slug", "name"})
         serializer = WorkspaceCreateSerializer(data=data)
         serializer.is_valid(raise_exception=True)
         workspace = services.workspace_create(
@@ -147,7 +146,6 @@ class WorkspaceDetailView(ApiView):
         caller = self.caller(request)
         workspace = workspace_for(caller, slug, required=Role.OPERATOR)
         data = json_object(request)
-        reject_unknown(data, {"name", "storeQueries", "recallRatePerMinute"})
         serializer = WorkspaceUpdateSerializer(data=data)
         serializer.is_valid(raise_exception=True)
         changes = serializer.validated_data
@@ -242,7 +240,6 @@ class WorkloadListView(ApiView):
         caller = self.caller(request)
         workspace = workspace_for(caller, slug, required=Role.EDITOR)
         data = json_object(request)
-        reject_unknown(data, {"name", "description"})
         serializer = WorkloadWriteSerializer(data=data)
         serializer.is_valid(raise_exception=True)
         workload = services.workload_create(
@@ -262,7 +259,6 @@ class WorkloadDetailView(ApiView):
         workload = workload_for(caller, workload_id, required=Role.EDITOR)
         services.workload_check_live(workload)
         data = json_object(request)
-        reject_unknown(data, {"name", "description"})
         serializer = WorkloadWriteSerializer(data=data, partial=True)
         serializer.is_valid(raise_exception=True)
         workload = services.workload_update(

@@ -136,6 +136,16 @@ class WorkloadCreateTests:
         assert field in error["details"]["fields"], error
         assert state(editor.workspace) == before
 
+    def test_a_misspelt_key_is_reported_with_every_other_error(self, editor):
+        # One answer names everything to fix: the key meant and the field left out.
+        response = editor.api().post(LIST_URL, {"descripton": "triage"}, format="json")
+
+        fields = error_of(response, 400)["details"]["fields"]
+        assert fields == {
+            "descripton": "Unknown field; did you mean 'description'?",
+            "name": "This field is required.",
+        }
+
     def test_a_taken_name_is_a_conflict(self, editor, workload_a):
         response = editor.api().post(LIST_URL, {"name": "support-bot"}, format="json")
 

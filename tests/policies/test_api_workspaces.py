@@ -562,6 +562,15 @@ class StoreQueriesTests:
         operator.workspace.refresh_from_db()
         assert operator.workspace.store_queries is False
 
+    def test_a_misspelt_key_is_reported_with_a_bad_value_and_changes_nothing(self, operator):
+        response = self.patch(operator, storeQuery=True, recallRatePerMinute=0)
+
+        fields = error_of(response, 400)["details"]["fields"]
+        assert set(fields) == {"storeQuery", "recallRatePerMinute"}
+        assert fields["storeQuery"] == "Unknown field; did you mean 'storeQueries'?"
+        operator.workspace.refresh_from_db()
+        assert operator.workspace.recall_rate_per_minute is None
+
     def test_an_operator_turns_it_on_and_off_and_each_change_is_audited(self, operator):
         from audit.models import AuditEvent, EventType
 
