@@ -3,6 +3,7 @@ nobody is processing, and purges old archives."""
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime, timedelta
 
 from django.utils import timezone
@@ -11,8 +12,11 @@ from maintenance.archives import archives_purge
 from maintenance.models import Trigger
 from maintenance.selectors import schedule_states
 from maintenance.services import MaintenanceConflict, maintenance_recover, maintenance_start
+from portal.errors import DomainError
 
 SCHEDULE_AUTHOR = "system:schedule"
+
+logger = logging.getLogger(__name__)
 
 
 def maintenance_tick(*, now: datetime | None = None) -> list[int]:
@@ -40,6 +44,15 @@ def maintenance_tick(*, now: datetime | None = None) -> list[int]:
                 )
             except MaintenanceConflict:
                 continue  # another execute holds the workspace: the next tick tries again
+            except DomainError as exc:
+                # A schedule no run can be started for (a settings row written around the
+                # service, or a sweep a release renamed): said in the log on every tick, and
+                # the other sweeps and workspaces are still served.
+                logger.warning(
+                    "maintenance schedule of workspace %s: cannot start %r (%s): %s %s",
+                    state.workspace.slug, sweep, mode, exc.code, exc.message,
+                )  # fmt: skip
+                continue
             started.append(run.pk)
     maintenance_recover(now=now)
     archives_purge(now=now)

@@ -438,6 +438,33 @@ class ScheduleTests:
         again = MaintenanceRun.objects.filter(pk__in=schedule.maintenance_tick(now=later))
         assert {r.workspace_id for r in again} == {workspace_b.pk}
 
+    def test_a_schedule_no_run_can_start_is_logged_and_the_rest_still_runs(
+        self, workspace_a, workspace_b, caplog
+    ):
+        from maintenance.lifecycle import default_settings
+        from maintenance.models import LifecycleSettingsVersion
+
+        # Written around the service (which refuses both): a sweep this release does not
+        # have, and a mode that is not one.
+        document = default_settings()
+        document["schedule"] = {**document["schedule"], "compact": "preview", "decay": "often"}
+        LifecycleSettingsVersion.objects.create(
+            workspace=workspace_a, version=1, document=document, author=AUTHOR
+        )
+
+        with caplog.at_level("WARNING", logger="maintenance.schedule"):
+            started = MaintenanceRun.objects.filter(pk__in=schedule.maintenance_tick())
+
+        assert {r.sweep for r in started.filter(workspace=workspace_a)} == {
+            "expiry", "retention", "promotion", "dedup"
+        }  # fmt: skip
+        assert started.filter(workspace=workspace_b).count() == 5
+        warnings = [r.getMessage() for r in caplog.records]
+        assert len(warnings) == 2, warnings
+        assert all(f"workspace {workspace_a.slug}" in w for w in warnings)
+        assert any("'compact' (preview)" in w for w in warnings)
+        assert any("'decay' (often)" in w for w in warnings)
+
     def test_a_scheduled_execute_over_the_share_is_refused_and_shown(self, workspace_a):
         services.lifecycle_settings_patch(
             workspace=workspace_a,
