@@ -55,16 +55,16 @@ test: test-install browser-deps redis-deps
 	$(PY) -m mypy
 	$(PY) -m pytest -q
 
-# The production server: gunicorn (SERVE_WORKERS workers) with static files collected and
-# served by WhiteNoise, DEBUG off; the embedded PostgreSQL unless DATABASE_URL is set. For a
+# The production server: granian (portal/serve.py: SERVE_WORKERS workers, one request at a
+# time each, keep-alive) with static files collected and served by WhiteNoise, DEBUG off, an
+# access log without query strings; the embedded PostgreSQL unless DATABASE_URL is set. For a
 # real deployment add DJANGO_PRODUCTION=true, DJANGO_SECRET_KEY and DJANGO_ALLOWED_HOSTS behind
 # a TLS proxy (docs/deploy.md). `make run` stays the zero-set-up demo.
 SERVE_WORKERS ?= 2
 serve: install
 	$(PY) manage.py collectstatic --noinput --verbosity 0
 	$(PY) manage.py migrate --noinput
-	exec $(PY) -m gunicorn portal.wsgi --workers $(SERVE_WORKERS) --bind 127.0.0.1:$(PORT) \
-		--access-logfile - --access-logformat '%(h)s "%(m)s %(U)s %(H)s" %(s)s %(b)s %(M)sms'
+	exec $(PY) -m portal.serve --workers $(SERVE_WORKERS) --port $(PORT) --access-log -
 
 # Background tasks with a broker: CELERY_BROKER_URL=redis://127.0.0.1:6379/0 make worker
 # (and make beat for the schedule). Without CELERY_BROKER_URL tasks run in the web process.
@@ -117,7 +117,7 @@ bench-provenance: test-install
 	$(PY) bench/provenance_bench.py --events $(PROVENANCE_EVENTS)
 	$(if $(filter 1,$(UPDATE_DOCS)),$(PY) bench/update_docs.py 'provenance-*.json')
 
-# The load scenario (bench/load/): locust, headless, against gunicorn as `make serve` runs it,
+# The load scenario (bench/load/): locust, headless, against granian as `make serve` runs it,
 # on a throw-away embedded PostgreSQL with the demo loaded; never the demo's .pgdata. Writes
 # bench/results/latest/load.json. locust comes with the `load` extra, not the test extras.
 LOAD_USERS ?= 50

@@ -459,9 +459,12 @@ def warm_cache() -> float:
     return round(time.perf_counter() - started, 1)
 
 
-# The server the benchmark runs (BENCH_SERVER): the production server's command line as
-# `make serve` runs it, two workers each.
+# The server the benchmark runs (BENCH_SERVER), two workers each: by default the production
+# server as `make serve` runs it (portal/serve.py, granian), without its access log. The others
+# are the ones it was compared with (docs/performance.md, "The server"); gunicorn's need
+# `pip install gunicorn`.
 SERVERS = {
+    "serve": ["-m", "portal.serve", "--workers", "2", "--log-level", "warning"],
     "gunicorn": ["-m", "gunicorn", "portal.wsgi", "-w", "2", "--log-level", "warning"],
     "gunicorn-gthread": ["-m", "gunicorn", "portal.wsgi", "-w", "2", "--threads", "2",
                          "--log-level", "warning"],
@@ -469,8 +472,12 @@ SERVERS = {
                           "--worker-class", "gthread", "--log-level", "warning"],
     "granian": ["-m", "granian", "--interface", "wsgi", "--workers", "2", "--blocking-threads",
                 "1", "--log-level", "warning", "--no-ws", "portal.wsgi:application"],
+    "granian-st": ["-m", "granian", "--interface", "wsgi", "--workers", "2", "--blocking-threads",
+                   "1", "--runtime-threads", "1", "--runtime-mode", "st", "--http", "1",
+                   "--log-level", "warning", "--no-ws", "portal.wsgi:application"],
 }  # fmt: skip
-SERVER = os.environ.get("BENCH_SERVER", "gunicorn")
+SERVER = os.environ.get("BENCH_SERVER", "serve")
+SERVER_NAMES = {"serve": "granian as `make serve` runs it (`portal/serve.py`)"}
 if SERVER not in SERVERS:
     raise SystemExit(f"BENCH_SERVER must be one of {', '.join(SERVERS)}, not {SERVER!r}.")
 
@@ -490,7 +497,7 @@ def start_server(
         env["RECALL_EMBEDDER"] = embedder
     else:
         env.pop("RECALL_EMBEDDER", None)
-    bind = (["--host", "127.0.0.1", "--port", str(port)] if SERVER == "granian"
+    bind = (["--host", "127.0.0.1", "--port", str(port)] if SERVER.startswith(("granian", "serve"))
             else ["-b", f"127.0.0.1:{port}"])  # fmt: skip
     server = subprocess.Popen([sys.executable, *SERVERS[SERVER], *bind], cwd=ROOT, env=env)
     for _ in range(100):
@@ -730,6 +737,8 @@ def python_words(machine: dict[str, Any]) -> str:
 
 def markdown(r: dict[str, Any]) -> str:
     t = r["typical"]
+    server = r["machine"].get("server", "gunicorn")
+    server = SERVER_NAMES.get(server, server)
     lines = [
         f"Dataset `{r['label']}`: {r['dataset']['memories']:,} memories, {r['dataset']['actors']} actors"
         + (
@@ -737,7 +746,7 @@ def markdown(r: dict[str, Any]) -> str:
             if r["dataset"].get("largeActor")
             else ""
         )
-        + f"; {r['machine']['cpus']} CPUs; {r['machine'].get('server', 'gunicorn')}, 2 workers"
+        + f"; {r['machine']['cpus']} CPUs; {server}, 2 workers"
         + python_words(r["machine"])
         + ".",
         "",

@@ -4,7 +4,7 @@ database of its own.
 1. A throw-away embedded PostgreSQL in a new temporary folder (never the demo's
    ``.pgdata``): migrated, the demo workspace loaded, an editor token issued, static files
    collected.
-2. gunicorn as ``make serve`` runs it (``--workers``, DEBUG off, production settings apart
+2. granian as ``make serve`` runs it (``portal.serve``, ``--workers``, DEBUG off, production settings apart
    from the HTTPS redirect: plain HTTP on 127.0.0.1), with the API throttles raised out of
    reach: the limits would otherwise measure the throttle (every call is still counted).
 3. ``locust --headless`` for the duration, ramping users up at a bounded rate.
@@ -52,7 +52,6 @@ ENDING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 READY_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 15.0
 # What the access log records, as `make serve` writes it (no query strings).
-ACCESS_LOG_FORMAT = '%(h)s "%(m)s %(U)s %(H)s" %(s)s %(b)s %(M)sms'
 
 
 class RunEnded(BaseException):
@@ -235,14 +234,13 @@ class LoadRun:
             "RECALL_RATE_PER_MINUTE": UNLIMITED,
         }
         log = (RESULTS / "load-server.log").open("wb")
-        print(f"Server: gunicorn, {self.args.workers} workers, on 127.0.0.1:{port}", flush=True)
+        print(f"Server: granian, {self.args.workers} workers, on 127.0.0.1:{port}", flush=True)
         self.server = subprocess.Popen(
             [
-                sys.executable, "-m", "gunicorn", "portal.wsgi",
+                sys.executable, "-m", "portal.serve",
                 "--workers", str(self.args.workers),
-                "--bind", f"127.0.0.1:{port}",
-                "--access-logfile", str(self.access_log),
-                "--access-logformat", ACCESS_LOG_FORMAT,
+                "--port", str(port),
+                "--access-log", str(self.access_log),
             ],
             env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
             preexec_fn=ends_with_its_parent,
@@ -326,7 +324,7 @@ class LoadRun:
             "users": self.args.users,
             "spawnRate": self.args.spawn_rate,
             "durationSeconds": self.args.duration,
-            "server": f"gunicorn, {self.args.workers} sync workers, DEBUG off",
+            "server": f"granian (portal.serve), {self.args.workers} workers, DEBUG off",
             "database": "embedded PostgreSQL (throw-away), demo workspace acme",
             "throttling": "API_RATE_PER_MINUTE and RECALL_RATE_PER_MINUTE set to " + UNLIMITED,
             "weights": {op.name: op.weight for op in scenario.OPERATIONS},
@@ -351,8 +349,8 @@ class LoadRun:
     # --- the way out --------------------------------------------------------------------
 
     def stop(self) -> None:
-        """locust, then the server (its workers leave the database's list of users as they
-        exit), then the database: each step bounded."""
+        """locust, then the server (it leaves the database's list of users once its workers
+        stopped), then the database: each step bounded."""
         for process in (self.locust, self.server):
             if process is not None and process.poll() is None:
                 process.terminate()

@@ -1,8 +1,8 @@
 """A real PostgreSQL restart under a real server: requests during the outage get a 503 JSON
 error with Retry-After, the probes tell the truth, and service comes back without a restart.
 
-Its own embedded PostgreSQL (a temporary folder) and its own gunicorn, under DEBUG, the
-setting where Django's own error pages would otherwise answer.
+Its own embedded PostgreSQL (a temporary folder) and its own web server (``portal.serve``),
+under DEBUG, the setting where Django's own error pages would otherwise answer.
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def stack(tmp_path: Path) -> Any:
         token = next(line[6:] for line in out.splitlines() if line.startswith("TOKEN="))
         port = _free_port()
         web = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "portal.wsgi", "-b", f"127.0.0.1:{port}", "-w", "1"],
+            [sys.executable, "-m", "portal.serve", "--port", str(port), "--workers", "1"],
             env=env,
             cwd=ROOT,
             stdout=subprocess.DEVNULL,

@@ -1,0 +1,187 @@
+"""The production web server, as ``make serve`` runs it: granian serving ``portal.wsgi``.
+
+    python -m portal.serve [--host 127.0.0.1] [--port 8000] [--workers 2] [--access-log FILE]
+
+Why granian, and why this shape (measured against gunicorn's sync and threaded workers on the
+recall benchmark: docs/performance.md, "The server"): HTTP is parsed and connections are kept
+alive in compiled code, and each worker process runs one Python thread on a single-threaded
+runtime, so a worker serves one request at a time as a sync worker does, without closing the
+connection after every response or parsing HTTP in Python.
+
+The access log names the method and the path, never the query string (it holds search text
+and actor names), with the status and the time taken.
+
+granian starts every request's WSGI environ from the process's environment variables, as CGI
+did, so Django's ``request.META`` would hold the secret key, the database URL and the audit
+keys. The application granian runs here (``application``, below) takes them out first.
+
+With the embedded PostgreSQL (no ``DATABASE_URL``), this process joins the server's list of
+users before the workers start and leaves it when they have stopped. The workers end without
+running Python's exit handlers, so they never leave the list themselves; the server stops
+when this process, the last live one on the list, leaves (``portal.embedded_db``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Callable, Iterable
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+ACCESS_LOG_FORMAT = '%(addr)s "%(method)s %(path)s %(protocol)s" %(status)d %(dt_ms).1fms'
+
+
+def granian_options(
+    *, host: str, port: int, workers: int, access_log: str | None, log_level: str = "info"
+) -> dict[str, Any]:
+    """The server's settings (``granian.Granian``'s keywords), shared with the benchmark."""
+    from granian.constants import HTTPModes, Interfaces, RuntimeModes
+    from granian.log import LogLevels
+
+    options: dict[str, Any] = {
+        "target": "portal.serve:application",
+        "interface": Interfaces.WSGI,
+        "address": host,
+        "port": port,
+        "workers": workers,
+        # One Python thread per worker, on a single-threaded runtime: one request at a time.
+        "blocking_threads": 1,
+        "runtime_threads": 1,
+        "runtime_mode": RuntimeModes.st,
+        "http": HTTPModes.http1,  # behind a proxy speaking HTTP/1.1 (docs/deploy.md)
+        "websockets": False,
+        # A worker that does not stop within this many seconds of a shutdown is killed.
+        "workers_kill_timeout": 30,
+        "log_level": LogLevels(log_level),
+        "log_access": access_log is not None,
+        "log_access_format": ACCESS_LOG_FORMAT,
+    }
+    if access_log not in (None, "-"):
+        options["log_dictconfig"] = {
+            "handlers": {
+                "access": {
+                    "class": "logging.FileHandler",
+                    "filename": access_log,
+                    "formatter": "access",
+                },
+                "console": {
+                    "class": "logging.StreamHandler",
+                    "formatter": "generic",
+                    "stream": "ext://sys.stdout",
+                },
+            }
+        }
+    return options
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m portal.serve", description=__doc__)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument(
+        "--access-log", metavar="FILE", help="write the access log to FILE ('-': standard output)"
+    )
+    parser.add_argument(
+        "--log-level", default="info", choices=["debug", "info", "warning", "error"],
+        help="the server's own messages (workers started and stopped)",
+    )  # fmt: skip
+    args = parser.parse_args(argv)
+    if args.workers < 1:
+        parser.error("--workers must be at least 1")
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+    import django
+
+    django.setup()
+    from granian import Granian
+
+    pgdata = _join_embedded_database()
+    try:
+        Granian(
+            **granian_options(
+                host=args.host,
+                port=args.port,
+                workers=args.workers,
+                access_log=args.access_log,
+                log_level=args.log_level,
+            )
+        ).serve()
+    finally:
+        _leave_embedded_database(pgdata)
+    return 0
+
+
+def _join_embedded_database() -> str | None:
+    """With the embedded server: start or reuse it from this process, which stays on its list
+    of users while the workers run (the workers, forked from this process, reuse it)."""
+    from django.db import connections
+
+    from portal import embedded_db
+
+    settings = connections["default"].settings_dict
+    pgdata = settings.get("EMBEDDED_PGDATA")
+    if not pgdata:
+        return None
+    # The server itself, not a connection: its roles may not exist before the first migrate.
+    embedded_db.ensure_server(
+        Path(pgdata),
+        temporary=bool(settings.get("EMBEDDED_TEMPORARY")),
+        shared_buffers=settings.get("EMBEDDED_SHARED_BUFFERS"),
+    )
+    return str(pgdata)
+
+
+def _leave_embedded_database(pgdata: str | None) -> None:
+    if pgdata is None:
+        return
+    from django.db import connections
+
+    from portal import embedded_db
+
+    connections.close_all()
+    others = embedded_db.release_server(Path(pgdata))
+    logger = logging.getLogger(__name__)
+    if others:
+        logger.warning(
+            "The embedded PostgreSQL in %s keeps running: still used by process %s.",
+            pgdata,
+            ", ".join(map(str, others)),
+        )
+
+
+@cache
+def _process_variables() -> tuple[tuple[str, str], ...]:
+    """The process's environment variables (name, value), as granian copies them."""
+    return tuple(os.environ.items())
+
+
+def without_process_variables(environ: dict[str, Any]) -> dict[str, Any]:
+    """``environ`` (in place) without what it holds only because the process's environment
+    does: every variable whose value is the process's. A request that sets a name itself (a
+    header, its content type) keeps its own value; a process's ``HTTP_PROXY`` is not taken
+    for a request's ``Proxy`` header."""
+    for name, value in _process_variables():
+        if environ.get(name) == value:
+            del environ[name]
+    return environ
+
+
+@cache
+def _django() -> Callable[..., Iterable[bytes]]:
+    from portal.wsgi import application as django_application
+
+    return django_application
+
+
+def application(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+    """Django's WSGI application, given the request's environ only (see above)."""
+    return _django()(without_process_variables(environ), start_response)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
