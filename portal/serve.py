@@ -1,9 +1,10 @@
 """The production web server, as ``make serve`` runs it: granian serving ``portal.wsgi``.
 
     python -m portal.serve [--host 127.0.0.1] [--port 8000] [--workers 2] [--access-log FILE]
+                           [--log-level info]
 
 Why granian, and why this shape (measured against gunicorn's sync and threaded workers on the
-recall benchmark: docs/performance.md, "The server"): HTTP is parsed and connections are kept
+recall benchmark: docs/performance.md, "The web server"): HTTP is parsed and connections are kept
 alive in compiled code, and each worker process runs one Python thread on a single-threaded
 runtime, so a worker serves one request at a time as a sync worker does, without closing the
 connection after every response or parsing HTTP in Python.
@@ -38,7 +39,8 @@ ACCESS_LOG_FORMAT = '%(addr)s "%(method)s %(path)s %(protocol)s" %(status)d %(dt
 def granian_options(
     *, host: str, port: int, workers: int, access_log: str | None, log_level: str = "info"
 ) -> dict[str, Any]:
-    """The server's settings (``granian.Granian``'s keywords), shared with the benchmark."""
+    """The server's settings (``granian.Granian``'s keywords). The benchmark's ``granian-st``
+    (bench/servers.py) runs the same from granian's command line, on Django's application."""
     from granian.constants import HTTPModes, Interfaces, RuntimeModes
     from granian.log import LogLevels
 
