@@ -1,11 +1,11 @@
-"""Recall benchmark: bare SQL vs the HTTP endpoint under gunicorn, on the same data.
+"""Recall benchmark: bare SQL vs the HTTP endpoint under the production server, on the same data.
 
     python bench/generate.py --memories 100000 --large-actor 20000 --label 100k
     python bench/recall_bench.py --label 100k
 
 Measures, in one run: (a) the ranking SQL alone through psycopg (the floor no endpoint can
-beat); (b) ``POST /v1/memory/actors/{id}/recall`` over HTTP under gunicorn with 2 workers at
-concurrency 1 and 8; (c) for the large actor, recall@10 of the HNSW index (iterative scan)
+beat); (b) ``POST /v1/memory/actors/{id}/recall`` over HTTP under the server ``make serve`` runs
+(``bench/servers.py``; 2 workers) at concurrency 1 and 8; (c) for the large actor, recall@10 of the HNSW index (iterative scan)
 against exact search with the same filters, and of the endpoint's chosen path. Writes
 ``bench/results/latest/recall-<label>.json`` (git-ignored; ``bench/update_docs.py``
 publishes it) and prints a Markdown table.

@@ -12,7 +12,7 @@ from maintenance.archives import archives_purge
 from maintenance.models import Trigger
 from maintenance.selectors import schedule_states
 from maintenance.services import MaintenanceConflict, maintenance_recover, maintenance_start
-from portal.errors import DomainError
+from portal.errors import NotFoundError, ValidationFailed
 
 SCHEDULE_AUTHOR = "system:schedule"
 
@@ -44,10 +44,12 @@ def maintenance_tick(*, now: datetime | None = None) -> list[int]:
                 )
             except MaintenanceConflict:
                 continue  # another execute holds the workspace: the next tick tries again
-            except DomainError as exc:
-                # A schedule no run can be started for (a settings row written around the
-                # service, or a sweep a release renamed): said in the log on every tick, and
-                # the other sweeps and workspaces are still served.
+            except (NotFoundError, ValidationFailed) as exc:
+                # A schedule no run can be started for (an unknown sweep or mode, in a settings
+                # row written around the service, or a sweep a release renamed): said in the
+                # log on every tick, and the other sweeps and workspaces are still served. A
+                # broker that cannot be reached (QueueUnavailable) still ends the tick: the
+                # next one tries every sweep again.
                 logger.warning(
                     "maintenance schedule of workspace %s: cannot start %r (%s): %s %s",
                     state.workspace.slug, sweep, mode, exc.code, exc.message,

@@ -58,6 +58,9 @@ def granian_options(
         "websockets": False,
         # A worker that does not stop within this many seconds of a shutdown is killed.
         "workers_kill_timeout": 30,
+        # A worker that dies (killed for its memory, say) is started again, as gunicorn did;
+        # left off, granian would stop the whole server.
+        "respawn_failed_workers": True,
         "log_level": LogLevels(log_level),
         "log_access": access_log is not None,
         "log_access_format": ACCESS_LOG_FORMAT,
@@ -171,6 +174,11 @@ def without_process_variables(environ: dict[str, Any]) -> dict[str, Any]:
         if environ.get(name) == value:
             del environ[name]
     return environ
+
+
+# Taken when a worker imports this module, before granian copies the environment for its
+# requests (and before Django's set-up could change a variable).
+_process_variables()
 
 
 @cache

@@ -51,7 +51,6 @@ UNLIMITED = "100000000"
 ENDING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 READY_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 15.0
-# What the access log records, as `make serve` writes it (no query strings).
 
 
 class RunEnded(BaseException):
