@@ -85,6 +85,19 @@ def ensure_server(
         return str(socket_dir)
 
 
+def ensure_server_for(settings_dict: dict[str, Any]) -> str | None:
+    """``ensure_server`` for the embedded server a database's settings name (Django's
+    ``settings_dict``); None when they name none (``DATABASE_URL`` is set)."""
+    pgdata = settings_dict.get("EMBEDDED_PGDATA")
+    if not pgdata:
+        return None
+    return ensure_server(
+        Path(pgdata),
+        temporary=bool(settings_dict.get("EMBEDDED_TEMPORARY")),
+        shared_buffers=settings_dict.get("EMBEDDED_SHARED_BUFFERS"),
+    )
+
+
 def release_server(pgdata: Path) -> list[int] | None:
     """This process is done with the server in ``pgdata``: leave its list of users, and stop
     it (or delete it, if temporary) when no other live process is on that list.

@@ -129,16 +129,10 @@ def _join_embedded_database() -> str | None:
     from portal import embedded_db
 
     settings = connections["default"].settings_dict
-    pgdata = settings.get("EMBEDDED_PGDATA")
-    if not pgdata:
-        return None
     # The server itself, not a connection: its roles may not exist before the first migrate.
-    embedded_db.ensure_server(
-        Path(pgdata),
-        temporary=bool(settings.get("EMBEDDED_TEMPORARY")),
-        shared_buffers=settings.get("EMBEDDED_SHARED_BUFFERS"),
-    )
-    return str(pgdata)
+    if embedded_db.ensure_server_for(settings) is None:
+        return None
+    return str(settings["EMBEDDED_PGDATA"])
 
 
 def _leave_embedded_database(pgdata: str | None) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import select
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -52,13 +51,9 @@ class DatabaseWrapper(base.DatabaseWrapper):
 
     def get_connection_params(self) -> dict[str, Any]:
         params = super().get_connection_params()
-        embedded = self.settings_dict.get("EMBEDDED_PGDATA")
-        if embedded:
-            params["host"] = embedded_db.ensure_server(
-                Path(embedded),
-                temporary=bool(self.settings_dict.get("EMBEDDED_TEMPORARY")),
-                shared_buffers=self.settings_dict.get("EMBEDDED_SHARED_BUFFERS"),
-            )
+        socket_dir = embedded_db.ensure_server_for(self.settings_dict)
+        if socket_dir is not None:
+            params["host"] = socket_dir
         roles.connection_params_for_role(self.settings_dict, params)
         return params
 
