@@ -7,14 +7,12 @@ import uuid
 from typing import Any
 
 import pytest
-from django.conf import settings
-from django.utils.crypto import get_random_string
 
 from audit.models import AuditEvent
 from recall.layout.config import SEED_CHAT_FRAGMENT, SEED_COMPACTION_FRAGMENT
 from recall.layout.services import layout_config_save
 from recall.models import WorkloadLayoutConfigVersion
-from tests.helpers import error_of
+from tests.helpers import csrf_session, error_of
 
 URL = "/v1/context/layout"
 
@@ -38,14 +36,6 @@ def text(tokens: int) -> str:
 
 def turn(tokens: int, role: str = "user") -> dict[str, str]:
     return {"role": role, "content": text(tokens)}
-
-
-def csrf_session(persona: Any) -> Any:
-    client = persona.session()
-    secret = get_random_string(32)
-    client.cookies[settings.CSRF_COOKIE_NAME] = secret
-    client.credentials(HTTP_X_CSRFTOKEN=secret)
-    return client
 
 
 def post(persona: Any, body: Any, url: str = URL) -> Any:

@@ -7,8 +7,6 @@ import uuid
 from typing import Any
 
 import pytest
-from django.conf import settings
-from django.utils.crypto import get_random_string
 
 from audit.models import AuditEvent, EventType
 from audit.services import audit_chain_verify
@@ -17,7 +15,7 @@ from recall.layout.config import LayoutConfig, layout_config_to_dict, parse_memo
 from recall.layout.config import parse_memory_config as layout_config_parse
 from recall.layout.services import layout_config_current, layout_config_save
 from recall.models import WorkloadLayoutConfigVersion
-from tests.helpers import error_of
+from tests.helpers import csrf_session, error_of
 
 SEED_FRAGMENT = """
 memory:
@@ -354,10 +352,7 @@ class LayoutConfigAccessTests:
         assert response.status_code == 200, response.content
 
     def test_a_session_editor_saves_with_csrf(self, editor, workload_a):
-        client = editor.session()
-        secret = get_random_string(32)
-        client.cookies[settings.CSRF_COOKIE_NAME] = secret
-        client.credentials(HTTP_X_CSRFTOKEN=secret)
+        client = csrf_session(editor)
 
         response = client.put(config_url(workload_a), {"context_window": 8000}, format="json")
 
