@@ -98,6 +98,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.workers < 1:
         parser.error("--workers must be at least 1")
+    if args.access_log not in (None, "-"):
+        try:
+            with open(args.access_log, "a"):
+                pass
+        except OSError as exc:
+            parser.error(f"cannot write the access log {args.access_log}: {exc.strerror}")
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
     import django

@@ -148,3 +148,14 @@ def test_a_request_carries_none_of_the_processs_environment_variables(monkeypatc
 
     assert plain == request
     assert typed == {**request, "CONTENT_TYPE": "application/json"}
+
+
+def test_an_access_log_it_cannot_write_is_refused_before_it_starts(tmp_path: Path):
+    done = subprocess.run(
+        [sys.executable, "-m", "portal.serve", "--port", str(_free_port()),
+         "--access-log", str(tmp_path / "missing" / "access.log")],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "cannot write the access log" in done.stderr and "No such file" in done.stderr
+    assert "Traceback" not in done.stderr
