@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import socket
 import sys
 from collections.abc import Callable, Iterable
 from functools import cache
@@ -104,6 +105,11 @@ def main(argv: list[str] | None = None) -> int:
                 pass
         except OSError as exc:
             parser.error(f"cannot write the access log {args.access_log}: {exc.strerror}")
+    try:  # said in one line here, rather than in granian's backtrace once it has started
+        with socket.create_server((args.host, args.port)):
+            pass
+    except OSError as exc:
+        parser.error(f"cannot listen on {args.host}:{args.port}: {exc.strerror}")
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
     import django

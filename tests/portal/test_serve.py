@@ -159,3 +159,15 @@ def test_an_access_log_it_cannot_write_is_refused_before_it_starts(tmp_path: Pat
     assert done.returncode == 2
     assert "cannot write the access log" in done.stderr and "No such file" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_port_in_use_is_refused_in_one_line(tmp_path: Path):
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "portal.serve", "--port", str(port)],
+            cwd=ROOT, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    assert done.returncode == 2
+    assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in done.stderr
+    assert "Traceback" not in done.stderr and "backtrace" not in done.stderr
