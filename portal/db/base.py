@@ -14,6 +14,7 @@ from typing import Any
 
 import psycopg
 from django.db.backends.postgresql import base, operations
+from django.db.backends.utils import debug_transaction  # type: ignore[attr-defined]  # not in django-stubs 5.2
 
 from portal import embedded_db
 from portal.db import roles
@@ -56,6 +57,20 @@ class DatabaseWrapper(base.DatabaseWrapper):
             params["host"] = socket_dir
         roles.connection_params_for_role(self.settings_dict, params)
         return params
+
+    def _rollback(self) -> None:
+        # psycopg's rollback() also deallocates every statement the connection prepared, in case
+        # the transaction dropped or altered what one of them reads. The portal changes its
+        # schema in migrations only, never in a transaction a request rolls back, so the
+        # ROLLBACK is sent alone: otherwise every request that fails inside a transaction (a
+        # 404, 409 or 422 raised in `atomic`) costs its worker's next recalls their prepared
+        # read, planned afresh for three recalls (8 ms each instead of 3, measured).
+        connection = self.connection
+        if connection is None:
+            return
+        with debug_transaction(self, "ROLLBACK"), self.wrap_database_errors, connection.lock:
+            if connection.pgconn.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                connection.wait(connection._exec_command(b"ROLLBACK"))
 
     def close_if_health_check_failed(self) -> None:
         # Django's check is a `SELECT 1` round trip at the start of every request that reuses

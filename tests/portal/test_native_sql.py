@@ -79,11 +79,44 @@ class KeptCursorTests:
             with pytest.raises(TransactionManagementError):
                 statement.fetchone(["1"])
 
+    def test_a_rolled_back_transaction_leaves_the_statements_prepared(self, transactional_db):
+        # psycopg's own rollback() deallocates every prepared statement; the backend's keeps
+        # them, so the recall after a failed request runs its prepared read.
+        from django.db import DataError, connection, transaction
+
+        statement = prepared_statement("test.kept.rollback", "SELECT %s::int * 2 /* kept */")
+
+        def prepared() -> list[str]:
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT statement FROM pg_prepared_statements WHERE statement LIKE %s",
+                    ["%/* kept */%"],
+                )
+                return [row[0] for row in cursor.fetchall()]
+
+        for n in range(4):  # past the connection's prepare_threshold
+            assert statement.fetchone([n]) == (2 * n,)
+        assert prepared() == [statement.native]
+
+        with pytest.raises(ZeroDivisionError), transaction.atomic():
+            statement.fetchone([1])
+            _ = 1 / 0
+        assert prepared() == [statement.native]
+
+        cast = prepared_statement("test.kept.rollback.cast", "SELECT %s::text::int")
+        with pytest.raises(DataError), transaction.atomic():
+            cast.fetchone(["not a number"])  # the transaction fails in the server
+        assert prepared() == [statement.native]
+        assert statement.fetchone([21]) == (42,)
+        assert not connection.needs_rollback and connection.connection.info.transaction_status == 0
+
     def test_logged_queries_and_execute_wrappers_see_each_statement(self, db):
         from django.db import connection
         from django.test.utils import CaptureQueriesContext
 
-        statement = prepared_statement("test.kept", "SELECT %s::int + 1")
+        # A statement of its own: once prepared (by earlier tests on the same connection),
+        # psycopg no longer tells Django the text it ran, and the log shows None.
+        statement = prepared_statement("test.kept.logged", "SELECT %s::int + 1 /* logged */")
         with CaptureQueriesContext(connection) as logged:
             assert statement.fetchone([1]) == (2,)
         assert [q["sql"] for q in logged] == [statement.native]
