@@ -110,6 +110,35 @@ class KeptCursorTests:
         assert statement.fetchone([21]) == (42,)
         assert not connection.needs_rollback and connection.connection.info.transaction_status == 0
 
+    def test_a_rolled_back_savepoint_leaves_the_statements_prepared(self, db):
+        # ROLLBACK TO SAVEPOINT's command tag is "ROLLBACK": psycopg deallocated every prepared
+        # statement when a cursor ran it (Django's savepoint rollback).
+        from django.db import DataError, connection, transaction
+
+        statement = prepared_statement("test.kept.savepoint", "SELECT %s::int * 3 /* sp */")
+
+        def prepared() -> list[str]:
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT statement FROM pg_prepared_statements WHERE statement LIKE %s",
+                    ["%/* sp */%"],
+                )
+                return [row[0] for row in cursor.fetchall()]
+
+        for n in range(4):
+            assert statement.fetchone([n]) == (3 * n,)
+        assert prepared() == [statement.native]
+        with transaction.atomic():
+            with pytest.raises(ZeroDivisionError), transaction.atomic():
+                statement.fetchone([1])
+                _ = 1 / 0
+            assert prepared() == [statement.native]
+            cast = prepared_statement("test.kept.savepoint.cast", "SELECT %s::text::int")
+            with pytest.raises(DataError), transaction.atomic():
+                cast.fetchone(["not a number"])
+            assert prepared() == [statement.native]
+            assert statement.fetchone([7]) == (21,)
+
     def test_logged_queries_and_execute_wrappers_see_each_statement(self, db):
         from django.db import connection
         from django.test.utils import CaptureQueriesContext
