@@ -276,6 +276,9 @@ MAINTENANCE_TICK_SECONDS = env_int("MAINTENANCE_TICK_SECONDS", 300, minimum=10)
 # A recall's hits are counted into its memories later (recall/hits.py): by beat every
 # RECALL_HITS_FOLD_SECONDS, and by any reader that shows or decides on them, before it reads.
 RECALL_HITS_FOLD_SECONDS = env_int("RECALL_HITS_FOLD_SECONDS", 60, minimum=1)
+# And after this many recalls of a workspace in one process: each recall's read counts, for
+# every row it ranks, the hits since the fold one at a time (recall.hits.hits_fold_due).
+RECALL_HITS_FOLD_RECALLS = env_int("RECALL_HITS_FOLD_RECALLS", 200, minimum=1)
 CELERY_BEAT_SCHEDULE = {
     "maintenance-tick": {
         "task": "maintenance.tick",

@@ -36,6 +36,7 @@ from audit.services import (
     carried_sql,
 )
 from portal.models import Workspace
+from portal.tasks import enqueue
 from recall.models import HitFold, MemoryRecord
 
 
@@ -138,20 +139,38 @@ def hits_fold_all() -> int:
     return sum(_fold(pk) for pk in _due(None))
 
 
-# When this process last folded each workspace's hits (monotonic seconds), without a broker.
+# When this process last folded each workspace's hits (monotonic seconds), without a broker,
+# and how many of its recalls this process served since it last folded or asked for a fold.
 _FOLDED_AT: dict[int, float] = {}
+_RECALLS_SINCE: dict[int, int] = {}
 
 
 def hits_fold_due(*, workspace_id: int) -> None:
-    """Without a broker (tasks run eagerly), nothing schedules the fold: the recall endpoint
-    calls this after each recall, and it folds the workspace at most every
-    ``RECALL_HITS_FOLD_SECONDS`` per process (a workspace's first recall in a process starts
-    the clock). With a broker it does nothing: beat folds."""
-    if not settings.CELERY_TASK_ALWAYS_EAGER:
-        return
+    """Called by the recall endpoint after each recall, to keep what is pending small: each
+    read adds, to each row it ranks, the hits since the fold, one index entry at a time, so an
+    actor recalled many times a second would read hundreds per row before beat's next fold.
+
+    Every ``RECALL_HITS_FOLD_RECALLS`` recalls of a workspace in this process, the workspace
+    is folded: at once without a broker, by a worker with one (the task is sent, and a broker
+    that cannot be reached is logged, not raised: beat folds later anyway). Without a broker,
+    nothing schedules the fold either, so the workspace is also folded once
+    ``RECALL_HITS_FOLD_SECONDS`` have passed since this process last did (its first recall
+    in a process starts the clock); with one, beat does that."""
+    eager = settings.CELERY_TASK_ALWAYS_EAGER
+    served = _RECALLS_SINCE.get(workspace_id, 0) + 1
     now = time.monotonic()
     last = _FOLDED_AT.setdefault(workspace_id, now)
-    if now - last < settings.RECALL_HITS_FOLD_SECONDS:
+    by_count = served >= settings.RECALL_HITS_FOLD_RECALLS
+    if not by_count and not (eager and now - last >= settings.RECALL_HITS_FOLD_SECONDS):
+        _RECALLS_SINCE[workspace_id] = served
         return
+    _RECALLS_SINCE[workspace_id] = 0
     _FOLDED_AT[workspace_id] = now
-    hits_fold(workspace_id=workspace_id)
+    if eager:
+        hits_fold(workspace_id=workspace_id)
+    else:
+        enqueue(
+            "recall.fold_workspace_hits",
+            workspace_id,
+            deferred="beat folds every workspace's hits every RECALL_HITS_FOLD_SECONDS",
+        )

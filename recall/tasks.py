@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from portal.tasks import task
 from recall import services
-from recall.hits import hits_fold_all
+from recall.hits import hits_fold, hits_fold_all
 
 
 @task(name="recall.embed_memories")
@@ -17,3 +17,10 @@ def embed_memories(memory_ids: list[int]) -> int:
 def fold_hits() -> int:
     """Count every workspace's recalls since its mark into its memories (recall/hits.py)."""
     return hits_fold_all()
+
+
+@task(name="recall.fold_workspace_hits")
+def fold_workspace_hits(workspace_id: int) -> int:
+    """Count one workspace's recalls since its mark into its memories, asked for by the
+    recall endpoint after ``RECALL_HITS_FOLD_RECALLS`` of them (recall/hits.py)."""
+    return hits_fold(workspace_id=workspace_id)

@@ -63,9 +63,12 @@ def folds_only_when_asked(settings: Any) -> Any:
     says so, whatever the environment: tasks eager, a long interval, no clock started."""
     settings.CELERY_TASK_ALWAYS_EAGER = True
     settings.RECALL_HITS_FOLD_SECONDS = 3600
+    settings.RECALL_HITS_FOLD_RECALLS = 10_000
     hits._FOLDED_AT.clear()
+    hits._RECALLS_SINCE.clear()
     yield
     hits._FOLDED_AT.clear()
+    hits._RECALLS_SINCE.clear()
 
 
 @pytest.fixture
@@ -334,6 +337,26 @@ class FoldWithoutABrokerTests:
         recall(editor, workload_a)
 
         assert not MemoryRecord.objects.filter(hit_count__gt=0).exists()
+
+    def test_a_workspace_is_folded_after_so_many_of_its_recalls(
+        self, editor, workload_a, rows, settings
+    ):
+        # Each read counts the hits since the fold one by one: a hot actor's must not wait
+        # for the clock.
+        settings.RECALL_HITS_FOLD_RECALLS = 3
+        memory = carried(recall(editor, workload_a))[0]
+        recall(editor, workload_a)
+        assert counted() == {}
+
+        recall(editor, workload_a)
+
+        assert counted()[memory] == 3
+        assert ranked_hits(memory) == 3
+        recall(editor, workload_a)
+        recall(editor, workload_a)
+        assert counted()[memory] == 3  # the count starts again after a fold
+        recall(editor, workload_a)
+        assert counted()[memory] == 6
 
     def test_with_a_broker_the_recall_leaves_the_fold_to_beat(
         self, editor, workload_a, rows, settings
