@@ -147,9 +147,12 @@ def _carried_after(memory: str, workspace: str, after: str) -> str:
 
 def assembled_after_sql(*, workspace: str, after: str) -> str:
     """Whether a context.assembled event of workspace ``workspace`` with an id above ``after``
-    is committed (SQL expressions; one probe of the events' index by workspace and type)."""
-    return f"""EXISTS (SELECT 1 FROM {AuditEvent._meta.db_table} e
-     WHERE e.workspace_id = {workspace} AND e.type = '{EventType.ASSEMBLED}' AND e.id > {after})"""
+    is committed (SQL expressions): its latest one's id, the first entry of the events' index
+    by workspace and type, against ``after``. Written as ``EXISTS (... AND e.id > after)``,
+    PostgreSQL made it a semi-join that read every such event of the workspace (92 ms at
+    283,000 events, against 0.06 ms)."""
+    return f"""coalesce((SELECT max(e.id) FROM {AuditEvent._meta.db_table} e
+     WHERE e.workspace_id = {workspace} AND e.type = '{EventType.ASSEMBLED}') > {after}, false)"""
 
 
 def audit_settled_through(*, workspace_id: int) -> int:
