@@ -112,6 +112,12 @@ def test_it_keeps_connections_alive_and_stops_the_embedded_database_it_used(tmp_
         conn.request("GET", "/healthz")
         conn.getresponse().read()
         assert conn.sock is sock  # the same connection, not a new one
+        # Stopping does not wait for a connection kept alive with no request on it (a
+        # proxy's): well within the 30 s a busy worker is given.
+        started = time.monotonic()
+        web.terminate()
+        web.wait(10)
+        assert time.monotonic() - started < 10
         conn.close()
     finally:
         web.terminate()
