@@ -59,12 +59,15 @@ test: test-install browser-deps redis-deps
 # time each, keep-alive) with static files collected and served by WhiteNoise, DEBUG off, an
 # access log without query strings; the embedded PostgreSQL unless DATABASE_URL is set. For a
 # real deployment add DJANGO_PRODUCTION=true, DJANGO_SECRET_KEY and DJANGO_ALLOWED_HOSTS behind
-# a TLS proxy (docs/deploy.md). `make run` stays the zero-set-up demo.
+# a TLS proxy (docs/deploy.md); SERVE_UDS=/path/web.sock serves on a Unix socket for that proxy
+# instead of PORT. `make run` stays the zero-set-up demo.
 SERVE_WORKERS ?= 2
+SERVE_UDS ?=
 serve: install
 	$(PY) manage.py collectstatic --noinput --verbosity 0
 	$(PY) manage.py migrate --noinput
-	exec $(PY) -m portal.serve --workers $(SERVE_WORKERS) --port $(PORT) --access-log -
+	exec $(PY) -m portal.serve --workers $(SERVE_WORKERS) \
+		$(if $(SERVE_UDS),--uds $(SERVE_UDS),--port $(PORT)) --access-log -
 
 # Background tasks with a broker: CELERY_BROKER_URL=redis://127.0.0.1:6379/0 make worker
 # (and make beat for the schedule). Without CELERY_BROKER_URL tasks run in the web process.

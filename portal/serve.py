@@ -1,13 +1,22 @@
 """The production web server, as ``make serve`` runs it: granian serving ``portal.wsgi``.
 
-    python -m portal.serve [--host 127.0.0.1] [--port 8000] [--workers 2] [--access-log FILE]
-                           [--log-level info]
+    python -m portal.serve [--host 127.0.0.1] [--port 8000 | --uds PATH] [--workers 2]
+                           [--access-log FILE] [--log-level info]
 
 Why granian, and why this shape (measured against gunicorn's sync and threaded workers on the
 recall benchmark: docs/performance.md, "The web server"): HTTP is parsed and connections are kept
 alive in compiled code, and each worker process runs one Python thread on a single-threaded
 runtime, so a worker serves one request at a time as a sync worker does, without closing the
 connection after every response or parsing HTTP in Python.
+
+Behind a proxy on the same machine, ``--uds PATH`` serves on a Unix socket instead, which every
+worker accepts from, and a worker takes a connection only while it has no request: a worker
+busy with a long request (an audit export or check, a large import) leaves new connections to
+the others. On TCP each worker listens on a socket of its own (the kernel shares connections
+out among them, busy or not), and takes connections whatever it is doing; a connection given
+to a worker busy for a minute waits that minute (docs/deploy.md, "The web server"). The proxy
+must open a connection per request (no upstream keep-alive): a kept-alive connection holds
+its worker's one place.
 
 The access log names the method and the path, never the query string (it holds search text
 and actor names), with the status and the time taken.
@@ -35,13 +44,16 @@ from pathlib import Path
 from typing import Any
 
 ACCESS_LOG_FORMAT = '%(addr)s "%(method)s %(path)s %(protocol)s" %(status)d %(dt_ms).1fms'
+UDS_PERMISSIONS = 0o660
 
 
 def granian_options(
-    *, host: str, port: int, workers: int, access_log: str | None, log_level: str = "info"
-) -> dict[str, Any]:
-    """The server's settings (``granian.Granian``'s keywords). The benchmark's ``granian-st``
-    (bench/servers.py) runs the same from granian's command line, on Django's application."""
+    *, host: str, port: int, workers: int, access_log: str | None, log_level: str = "info",
+    uds: Path | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """The server's settings (``granian.Granian``'s keywords), on ``host:port`` or on the Unix
+    socket ``uds``. The benchmark's ``granian-st`` (bench/servers.py) runs the same from
+    granian's command line, on Django's application."""
     from granian.constants import HTTPModes, Interfaces, RuntimeModes
     from granian.log import LogLevels
 
@@ -66,6 +78,13 @@ def granian_options(
         "log_access": access_log is not None,
         "log_access_format": ACCESS_LOG_FORMAT,
     }
+    if uds is not None:
+        del options["address"], options["port"]
+        options["uds"] = uds
+        # The proxy's user (nginx's group) connects; nobody else.
+        options["uds_permissions"] = UDS_PERMISSIONS
+        # A worker accepts a connection only while it has none: the others take the rest.
+        options["backpressure"] = 1
     if access_log not in (None, "-"):
         options["log_dictconfig"] = {
             "handlers": {
@@ -88,6 +107,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m portal.serve", description=__doc__)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument(
+        "--uds", metavar="PATH", type=Path,
+        help="serve on this Unix socket instead of --host and --port (behind a proxy on the"
+        " same machine: a worker busy with a long request then leaves new connections to the"
+        " others); its group may connect",
+    )  # fmt: skip
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument(
         "--access-log", metavar="FILE", help="write the access log to FILE ('-': standard output)"
@@ -105,11 +130,17 @@ def main(argv: list[str] | None = None) -> int:
                 pass
         except OSError as exc:
             parser.error(f"cannot write the access log {args.access_log}: {exc.strerror}")
-    try:  # said in one line here, rather than in granian's backtrace once it has started
-        with socket.create_server((args.host, args.port)):
-            pass
-    except OSError as exc:
-        parser.error(f"cannot listen on {args.host}:{args.port}: {exc.strerror}")
+    # Said in one line here, rather than in granian's backtrace once it has started.
+    if args.uds is not None:
+        problem = _socket_path_problem(args.uds)
+        if problem:
+            parser.error(f"cannot listen on {args.uds}: {problem}")
+    else:
+        try:
+            with socket.create_server((args.host, args.port)):
+                pass
+        except OSError as exc:
+            parser.error(f"cannot listen on {args.host}:{args.port}: {exc.strerror}")
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
     import django
@@ -126,11 +157,37 @@ def main(argv: list[str] | None = None) -> int:
                 workers=args.workers,
                 access_log=args.access_log,
                 log_level=args.log_level,
+                uds=args.uds,
             )
         ).serve()
     finally:
         _leave_embedded_database(pgdata)
     return 0
+
+
+def _socket_path_problem(path: Path) -> str:
+    """Why a Unix socket cannot be made at ``path`` ("" if it can). A socket file no server
+    answers on (left by one that was killed) is removed, as granian would fail on it."""
+    if path.exists() or path.is_symlink():
+        if not path.is_socket():
+            return "the path exists and is not a socket"
+        probe = socket.socket(socket.AF_UNIX)
+        try:
+            probe.connect(str(path))
+        except ConnectionRefusedError:
+            path.unlink()  # stale
+        except OSError as exc:
+            return exc.strerror or str(exc)
+        else:
+            return "another server is listening on it"
+        finally:
+            probe.close()
+    directory = path.parent
+    if not directory.is_dir():
+        return f"{directory} is not a directory"
+    if not os.access(directory, os.W_OK | os.X_OK):
+        return f"{directory} is not writable"
+    return ""
 
 
 def _join_embedded_database() -> str | None:

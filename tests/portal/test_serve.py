@@ -1,15 +1,18 @@
 """The production server as `make serve` runs it (``portal.serve``: granian) with production
 settings: static files collected and served by WhiteNoise (compressed, cacheable), the access
 log without query strings, connections kept alive, and the embedded PostgreSQL stopped when the
-server stops."""
+server stops; on a Unix socket, a worker busy with a long request leaves new connections to the
+others."""
 
 from __future__ import annotations
 
 import http.client
 import os
 import socket
+import stat
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -177,3 +180,101 @@ def test_a_port_in_use_is_refused_in_one_line(tmp_path: Path):
     assert done.returncode == 2
     assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in done.stderr
     assert "Traceback" not in done.stderr and "backtrace" not in done.stderr
+
+
+class _UnixHTTPConnection(http.client.HTTPConnection):
+    def __init__(self, path: Path):
+        super().__init__("localhost", timeout=30)
+        self.path = path
+
+    def connect(self) -> None:
+        self.sock = socket.socket(socket.AF_UNIX)
+        self.sock.settimeout(30)
+        self.sock.connect(str(self.path))
+
+
+def _get_over(path: Path, url: str) -> int:
+    conn = _UnixHTTPConnection(path)
+    try:
+        conn.request("GET", url)
+        response = conn.getresponse()
+        response.read()
+        return response.status
+    finally:
+        conn.close()
+
+
+def test_on_a_unix_socket_a_worker_busy_with_a_long_request_leaves_new_connections_to_the_others(
+    tmp_path: Path,
+):
+    # portal.serve's settings for --uds, serving a test application with a slow path. On TCP,
+    # each worker has a socket of its own and takes connections while busy, so about half of
+    # these would wait for the slow request (measured: docs/deploy.md, "The web server").
+    from tests.portal import slow_wsgi
+
+    path = tmp_path / "web.sock"
+    program = (
+        "import sys; from pathlib import Path; from granian import Granian;"
+        " from portal.serve import granian_options;"
+        " options = granian_options(host='', port=0, workers=2, access_log=None,"
+        " log_level='warning', uds=Path(sys.argv[1]));"
+        " options['target'] = 'tests.portal.slow_wsgi:application';"
+        " Granian(**options).serve()"
+    )
+    web = subprocess.Popen(
+        [sys.executable, "-c", program, str(path)], cwd=ROOT,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                assert _get_over(path, "/") == 200
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the server did not start"
+                time.sleep(0.1)
+        assert stat.S_IMODE(path.stat().st_mode) == 0o660
+        slow = threading.Thread(target=_get_over, args=(path, "/slow"))
+        started = time.monotonic()
+        slow.start()
+        time.sleep(0.5)  # the slow request is in its worker
+        waits = []
+        for _ in range(8):  # each on a connection of its own, as nginx without keep-alive
+            before = time.monotonic()
+            assert _get_over(path, "/") == 200
+            waits.append(time.monotonic() - before)
+        assert time.monotonic() - started < slow_wsgi.SLOW_SECONDS, "the probes took too long"
+        assert max(waits) < 1.0, waits
+        slow.join()
+    finally:
+        web.terminate()
+        web.wait(30)
+
+
+def test_a_socket_path_in_use_or_not_a_socket_is_refused_and_a_stale_one_replaced(
+    tmp_path: Path,
+):
+    from portal.serve import _socket_path_problem
+
+    taken = tmp_path / "taken.sock"
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(taken))
+    listener.listen(1)
+    try:
+        assert _socket_path_problem(taken) == "another server is listening on it"
+    finally:
+        listener.close()
+    # closed without removing its file: a killed server's
+    assert _socket_path_problem(taken) == ""
+    assert not taken.exists()
+    plain = tmp_path / "plain"
+    plain.write_text("")
+    assert _socket_path_problem(plain) == "the path exists and is not a socket"
+    assert _socket_path_problem(tmp_path / "missing" / "web.sock").endswith("is not a directory")
+    result = subprocess.run(
+        [sys.executable, "-m", "portal.serve", "--uds", str(plain)],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert f"cannot listen on {plain}: the path exists and is not a socket" in result.stderr
