@@ -116,6 +116,9 @@ def large_rounds(
 
     from recall.hits import hits_fold
 
+    # rows for the changes to pick, and for the cached phase to read, from the first round on
+    while len(_ADDED) < 8:
+        memory_added(actor_pk)
     names = list(PHASES)
     p50s: dict[str, list[float]] = {name: [] for name in names}
     kept: dict[str, list[float]] = {name: [] for name in names}

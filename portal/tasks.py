@@ -13,6 +13,7 @@ A task that cannot be sent because the broker is unreachable raises ``QueueUnava
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -94,3 +95,40 @@ def _send(task: Task, args: tuple[Any, ...], deferred: str | None = None) -> Non
             "The task queue is not reachable right now: what this request saved is kept, but"
             f" its background task ({task.name}) was not sent."
         ) from exc
+
+
+# The tasks ``send_in_background`` is sending now, by name.
+_SENDING: set[str] = set()
+_SENDING_LOCK = threading.Lock()
+
+
+def send_in_background(name: str, *args: Any, deferred: str) -> bool:
+    """Send the task registered as ``name`` with ``args`` without making the caller wait for
+    the broker: from a thread of its own, which logs a broker it cannot reach (``deferred``
+    says what does the work instead). For work that may be skipped: while a send of the same
+    task is still in flight (a broker that accepts connections and never answers holds one as
+    long as it does not), another is dropped rather than queued. Returns whether a send was
+    started. With no broker configured, use ``enqueue``."""
+    task = app.tasks[name]
+    with _SENDING_LOCK:
+        if name in _SENDING:
+            return False
+        _SENDING.add(name)
+
+    def send() -> None:
+        try:
+            _send(task, args, deferred)
+        except Exception:  # anything else the broker's client raises: logged, never raised
+            logger.warning("Task %s not sent: %s", name, deferred, exc_info=True)
+        finally:
+            with _SENDING_LOCK:
+                _SENDING.discard(name)
+
+    threading.Thread(target=send, name=f"send {name}", daemon=True).start()
+    return True
+
+
+def sending() -> frozenset[str]:
+    """The tasks ``send_in_background`` is sending now."""
+    with _SENDING_LOCK:
+        return frozenset(_SENDING)

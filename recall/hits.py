@@ -21,10 +21,11 @@ appends in flight, so no event with a smaller id can still arrive and be skipped
 
 from __future__ import annotations
 
+import logging
 import time
 
 from django.conf import settings
-from django.db import connection, models, transaction
+from django.db import DatabaseError, connection, models, transaction
 from django.db.models import QuerySet
 from django.db.models.expressions import RawSQL
 
@@ -36,8 +37,10 @@ from audit.services import (
     carried_sql,
 )
 from portal.models import Workspace
-from portal.tasks import enqueue
+from portal.tasks import eager, send_in_background
 from recall.models import HitFold, MemoryRecord
+
+logger = logging.getLogger(__name__)
 
 
 def _mark_of(workspace: str) -> str:
@@ -151,26 +154,35 @@ def hits_fold_due(*, workspace_id: int) -> None:
     actor recalled many times a second would read hundreds per row before beat's next fold.
 
     Every ``RECALL_HITS_FOLD_RECALLS`` recalls of a workspace in this process, the workspace
-    is folded: at once without a broker, by a worker with one (the task is sent, and a broker
-    that cannot be reached is logged, not raised: beat folds later anyway). Without a broker,
-    nothing schedules the fold either, so the workspace is also folded once
-    ``RECALL_HITS_FOLD_SECONDS`` have passed since this process last did (its first recall
-    in a process starts the clock); with one, beat does that."""
-    eager = settings.CELERY_TASK_ALWAYS_EAGER
+    is folded: at once without a broker; with one, by a worker, the task sent from a thread of
+    its own so that a broker that is down or hung costs the recall nothing (a send still in
+    flight drops the next; beat folds later anyway). Without a broker, nothing schedules the
+    fold either, so the workspace is also folded once ``RECALL_HITS_FOLD_SECONDS`` have passed
+    since this process last did (its first recall in a process starts the clock); with one,
+    beat does that. A fold in the request that fails (a lock it waited too long for, a lost
+    connection) is logged and left to the next: the recall is recorded and answered."""
+    in_request = eager()
     served = _RECALLS_SINCE.get(workspace_id, 0) + 1
     now = time.monotonic()
     last = _FOLDED_AT.setdefault(workspace_id, now)
     by_count = served >= settings.RECALL_HITS_FOLD_RECALLS
-    if not by_count and not (eager and now - last >= settings.RECALL_HITS_FOLD_SECONDS):
+    if not by_count and not (in_request and now - last >= settings.RECALL_HITS_FOLD_SECONDS):
         _RECALLS_SINCE[workspace_id] = served
         return
     _RECALLS_SINCE[workspace_id] = 0
     _FOLDED_AT[workspace_id] = now
-    if eager:
-        hits_fold(workspace_id=workspace_id)
-    else:
-        enqueue(
+    if not in_request:
+        send_in_background(
             "recall.fold_workspace_hits",
             workspace_id,
             deferred="beat folds every workspace's hits every RECALL_HITS_FOLD_SECONDS",
+        )
+        return
+    try:
+        hits_fold(workspace_id=workspace_id)
+    except DatabaseError as exc:
+        logger.warning(
+            "The hits of workspace %s were not folded (%s); the next fold counts them.",
+            workspace_id,
+            type(exc).__name__,
         )

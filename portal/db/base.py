@@ -21,6 +21,12 @@ from portal.db import roles
 
 
 class DatabaseOperations(operations.DatabaseOperations):
+    def last_executed_query(self, cursor: Any, sql: str, params: Any) -> str:
+        # psycopg tells the text of a statement only when it does not run it prepared: the
+        # query log (DEBUG, a test's query count) shows the statement's own text instead.
+        query: str | None = super().last_executed_query(cursor, sql, params)
+        return sql if query is None else query
+
     def execute_sql_flush(self, sql_list: Iterable[str]) -> None:
         # Emptying every table (the test suite's flush) is the owner's to do: the application
         # role may not truncate, and may never empty the audit trail.
@@ -68,12 +74,25 @@ class DatabaseWrapper(base.DatabaseWrapper):
     # planned afresh for three recalls (8 ms each instead of 3, measured).
 
     def _rollback(self) -> None:
-        if self.connection is not None:
+        if self.connection is not None and not self._psycopg_managed():
             self._command("ROLLBACK", unless_idle=True)
+        else:
+            super()._rollback()  # type: ignore[misc]  # not in django-stubs
 
     def _savepoint_rollback(self, sid: str) -> None:
         self.ensure_connection()
-        self._command(self.ops.savepoint_rollback_sql(sid))
+        if self._psycopg_managed():
+            super()._savepoint_rollback(sid)  # type: ignore[misc]  # not in django-stubs
+        else:
+            self._command(self.ops.savepoint_rollback_sql(sid))
+
+    def _psycopg_managed(self) -> bool:
+        # A pipeline, or psycopg's own transaction blocks (neither is used here): psycopg's
+        # rollback keeps their state, so it runs as it is (pyproject pins psycopg to the
+        # versions whose private `_exec_command`, `_pipeline` and `_num_transactions` these
+        # read; tests/portal/test_native_sql.py checks the statements survive).
+        connection = self.connection
+        return bool(connection._pipeline or connection._num_transactions)
 
     def _command(self, sql: str, *, unless_idle: bool = False) -> None:
         connection = self.connection

@@ -18,12 +18,14 @@ from django.utils import timezone
 from audit.models import AuditEvent, EventType, Injection
 from audit.services import ChainTip, _append, _locked_tip, audit_event_append
 from maintenance.services import maintenance_start
+from portal.celery import app as celery_app
 from recall import hits, tasks
 from recall.hits import RANKED_HITS_SQL, hits_fold, hits_fold_due, with_hits
 from recall.models import HitFold, MemoryRecord
 from tests import helpers
 from tests.helpers import release_once_blocked, run_in_threads
 from tests.recall import factories
+from tests.worker_support import sending_to
 
 pytestmark = pytest.mark.django_db
 
@@ -58,10 +60,10 @@ def row_version(memory_id: int) -> str:
 
 
 @pytest.fixture(autouse=True)
-def folds_only_when_asked(settings: Any) -> Any:
+def folds_only_when_asked(settings: Any, monkeypatch: Any) -> Any:
     """No recall folds on its own (as without a broker once a minute has passed) unless a test
     says so, whatever the environment: tasks eager, a long interval, no clock started."""
-    settings.CELERY_TASK_ALWAYS_EAGER = True
+    monkeypatch.setitem(celery_app.conf, "task_always_eager", True)
     settings.RECALL_HITS_FOLD_SECONDS = 3600
     settings.RECALL_HITS_FOLD_RECALLS = 10_000
     hits._FOLDED_AT.clear()
@@ -358,14 +360,52 @@ class FoldWithoutABrokerTests:
         recall(editor, workload_a)
         assert counted()[memory] == 6
 
+    @pytest.mark.django_db(transaction=True)
+    def test_a_fold_that_fails_in_the_request_is_logged_and_the_recall_answered(
+        self, editor, workload_a, rows, settings, caplog
+    ):
+        # The recall's event is committed before the fold: an error escaping from the fold
+        # would answer 503 for a recall that was recorded, and a client's retry would record
+        # it twice. Here the fold waits too long for the mark's row, locked elsewhere.
+        settings.RECALL_HITS_FOLD_RECALLS = 2
+        memory = carried(recall(editor, workload_a))[0]
+        HitFold.objects.get_or_create(workspace=editor.workspace)
+        locked, release = threading.Event(), threading.Event()
+
+        def hold_the_mark(_: int) -> None:
+            with transaction.atomic():
+                HitFold.objects.select_for_update().get(workspace=editor.workspace)
+                locked.set()
+                release.wait(30)
+
+        holder = threading.Thread(target=helpers.run_in_threads, args=(hold_the_mark, 1))
+        holder.start()
+        assert locked.wait(30)
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute("SET lock_timeout = '200ms'")
+            with caplog.at_level("WARNING"):
+                assert memory in carried(recall(editor, workload_a))  # answered: 200
+        finally:
+            with connection.cursor() as cursor:
+                cursor.execute("RESET lock_timeout")
+            release.set()
+            holder.join(30)
+
+        assert f"The hits of workspace {editor.workspace.pk} were not folded" in caplog.text
+        assert counted() == {}
+        assert AuditEvent.objects.filter(type=EventType.ASSEMBLED).count() == 2
+        assert hits_fold(workspace_id=editor.workspace.pk) >= 1
+        assert counted()[memory] == 2  # the next fold counts them, once
+
     def test_with_a_broker_the_recall_leaves_the_fold_to_beat(
         self, editor, workload_a, rows, settings
     ):
         settings.RECALL_HITS_FOLD_SECONDS = 0
-        settings.CELERY_TASK_ALWAYS_EAGER = False
 
-        assert carried(recall(editor, workload_a))
-        hits_fold_due(workspace_id=editor.workspace.pk)
+        with sending_to("redis://127.0.0.1:1/0"):  # a broker, never reached
+            assert carried(recall(editor, workload_a))
+            hits_fold_due(workspace_id=editor.workspace.pk)
 
         assert counted() == {}
         schedule = settings.CELERY_BEAT_SCHEDULE["recall-fold-hits"]
