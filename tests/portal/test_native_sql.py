@@ -28,6 +28,18 @@ class NativeSqlTests:
         assert positional.fetchall([3, 4]) == [(12,)]
 
 
+def prepared_on_the_connection(marker: str) -> list[str]:
+    """The statements prepared on the test's connection whose text holds ``marker``."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT statement FROM pg_prepared_statements WHERE statement LIKE %s",
+            [f"%{marker}%"],
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+
 class KeptCursorTests:
     """A prepared statement runs on the connection's own cursor, with the checks Django's
     cursor makes, unless Django must see every statement."""
@@ -85,17 +97,12 @@ class KeptCursorTests:
         from django.db import DataError, connection, transaction
 
         statement = prepared_statement("test.kept.rollback", "SELECT %s::int * 2 /* kept */")
-
-        def prepared() -> list[str]:
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    "SELECT statement FROM pg_prepared_statements WHERE statement LIKE %s",
-                    ["%/* kept */%"],
-                )
-                return [row[0] for row in cursor.fetchall()]
-
         for n in range(4):  # past the connection's prepare_threshold
             assert statement.fetchone([n]) == (2 * n,)
+
+        def prepared() -> list[str]:
+            return prepared_on_the_connection("/* kept */")
+
         assert prepared() == [statement.native]
 
         with pytest.raises(ZeroDivisionError), transaction.atomic():
@@ -113,20 +120,15 @@ class KeptCursorTests:
     def test_a_rolled_back_savepoint_leaves_the_statements_prepared(self, db):
         # ROLLBACK TO SAVEPOINT's command tag is "ROLLBACK": psycopg deallocated every prepared
         # statement when a cursor ran it (Django's savepoint rollback).
-        from django.db import DataError, connection, transaction
+        from django.db import DataError, transaction
 
         statement = prepared_statement("test.kept.savepoint", "SELECT %s::int * 3 /* sp */")
-
-        def prepared() -> list[str]:
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    "SELECT statement FROM pg_prepared_statements WHERE statement LIKE %s",
-                    ["%/* sp */%"],
-                )
-                return [row[0] for row in cursor.fetchall()]
-
         for n in range(4):
             assert statement.fetchone([n]) == (3 * n,)
+
+        def prepared() -> list[str]:
+            return prepared_on_the_connection("/* sp */")
+
         assert prepared() == [statement.native]
         with transaction.atomic():
             with pytest.raises(ZeroDivisionError), transaction.atomic():

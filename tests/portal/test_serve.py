@@ -168,27 +168,31 @@ def test_a_request_carries_none_of_the_processs_environment_variables(monkeypatc
     assert typed == {**request, "CONTENT_TYPE": "application/json"}
 
 
-def test_an_access_log_it_cannot_write_is_refused_before_it_starts(tmp_path: Path):
+def _refused(*arguments: str) -> str:
+    """What ``python -m portal.serve`` says on standard error when it refuses ``arguments``
+    before it starts (exit status 2)."""
     done = subprocess.run(
-        [sys.executable, "-m", "portal.serve", "--port", str(_free_port()),
-         "--access-log", str(tmp_path / "missing" / "access.log")],
+        [sys.executable, "-m", "portal.serve", *arguments],
         cwd=ROOT, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
-    assert done.returncode == 2
-    assert "cannot write the access log" in done.stderr and "No such file" in done.stderr
-    assert "Traceback" not in done.stderr
+    assert done.returncode == 2, done.stderr
+    return done.stderr
+
+
+def test_an_access_log_it_cannot_write_is_refused_before_it_starts(tmp_path: Path):
+    stderr = _refused(
+        "--port", str(_free_port()), "--access-log", str(tmp_path / "missing" / "access.log")
+    )
+    assert "cannot write the access log" in stderr and "No such file" in stderr
+    assert "Traceback" not in stderr
 
 
 def test_a_port_in_use_is_refused_in_one_line(tmp_path: Path):
     with socket.create_server(("127.0.0.1", 0)) as taken:
         port = taken.getsockname()[1]
-        done = subprocess.run(
-            [sys.executable, "-m", "portal.serve", "--port", str(port)],
-            cwd=ROOT, capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
-    assert done.returncode == 2
-    assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in done.stderr
-    assert "Traceback" not in done.stderr and "backtrace" not in done.stderr
+        stderr = _refused("--port", str(port))
+    assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in stderr
+    assert "Traceback" not in stderr and "backtrace" not in stderr
 
 
 class _UnixHTTPConnection(http.client.HTTPConnection):
@@ -281,9 +285,5 @@ def test_a_socket_path_in_use_or_not_a_socket_is_refused_and_a_stale_one_replace
     plain.write_text("")
     assert _socket_path_problem(plain) == "the path exists and is not a socket"
     assert _socket_path_problem(tmp_path / "missing" / "web.sock").endswith("is not a directory")
-    result = subprocess.run(
-        [sys.executable, "-m", "portal.serve", "--uds", str(plain)],
-        cwd=ROOT, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-    assert result.returncode == 2
-    assert f"cannot listen on {plain}: the path exists and is not a socket" in result.stderr
+    stderr = _refused("--uds", str(plain))
+    assert f"cannot listen on {plain}: the path exists and is not a socket" in stderr

@@ -18,8 +18,7 @@ from django.utils import timezone
 from audit.models import AuditEvent, EventType, Injection
 from audit.services import ChainTip, _append, _locked_tip, audit_event_append
 from maintenance.services import maintenance_start
-from portal.celery import app as celery_app
-from recall import hits, tasks
+from recall import tasks
 from recall.hits import RANKED_HITS_SQL, hits_fold, hits_fold_due, with_hits
 from recall.models import HitFold, MemoryRecord
 from tests import helpers
@@ -27,7 +26,7 @@ from tests.helpers import release_once_blocked, run_in_threads
 from tests.recall import factories
 from tests.worker_support import sending_to
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("hits_fold_unasked")]
 
 
 def recall(persona: Any, workload: Any, top_k: int = 3) -> dict[str, Any]:
@@ -57,20 +56,6 @@ def row_version(memory_id: int) -> str:
     with connection.cursor() as cursor:
         cursor.execute("SELECT xmin::text FROM recall_memoryrecord WHERE id = %s", [memory_id])
         return str(cursor.fetchone()[0])
-
-
-@pytest.fixture(autouse=True)
-def folds_only_when_asked(settings: Any, monkeypatch: Any) -> Any:
-    """No recall folds on its own (as without a broker once a minute has passed) unless a test
-    says so, whatever the environment: tasks eager, a long interval, no clock started."""
-    monkeypatch.setitem(celery_app.conf, "task_always_eager", True)
-    settings.RECALL_HITS_FOLD_SECONDS = 3600
-    settings.RECALL_HITS_FOLD_RECALLS = 10_000
-    hits._FOLDED_AT.clear()
-    hits._RECALLS_SINCE.clear()
-    yield
-    hits._FOLDED_AT.clear()
-    hits._RECALLS_SINCE.clear()
 
 
 @pytest.fixture

@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 from portal.tasks import sending
-from recall import hits
 from recall.models import MemoryRecord
 from tests import helpers
 from tests.recall import factories
@@ -25,14 +24,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture(autouse=True)
-def fold_every_other_recall(settings: Any) -> Iterator[None]:
-    settings.RECALL_HITS_FOLD_SECONDS = 3600
+def fold_every_other_recall(hits_fold_unasked: None, settings: Any) -> None:
     settings.RECALL_HITS_FOLD_RECALLS = 2
-    hits._FOLDED_AT.clear()
-    hits._RECALLS_SINCE.clear()
-    yield
-    hits._FOLDED_AT.clear()
-    hits._RECALLS_SINCE.clear()
 
 
 @pytest.fixture
