@@ -55,8 +55,7 @@ def memories_changed(actor_pk: int) -> None:
     funnel. The rows changed are the ones ``memory_added`` wrote (removed after the run)."""
     from django.db import connection
 
-    while len(_ADDED) < 8:
-        memory_added(actor_pk)
+    _rows_ready(actor_pk)
     turn = next(_CHANGE_TURNS)
     with connection.cursor() as cursor:
         if turn % 3 == 0:
@@ -80,13 +79,21 @@ def memory_looked_up(actor_pk: int) -> None:
     read. The cached funnel's phase waits for it before each request."""
     from django.db import connection
 
+    _rows_ready(actor_pk)
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT sensitivity, lifecycle_status FROM recall_memoryrecord"
             " WHERE id = %s AND actor_id = %s",
-            [_ADDED[0] if _ADDED else 0, actor_pk],
+            [_ADDED[0], actor_pk],
         )
         cursor.fetchall()
+
+
+def _rows_ready(actor_pk: int) -> None:
+    """Rows of ``memory_added``'s for a change to pick, or the cached phase to read (the
+    first time, untimed like every step before a request)."""
+    while len(_ADDED) < 8:
+        memory_added(actor_pk)
 
 
 def bench_rows_removed() -> None:
@@ -116,9 +123,6 @@ def large_rounds(
 
     from recall.hits import hits_fold
 
-    # rows for the changes to pick, and for the cached phase to read, from the first round on
-    while len(_ADDED) < 8:
-        memory_added(actor_pk)
     names = list(PHASES)
     p50s: dict[str, list[float]] = {name: [] for name in names}
     kept: dict[str, list[float]] = {name: [] for name in names}

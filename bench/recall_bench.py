@@ -290,19 +290,14 @@ def ratios(r: dict[str, Any]) -> dict[str, Any]:
     }
     if "large" in r:
         large = r["large"]
-        if "rounds" in large:
-            # right after an edit over with the funnel cached, each after the same pause, in
-            # alternating rounds (bench/large_actor.py; target: at most 1.5)
-            p50 = large["rounds"]["p50Ms"]
-            out["largeAfterEditVsCached"] = round(p50["afterChange"] / p50["cached"], 2)
-            # and over requests sent back to back with the funnel cached
-            out["largeAfterEditVsBackToBack"] = round(
-                p50["afterChange"] / large["endpointC1"]["p50Ms"], 2
-            )
-        else:  # runs before 2026-12-05 measured after-change against back-to-back alone
-            out["largeAfterEditVsCached"] = round(
-                large["endpointC1AfterChange"]["p50Ms"] / large["endpointC1"]["p50Ms"], 2
-            )
+        # right after an edit over with the funnel cached, each after the same pause, in
+        # alternating rounds (bench/large_actor.py; target: at most 1.5)
+        p50 = large["rounds"]["p50Ms"]
+        out["largeAfterEditVsCached"] = round(p50["afterChange"] / p50["cached"], 2)
+        # and over requests sent back to back with the funnel cached
+        out["largeAfterEditVsBackToBack"] = round(
+            p50["afterChange"] / large["endpointC1"]["p50Ms"], 2
+        )
         out["largeRecallAt10"] = large["recallAt10"]["endpoint"]
     return out
 
@@ -563,19 +558,13 @@ def markdown(r: dict[str, Any]) -> str:
                  ("large actor, bare SQL: endpoint's whole read", r["large"]["bareSqlRecallRead"]),
                  ("large actor, endpoint c=1 (funnel cached), requests back to back",
                   r["large"]["endpointC1"])]  # fmt: skip
-        rr = r["large"].get("rounds")
-        if rr:
-            rows += [("large actor, endpoint c=1 (funnel cached), each request after a read of"
-                      " one of its memories", rr["cached"]),
-                     ("large actor, endpoint c=1, a memory added before each request"
-                      " (cache extended)", rr["afterInsert"]),
-                     ("large actor, endpoint c=1, a memory edited, suppressed or deleted before"
-                      " each request", rr["afterChange"])]  # fmt: skip
-        else:
-            rows += [("large actor, endpoint c=1, a memory added before each call",
-                      r["large"]["endpointC1AfterInsert"]),
-                     ("large actor, endpoint c=1, a memory edited, suppressed or deleted before"
-                      " each call", r["large"]["endpointC1AfterChange"])]  # fmt: skip
+        rr = r["large"]["rounds"]
+        rows += [("large actor, endpoint c=1 (funnel cached), each request after a read of"
+                  " one of its memories", rr["cached"]),
+                 ("large actor, endpoint c=1, a memory added before each request"
+                  " (cache extended)", rr["afterInsert"]),
+                 ("large actor, endpoint c=1, a memory edited, suppressed or deleted before"
+                  " each request", rr["afterChange"])]  # fmt: skip
     for name, s in rows:
         lines.append(
             f"| {name} | {s['p50Ms']} | {s['p95Ms']} | {s['p99Ms']} | {s['throughputPerS']} |"

@@ -57,11 +57,17 @@ def granian_options(
     from granian.constants import HTTPModes, Interfaces, RuntimeModes
     from granian.log import LogLevels
 
+    # On a Unix socket every worker accepts from the one socket, and takes a connection only
+    # while it has none (backpressure 1): the others take the rest. The proxy's user (nginx's
+    # group) connects; nobody else.
+    where: dict[str, Any] = (
+        {"address": host, "port": port} if uds is None
+        else {"uds": uds, "uds_permissions": UDS_PERMISSIONS, "backpressure": 1}
+    )  # fmt: skip
     options: dict[str, Any] = {
         "target": "portal.serve:application",
         "interface": Interfaces.WSGI,
-        "address": host,
-        "port": port,
+        **where,
         "workers": workers,
         # One Python thread per worker, on a single-threaded runtime: one request at a time.
         "blocking_threads": 1,
@@ -78,13 +84,6 @@ def granian_options(
         "log_access": access_log is not None,
         "log_access_format": ACCESS_LOG_FORMAT,
     }
-    if uds is not None:
-        del options["address"], options["port"]
-        options["uds"] = uds
-        # The proxy's user (nginx's group) connects; nobody else.
-        options["uds_permissions"] = UDS_PERMISSIONS
-        # A worker accepts a connection only while it has none: the others take the rest.
-        options["backpressure"] = 1
     if access_log not in (None, "-"):
         options["log_dictconfig"] = {
             "handlers": {
@@ -105,8 +104,8 @@ def granian_options(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m portal.serve", description=__doc__)
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--host", help="default 127.0.0.1")
+    parser.add_argument("--port", type=int, help="default 8000")
     parser.add_argument(
         "--uds", metavar="PATH", type=Path,
         help="serve on this Unix socket instead of --host and --port (behind a proxy on the"
@@ -122,6 +121,12 @@ def main(argv: list[str] | None = None) -> int:
         help="the server's own messages (workers started and stopped)",
     )  # fmt: skip
     args = parser.parse_args(argv)
+    if args.uds is not None and (args.host is not None or args.port is not None):
+        parser.error(
+            "--uds serves on a Unix socket instead of --host and --port: give one or the other"
+        )
+    args.host = "127.0.0.1" if args.host is None else args.host
+    args.port = 8000 if args.port is None else args.port
     if args.workers < 1:
         parser.error("--workers must be at least 1")
     if args.access_log not in (None, "-"):

@@ -99,21 +99,17 @@ class KeptCursorTests:
         statement = prepared_statement("test.kept.rollback", "SELECT %s::int * 2 /* kept */")
         for n in range(4):  # past the connection's prepare_threshold
             assert statement.fetchone([n]) == (2 * n,)
-
-        def prepared() -> list[str]:
-            return prepared_on_the_connection("/* kept */")
-
-        assert prepared() == [statement.native]
+        assert prepared_on_the_connection("/* kept */") == [statement.native]
 
         with pytest.raises(ZeroDivisionError), transaction.atomic():
             statement.fetchone([1])
             _ = 1 / 0
-        assert prepared() == [statement.native]
+        assert prepared_on_the_connection("/* kept */") == [statement.native]
 
         cast = prepared_statement("test.kept.rollback.cast", "SELECT %s::text::int")
         with pytest.raises(DataError), transaction.atomic():
             cast.fetchone(["not a number"])  # the transaction fails in the server
-        assert prepared() == [statement.native]
+        assert prepared_on_the_connection("/* kept */") == [statement.native]
         assert statement.fetchone([21]) == (42,)
         assert not connection.needs_rollback and connection.connection.info.transaction_status == 0
 
@@ -125,20 +121,16 @@ class KeptCursorTests:
         statement = prepared_statement("test.kept.savepoint", "SELECT %s::int * 3 /* sp */")
         for n in range(4):
             assert statement.fetchone([n]) == (3 * n,)
-
-        def prepared() -> list[str]:
-            return prepared_on_the_connection("/* sp */")
-
-        assert prepared() == [statement.native]
+        assert prepared_on_the_connection("/* sp */") == [statement.native]
         with transaction.atomic():
             with pytest.raises(ZeroDivisionError), transaction.atomic():
                 statement.fetchone([1])
                 _ = 1 / 0
-            assert prepared() == [statement.native]
+            assert prepared_on_the_connection("/* sp */") == [statement.native]
             cast = prepared_statement("test.kept.savepoint.cast", "SELECT %s::text::int")
             with pytest.raises(DataError), transaction.atomic():
                 cast.fetchone(["not a number"])
-            assert prepared() == [statement.native]
+            assert prepared_on_the_connection("/* sp */") == [statement.native]
             assert statement.fetchone([7]) == (21,)
 
     def test_logged_queries_and_execute_wrappers_see_each_statement(self, db):

@@ -287,3 +287,5 @@ def test_a_socket_path_in_use_or_not_a_socket_is_refused_and_a_stale_one_replace
     assert _socket_path_problem(tmp_path / "missing" / "web.sock").endswith("is not a directory")
     stderr = _refused("--uds", str(plain))
     assert f"cannot listen on {plain}: the path exists and is not a socket" in stderr
+    stderr = _refused("--uds", str(tmp_path / "web.sock"), "--port", "8001")
+    assert "give one or the other" in stderr
