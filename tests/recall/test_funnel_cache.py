@@ -39,6 +39,21 @@ def cached_from_one_row(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(selectors, "FUNNEL_REFILL_MIN", 1)
 
 
+@pytest.fixture
+def hnsw_index_rebuilt(db: None) -> None:
+    """The HNSW index rebuilt, inside the test's transaction, from the rows it can see.
+
+    Left as the suite leaves it, the index holds an entry for every row that earlier tests
+    wrote and rolled back, many with these tests' very contents (so their vectors), until
+    autovacuum gets to it. How far a scan must go, and where it ends, then depends on the
+    rest of the run: late in one CI run the scan ended, unbounded and all, before reaching
+    these rows, and each read took its exact fallback. Rebuilt, the index holds only what the
+    test wrote, and a read that should take the hnsw path takes it.
+    """
+    with factories.hnsw_index_built_afterwards():
+        pass
+
+
 STRICT = {
     "memoryTypeAllowed": ["fact", "decision"],
     "sensitivityCeiling": "internal",
@@ -354,6 +369,7 @@ class FunnelCacheTests:
         stored = FunnelCache.objects.get(pk=entry.pk)
         assert {k: getattr(stored, k) for k in newer} == newer
 
+    @pytest.mark.usefixtures("hnsw_index_rebuilt")
     def test_an_entry_stored_without_ids_is_not_used_once_changes_could_make_it_exact(
         self, monkeypatch, strict, ada_rows
     ):
@@ -361,7 +377,6 @@ class FunnelCacheTests:
         serve a read whose eligible rows may have fallen within the exact limit by changes
         since: the funnel is computed again, ids and all."""
         monkeypatch.setattr(selectors, "EXACT_SEARCH_MAX", 2)
-        monkeypatch.setattr(selectors, "HNSW_MAX_SCAN_TUPLES", 10**8)
         read(strict)  # three eligible rows: stored without ids
         assert FunnelCache.objects.get(actor=ada()).eligible is None
         passing = next(m for m in ada_rows if m.content == "ship the release on fridays")
@@ -389,13 +404,9 @@ class FunnelCacheTests:
         assert answer(found) == answer(fresh_scan(strict))
         assert FunnelCache.objects.get(actor=ada()).eligible is not None
 
+    @pytest.mark.usefixtures("hnsw_index_rebuilt")
     def test_the_hnsw_path_keeps_counts_but_no_ids(self, monkeypatch, strict, ada_rows):
         monkeypatch.setattr(selectors, "EXACT_SEARCH_MAX", 2)
-        # The HNSW index still holds the entries of every row the suite's earlier tests wrote
-        # and rolled back (nothing vacuums it meanwhile): late in a long run, a scan bounded
-        # at 40,000 tuples can end before reaching these three rows, and the read then takes
-        # its exact fallback. This test is about the hnsw path, so its scan is not bounded.
-        monkeypatch.setattr(selectors, "HNSW_MAX_SCAN_TUPLES", 10**8)
         first = read(strict)
         second = read(strict)
 
@@ -579,6 +590,7 @@ class FunnelCacheTests:
 
         assert not MemoryChange.objects.exists()
 
+    @pytest.mark.usefixtures("hnsw_index_rebuilt")
     @pytest.mark.parametrize("seed", [1, 2, 3])
     @pytest.mark.parametrize("refill", [1, 6], ids=["stored-each-read", "merged-until-six"])
     @pytest.mark.parametrize("exact_max", [20_000, 3], ids=["exact", "hnsw-above-three"])
@@ -590,10 +602,8 @@ class FunnelCacheTests:
         entry stored again after every read that merged rows, or only once six gathered; with
         the exact path, or the HNSW path (entries without ids) above three eligible rows."""
         monkeypatch.setattr(selectors, "FUNNEL_REFILL_MIN", refill)
-        # above three eligible rows: ranked by the HNSW index, stored without ids (its scan
-        # unbounded here, as in test_the_hnsw_path_keeps_counts_but_no_ids)
+        # above three eligible rows: ranked by the HNSW index, stored without ids
         monkeypatch.setattr(selectors, "EXACT_SEARCH_MAX", exact_max)
-        monkeypatch.setattr(selectors, "HNSW_MAX_SCAN_TUPLES", 10**8)
         rng = random.Random(seed)
         labels = {
             "memory_type": ["fact", "decision", "preference"],
