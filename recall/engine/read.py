@@ -116,6 +116,10 @@ RANKED_COLUMNS = (
 # Two stages: the filter reads only the covering index (index-only scan, no wide heap rows),
 # then distances are computed for the eligible ids alone. Materialising both keeps the planner
 # from answering ORDER BY distance with the HNSW index, which would filter after the scan.
+# The eligible rows are fetched by one scan of the primary key given all their ids (``= ANY``
+# of an array), not by one probe per id: PostgreSQL (17 and later) reads the ids that share a
+# leaf page without descending the index again for each (docs/performance.md, "Fetching the
+# eligible rows"). The hot path's statement below does the same.
 EXACT_SQL = f"""
 WITH ids AS MATERIALIZED (
     SELECT m.id FROM {TABLE} m
@@ -123,7 +127,7 @@ WITH ids AS MATERIALIZED (
 ),
 eligible AS MATERIALIZED (
     SELECT m.id, m.embedding <=> %(query)s::vector AS distance
-    FROM ids JOIN {TABLE} m ON m.id = ids.id
+    FROM {TABLE} m WHERE m.id = ANY(ARRAY(SELECT id FROM ids))
 )
 SELECT {RANKED_COLUMNS}, COALESCE(1 - e.distance, 0) AS similarity
 FROM eligible e JOIN {TABLE} m ON m.id = e.id
@@ -246,8 +250,9 @@ eligible_ids AS (
 ),
 eligible AS MATERIALIZED (
     SELECT m.id, m.embedding <=> %(query)s::vector AS distance
-    FROM eligible_ids e JOIN {TABLE} m ON m.id = e.id
-    WHERE (SELECT n FROM passing) <= %(exact_max)s
+    FROM {TABLE} m
+    WHERE m.id = ANY(ARRAY(SELECT id FROM eligible_ids))
+      AND (SELECT n FROM passing) <= %(exact_max)s
 ),
 nearest AS (
     SELECT id, distance FROM eligible ORDER BY distance NULLS LAST, id LIMIT %(limit)s
