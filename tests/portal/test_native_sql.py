@@ -175,3 +175,26 @@ class VectorFormTests:
             )  # fmt: skip
             assert equal is True
             assert binary == text
+
+    def test_a_stored_vector_is_the_one_pgvector_would_have_stored(self, db):
+        """A model's vector is written in ``vector_literal``'s text (``StoredVector``): the
+        same float4 elements as pgvector's own text of it, and as the binary form."""
+        import random
+
+        from pgvector import Vector
+
+        from portal.db.cursors import BinaryVector, StoredVector
+        from recall.models import MemoryRecord
+
+        field = MemoryRecord._meta.get_field("embedding")
+        same = prepared_statement(
+            "test.vector_stored", "SELECT %s::vector = %s::vector AND %s::vector = %s::vector"
+        )
+        rng = random.Random(11)
+        for _ in range(20):
+            vector = [rng.uniform(-1, 1) * 10 ** rng.randint(-6, 2) for _ in range(384)]
+            ours = field.get_prep_value(StoredVector(vector))
+            assert ours != Vector(vector).to_text()  # another text...
+            assert same.fetchone(  # ...of the same vector
+                [ours, Vector(vector).to_text(), ours, BinaryVector(vector)]
+            ) == (True,)
