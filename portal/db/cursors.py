@@ -126,7 +126,7 @@ class StoredVector(Vector):
     as that float4."""
 
     def to_text(self) -> str:
-        return vector_literal(self._value)
+        return vector_literal(self.to_list())
 
 
 class _BinaryVectorDumper(Dumper):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from portal.db.cursors import native_sql, prepared_statement
+from portal.db.cursors import PreparedStatement, native_sql, prepared_statement
 
 
 class NativeSqlTests:
@@ -38,6 +38,32 @@ def prepared_on_the_connection(marker: str) -> list[str]:
             [f"%{marker}%"],
         )
         return [row[0] for row in cursor.fetchall()]
+
+
+def prepared_past_the_threshold(name: str, *, factor: int) -> PreparedStatement:
+    """A statement multiplying by ``factor``, run past the connection's prepare_threshold:
+    prepared on the connection, its text marked with ``name``."""
+    statement = prepared_statement(name, f"SELECT %s::int * {factor} /* {name} */")
+    for n in range(4):
+        assert statement.fetchone([n]) == (factor * n,)
+    assert prepared_on_the_connection(f"/* {name} */") == [statement.native]
+    return statement
+
+
+def blocks_rolled_back_keep(statement: PreparedStatement) -> None:
+    """Roll back two atomic blocks, one on an exception in Python after ``statement`` ran,
+    one on an error in the server; ``statement`` stays prepared after each."""
+    from django.db import DataError, transaction
+
+    marker = f"/* {statement.name} */"
+    with pytest.raises(ZeroDivisionError), transaction.atomic():
+        statement.fetchone([1])
+        _ = 1 / 0
+    assert prepared_on_the_connection(marker) == [statement.native]
+    cast = prepared_statement(f"{statement.name}.cast", "SELECT %s::text::int")
+    with pytest.raises(DataError), transaction.atomic():
+        cast.fetchone(["not a number"])  # the transaction fails in the server
+    assert prepared_on_the_connection(marker) == [statement.native]
 
 
 class KeptCursorTests:
@@ -94,43 +120,21 @@ class KeptCursorTests:
     def test_a_rolled_back_transaction_leaves_the_statements_prepared(self, transactional_db):
         # psycopg's own rollback() deallocates every prepared statement; the backend's keeps
         # them, so the recall after a failed request runs its prepared read.
-        from django.db import DataError, connection, transaction
+        from django.db import connection
 
-        statement = prepared_statement("test.kept.rollback", "SELECT %s::int * 2 /* kept */")
-        for n in range(4):  # past the connection's prepare_threshold
-            assert statement.fetchone([n]) == (2 * n,)
-        assert prepared_on_the_connection("/* kept */") == [statement.native]
-
-        with pytest.raises(ZeroDivisionError), transaction.atomic():
-            statement.fetchone([1])
-            _ = 1 / 0
-        assert prepared_on_the_connection("/* kept */") == [statement.native]
-
-        cast = prepared_statement("test.kept.rollback.cast", "SELECT %s::text::int")
-        with pytest.raises(DataError), transaction.atomic():
-            cast.fetchone(["not a number"])  # the transaction fails in the server
-        assert prepared_on_the_connection("/* kept */") == [statement.native]
+        statement = prepared_past_the_threshold("test.kept.rollback", factor=2)
+        blocks_rolled_back_keep(statement)
         assert statement.fetchone([21]) == (42,)
         assert not connection.needs_rollback and connection.connection.info.transaction_status == 0
 
     def test_a_rolled_back_savepoint_leaves_the_statements_prepared(self, db):
         # ROLLBACK TO SAVEPOINT's command tag is "ROLLBACK": psycopg deallocated every prepared
         # statement when a cursor ran it (Django's savepoint rollback).
-        from django.db import DataError, transaction
+        from django.db import transaction
 
-        statement = prepared_statement("test.kept.savepoint", "SELECT %s::int * 3 /* sp */")
-        for n in range(4):
-            assert statement.fetchone([n]) == (3 * n,)
-        assert prepared_on_the_connection("/* sp */") == [statement.native]
+        statement = prepared_past_the_threshold("test.kept.savepoint", factor=3)
         with transaction.atomic():
-            with pytest.raises(ZeroDivisionError), transaction.atomic():
-                statement.fetchone([1])
-                _ = 1 / 0
-            assert prepared_on_the_connection("/* sp */") == [statement.native]
-            cast = prepared_statement("test.kept.savepoint.cast", "SELECT %s::text::int")
-            with pytest.raises(DataError), transaction.atomic():
-                cast.fetchone(["not a number"])
-            assert prepared_on_the_connection("/* sp */") == [statement.native]
+            blocks_rolled_back_keep(statement)  # each inner block a savepoint
             assert statement.fetchone([7]) == (21,)
 
     def test_logged_queries_and_execute_wrappers_see_each_statement(self, db):

@@ -81,6 +81,13 @@ def hnsw_index_built_afterwards() -> Iterator[None]:
         cursor.execute(f"ANALYZE {MemoryRecord._meta.db_table}")
 
 
+def hnsw_index_rebuilt() -> None:
+    """Build the HNSW index again, inside the test's transaction, from the rows it can see:
+    without the entries that rows written and rolled back by earlier tests left in it."""
+    with hnsw_index_built_afterwards():
+        pass
+
+
 def random_table(
     workspace: Workspace,
     owner: Actor,

@@ -50,8 +50,7 @@ def hnsw_index_rebuilt(db: None) -> None:
     these rows, and each read took its exact fallback. Rebuilt, the index holds only what the
     test wrote, and a read that should take the hnsw path takes it.
     """
-    with factories.hnsw_index_built_afterwards():
-        pass
+    factories.hnsw_index_rebuilt()
 
 
 STRICT = {
