@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import connection
 from rest_framework import authentication, exceptions
 
-from portal.db.cursors import prepared_statement
-from portal.db.scope import SETTING
-from portal.models import TOKEN_PREFIX, ApiToken, Workspace, hash_token
+from portal.models import TOKEN_PREFIX, ApiToken, hash_token
+from portal.tokens import TokenCheck, token_lookup, token_remembered
+
+REVOKED_MESSAGE = "Invalid or revoked API token."
 
 
 class TokenUser:
@@ -20,6 +20,8 @@ class TokenUser:
     is_superuser = False
     is_staff = False
     pk = None
+    # A remembered token not looked up for this call (BearerTokenAuthentication).
+    token_check: TokenCheck | None = None
 
     def __init__(self, token: ApiToken):
         self.token = token
@@ -28,47 +30,37 @@ class TokenUser:
         return self.token.label
 
 
-# The same statement scopes the connection to the token's workspace (portal/db/scope.py):
-# row-level security then hides every other workspace's rows from the rest of the call.
-_TOKEN_SQL = prepared_statement(
-    "portal.token",
-    f"""
-SELECT t.id, t.name, t.role, t.prefix, t.created_at, w.id, w.slug, w.name, w.created_at,
-    w.store_queries, w.recall_rate_per_minute, set_config('{SETTING}', w.id::text, false)
-FROM {ApiToken._meta.db_table} t JOIN {Workspace._meta.db_table} w ON w.id = t.workspace_id
-WHERE t.key_hash = %s AND t.revoked_at IS NULL
-""",
-)
-
-
-def token_lookup(key_hash: str) -> ApiToken | None:
-    """The live token with this hash, its workspace attached.
-
-    Raw SQL on purpose: every API call pays for this lookup, and the ORM's per-query overhead
-    is several times the round trip here.
-    """
-    row = _TOKEN_SQL.fetchone([key_hash])
-    if row is None:
-        return None
-    token_id, name, role, prefix, created, ws_id, slug, ws_name, ws_created, store, rate, _ = row
-    workspace = Workspace(
-        id=ws_id, slug=slug, name=ws_name, created_at=ws_created, store_queries=store,
-        recall_rate_per_minute=rate,
-    )  # fmt: skip
-    token = ApiToken(
-        id=token_id, workspace=workspace, name=name, role=role, key_hash=key_hash,
-        prefix=prefix, created_at=created,
-    )  # fmt: skip
-    # Mark both as loaded from the database, as the ORM would.
-    for obj in (workspace, token):
-        obj._state.adding, obj._state.db = False, connection.alias
-    return token
-
-
 class BearerTokenAuthentication(authentication.BaseAuthentication):
+    """A bearer token, looked up by its hash; the lookup also scopes the connection to the
+    token's workspace.
+
+    A view that sets ``token_remembered`` (the recall endpoint) takes a token this process
+    looked up before, on a connection it then scoped to the token's workspace, as remembered,
+    without a statement of its own: its ``TokenCheck`` (``request.user.token_check``) goes to
+    the recall, whose read checks the token, and the connection's scope, in the same snapshot
+    as everything it reads; a revoked token is refused before anything is recorded or
+    returned. Whatever does not fit (a token not seen yet, another scope noted, a
+    ``workspace`` parameter, which would be looked up first) is looked up as usual.
+    """
+
     keyword = "Bearer"
 
     def authenticate(self, request: Any) -> tuple[TokenUser, ApiToken] | None:
+        key_hash = self.key_hash(request)
+        if key_hash is None:
+            return None
+        view = (getattr(request, "parser_context", None) or {}).get("view")
+        if getattr(view, "token_remembered", False) and "workspace" not in request.query_params:
+            remembered = token_remembered(key_hash)
+            if remembered is not None:
+                token, check = remembered
+                user = TokenUser(token)
+                user.token_check = check
+                return user, token
+        return self.looked_up(key_hash)
+
+    def key_hash(self, request: Any) -> str | None:
+        """The hash of the request's bearer token; None without one."""
         header = authentication.get_authorization_header(request).decode("latin-1")
         if not header:
             return None
@@ -78,9 +70,13 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         raw = raw.strip()
         if not raw.startswith(TOKEN_PREFIX):
             raise exceptions.AuthenticationFailed("Malformed API token.")
-        token = token_lookup(hash_token(raw))
+        return hash_token(raw)
+
+    @staticmethod
+    def looked_up(key_hash: str) -> tuple[TokenUser, ApiToken]:
+        token = token_lookup(key_hash)
         if token is None:
-            raise exceptions.AuthenticationFailed("Invalid or revoked API token.")
+            raise exceptions.AuthenticationFailed(REVOKED_MESSAGE)
         return TokenUser(token), token
 
     def authenticate_header(self, request: Any) -> str:

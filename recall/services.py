@@ -27,6 +27,7 @@ from portal.db.cursors import StoredVector
 from portal.errors import ConflictError, NotFoundError, ValidationFailed
 from portal.models import Workspace
 from portal.tasks import eager, enqueue
+from portal.tokens import TokenCheck
 from recall.actor_ids import ActorIdError, normalize_actor_id, split_actor_id
 from recall.engine.read import (
     Funnel,
@@ -225,6 +226,9 @@ class RecallRequest:
     top_k: int
     override: dict[str, Any] | None
     author: str
+    # The API token, when the call took it as remembered without looking it up: checked by
+    # the read, or looked up before any other statement (``portal.tokens.TokenCheck``).
+    token_check: TokenCheck | None = None
 
 
 @dataclass(frozen=True)
@@ -254,10 +258,19 @@ def recall_plan(
     now = timezone.now()
     query_vector = embedder().embed([request.query])[0]
 
+    check = request.token_check
+
     def read(effective: EffectivePolicy) -> RecallCandidates:
         rejected = rejected_limit
         if rejected is None:
             rejected = DECISIONS_MAX if effective.policy["diagnosticsVerbosity"] == "full" else 0
+        found = read_once(effective, rejected)
+        if check is not None and not check.checked(found.token_key):
+            check.confirm()  # TokenChanged, unless the scope alone was not as noted
+            found = read_once(effective, rejected)
+        return found
+
+    def read_once(effective: EffectivePolicy, rejected: int) -> RecallCandidates:
         return recall_read(
             workspace_id=request.workspace.pk,
             workload_id=request.workload.id,
@@ -270,6 +283,7 @@ def recall_plan(
             now=now,
             fill_cache=fill_cache,
             lane=append_lane(),
+            token_hash=None if check is None else check.param,
         )
 
     # The policy this process last computed for the workload, checked by the read itself (one
@@ -283,6 +297,8 @@ def recall_plan(
         effective = remembered[1]
         found = read(effective)
     if remembered is None or found.policy_context != remembered[0]:
+        if check is not None:
+            check.confirm()  # before any statement that does not check the token itself
         effective = effective_policy_for(
             workload=request.workload, environment=request.environment, override=request.override
         )

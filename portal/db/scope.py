@@ -45,6 +45,26 @@ def scope_set(value: str, connection: Any = None) -> None:
     connection = connection or default_connection
     with connection.cursor() as cursor:
         cursor.execute("SELECT set_config(%s, %s, false)", [SETTING, value])
+    scope_noted(value, connection)
+
+
+# What each connection's scope was last set to, as this process saw it: a hint for the recall
+# endpoint (``portal.authentication.RememberedTokenAuthentication``), never trusted alone. A
+# rolled-back transaction can undo a ``set_config``; whatever relies on the hint checks the
+# setting itself in its statement.
+def scope_noted(value: str | None, connection: Any = None) -> None:
+    """Note that ``connection``'s scope is now ``value`` (None: not known)."""
+    connection = connection or default_connection
+    connection.portal_scope_noted = (connection.connection, value)
+
+
+def scope_hint(connection: Any = None) -> str | None:
+    """The scope last noted for the connection's current session, or None."""
+    connection = connection or default_connection
+    noted = getattr(connection, "portal_scope_noted", None)
+    if noted is None or noted[0] is None or noted[0] is not connection.connection:
+        return None
+    return noted[1]
 
 
 def scope_include(workspace_id: int) -> None:
@@ -55,6 +75,7 @@ def scope_include(workspace_id: int) -> None:
             " ELSE concat_ws(',', nullif(current_setting(%(s)s, true), ''), %(id)s) END, false)",
             {"s": SETTING, "id": str(int(workspace_id))},
         )
+    scope_noted(None)
 
 
 def on_connection_created(sender: Any, connection: Any, **kwargs: Any) -> None:
@@ -109,3 +130,4 @@ class WorkspaceScopeMiddleware:
                 f" FROM {Membership._meta.db_table} WHERE user_id = %s",
                 [SETTING, user_id],
             )
+        scope_noted(None)

@@ -5,6 +5,7 @@ from typing import Any
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
+from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -20,9 +21,11 @@ from portal.api.views import (
     json_object,
     json_object_or_empty,
 )
+from portal.authentication import REVOKED_MESSAGE, TokenUser
 from portal.errors import NotFoundError, ValidationFailed
 from portal.ids import numeric_id
 from portal.models import Role
+from portal.tokens import TokenChanged, TokenCheck
 from recall import erasure, replay, services
 from recall.api.serializers import (
     MEMORY_BATCH_MAX,
@@ -201,8 +204,10 @@ class MemoryRestoreView(MemorySuppressView):
 
 class RecallView(ApiView):
     throttle_scope = "recall"  # its own per-token limit (portal.throttling)
-    # The hot path: its envelope rendered by orjson.
+    # The hot path: its envelope rendered by orjson, its token taken as remembered and checked
+    # by the recall's read (portal.tokens.TokenCheck).
     renderer_classes = [FastJSONRenderer]
+    token_remembered = True
 
     @extend_schema(
         parameters=[WORKSPACE_PARAM],
@@ -211,6 +216,20 @@ class RecallView(ApiView):
         summary="Recall: the governed context envelope for one actor (SPEC §5)",
     )
     def post(self, request: Request, actor_id: str) -> Response:
+        check = getattr(request.user, "token_check", None)
+        try:
+            return self._recall(request, actor_id, check)
+        except TokenChanged as changed:
+            # The remembered token was revoked, or it or its workspace changed, since this
+            # process looked it up; nothing was recorded. A revoked one is refused as a lookup
+            # would have refused it; otherwise the call runs again with the token as it is now.
+            if changed.token is None:
+                raise AuthenticationFailed(REVOKED_MESSAGE) from None
+            token = changed.token
+            request.user, request.auth = TokenUser(token), token  # type: ignore[assignment]
+            return self._recall(request, actor_id, None)
+
+    def _recall(self, request: Request, actor_id: str, check: TokenCheck | None) -> Response:
         caller = self.caller(request)
         workspace = workspace_for(
             caller, request.query_params.get("workspace"), required=Role.EDITOR
@@ -236,6 +255,7 @@ class RecallView(ApiView):
                 top_k=data["topK"],
                 override=override or None,
                 author=caller.label,
+                token_check=check,
             )
         ).envelope
         return Response(envelope)

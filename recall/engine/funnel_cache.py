@@ -149,6 +149,8 @@ FILL = f"""filling AS MATERIALIZED (
       -- every pending row is rechecked on each use: not worth it for a mass (re-)embedding
       AND (SELECT coalesce(sum(n), 0) FROM counts WHERE code = 'embedding_pending')
           <= {FUNNEL_PENDING_MAX}
+      -- nothing is written for a call whose token the read did not confirm (``caller``)
+      AND (%(token_hash)s::text IS NULL OR (SELECT key FROM caller) IS NOT NULL)
 ),
 -- an actor keeps its most recently computed funnels only (one per filter: overrides vary);
 -- rows another recall is writing are skipped, never waited for (no lock cycles)

@@ -36,6 +36,7 @@ from audit.services import CHAIN_TIP_SQL, latest_payload_value_sql
 from policies.axes import PolicyDocument
 from policies.selectors import POLICY_CONTEXT_KEY_SQL
 from portal.db.cursors import BinaryVector, prepared_statement, vector_literal
+from portal.tokens import TOKEN_CHECK_SQL
 from recall.engine.funnel_cache import (
     ACTOR,
     FILL,
@@ -203,7 +204,12 @@ def hnsw_nearest(params: dict[str, Any], *, ef_search: int | None = None) -> lis
 # exact search, the nearest rows. A larger eligible set returns no rows here and is ranked by
 # ``memory_ranked`` with the HNSW index instead.
 _FUNNEL_AND_NEAREST = f"""
-WITH actor AS (
+WITH caller AS MATERIALIZED (
+    -- a remembered API token this call did not look up (portal.tokens.TokenCheck), checked in
+    -- the snapshot of everything read here; NULL when there is none to check
+    SELECT {TOKEN_CHECK_SQL} AS key WHERE %(token_hash)s::text IS NOT NULL
+),
+actor AS (
     SELECT a.id, a.memory_version, a.memory_inserts, a.memory_changes FROM {ACTOR} a
     WHERE a.workspace_id = %(workspace)s AND a.kind = %(kind)s AND a.name = %(name)s
 ),
@@ -272,6 +278,7 @@ SELECT
     EXISTS (SELECT 1 FROM usable),
     -- the policy context's key: the caller's remembered policy is current if it is the same
     {POLICY_CONTEXT_KEY_SQL},
+    (SELECT key FROM caller),
     t.*
 FROM (SELECT 1) one
 LEFT JOIN LATERAL (
@@ -307,6 +314,10 @@ class RecallCandidates:
     # The policy context's key when read (``policies.selectors.effective_policy_remembered``).
     policy_context: str | None = None
     lane: int = 0
+    # For a call with a remembered token (``token_hash``): the token's key as the read found
+    # it (``portal.tokens.TOKEN_CHECK_SQL``), None if it is revoked or the connection was not
+    # scoped to its workspace; the caller compares it with the key it remembered.
+    token_key: str | None = None
 
 
 def recall_read(
@@ -322,6 +333,7 @@ def recall_read(
     now: datetime,
     fill_cache: bool = False,
     lane: int = 0,
+    token_hash: str | None = None,
 ) -> RecallCandidates:
     """Everything recall reads about the actor's memories, nearest rows included. It writes
     nothing (a cached funnel is used, never stored) unless ``fill_cache``: then, in the same
@@ -329,7 +341,11 @@ def recall_read(
     extended it (the recall endpoint's cache fill). An actor found small by its previous such
     read is read without the fill, which would store nothing; its count is checked again by
     each read, so an actor that grows is cached from its next read on. The chain tip read is
-    that of ``lane`` of the workspace's audit chain, the one the recall will append to."""
+    that of ``lane`` of the workspace's audit chain, the one the recall will append to.
+
+    With ``token_hash`` (a remembered token the call did not look up: ``TokenCheck``) the read
+    also checks the token (``token_key``); refused (None), it stores nothing and returns no
+    rows, and the caller is to look the token up and read again."""
     sized = (workspace_id, actor_id)
     # The fill costs a tenth of the read even when it writes nothing: it runs only for an actor
     # whose last read in this process found it large enough to cache (or that none read yet).
@@ -353,16 +369,19 @@ def recall_read(
         "rejected_limit": min(rejected_limit, REJECTED_KEEP),
         "cache_min": FUNNEL_CACHE_MIN,
         "refill_min": FUNNEL_REFILL_MIN,
+        "token_hash": token_hash,
     }
     result = statement.fetchall(params)
-    actor_pk, counts, rejected, previous, tip, cached, context = result[0][:7]
+    actor_pk, counts, rejected, previous, tip, cached, context, token_key = result[0][:8]
+    if token_hash is not None and token_key is None:
+        return RecallCandidates(None, _funnel({}), [], [], "none", None, None, lane=lane)
     counts, rejected = _json(counts), _json(rejected)
     funnel = _funnel({code: int(n) for code, n in counts.items()})
     if fill_cache:
         if len(_FUNNEL_SIZES) >= _FUNNEL_SIZES_KEPT:
             _FUNNEL_SIZES.clear()
         _FUNNEL_SIZES[sized] = funnel.candidates
-    rows = [RankedRow(*row[7:]) for row in result if row[7] is not None]
+    rows = [RankedRow(*row[8:]) for row in result if row[8] is not None]
     path = "exact" if rows else "none"
     if actor_pk is not None and funnel.after_policy > EXACT_SEARCH_MAX:
         rows, path = memory_ranked(
@@ -384,6 +403,7 @@ def recall_read(
         funnel_cached=bool(cached),
         policy_context=context,
         lane=lane,
+        token_key=token_key,
     )
 
 

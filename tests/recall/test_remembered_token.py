@@ -1,0 +1,201 @@
+"""The recall endpoint takes a token this process looked up before as remembered: no lookup
+of its own, the read checks the token and the connection's scope in its own snapshot
+(``portal.tokens.TokenCheck``). A revocation, or a change of the token's workspace, is seen
+by the very next recall; nothing is recorded for a refused one.
+
+The test suite's connection sees every workspace again after each request
+(``tests/conftest.py``), as no production connection does; these tests keep the scope a
+request left, as between two requests of a production worker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from audit.models import AuditEvent, EventType
+from console.services import api_token_revoke
+from portal.db.scope import ALL, SETTING, scope_set
+from portal.models import ApiToken, Workspace
+from recall.engine import read
+from recall.models import FunnelCache
+from tests.helpers import error_of, recall_body
+from tests.recall import factories
+
+RECALL = "/v1/memory/actors/user:ada/recall"
+TOKEN_LOOKUP = f"set_config('{SETTING}', w.id::text, false)"
+
+
+@pytest.fixture
+def scope_kept(db: None) -> Iterator[None]:
+    """Requests leave the connection scoped as they left it, as in a production worker."""
+    from django.core.signals import request_finished
+
+    from tests.conftest import SCOPE_RESTORE, restore_scope_after_request
+
+    request_finished.disconnect(dispatch_uid=SCOPE_RESTORE)
+    try:
+        yield
+    finally:
+        request_finished.connect(restore_scope_after_request, dispatch_uid=SCOPE_RESTORE)
+        scope_set(ALL)
+
+
+@pytest.fixture
+def remembered(scope_kept: None, editor: Any, workload_a: Any) -> Any:
+    """The editor's API client after one recall: its token remembered, the connection scoped
+    to its workspace."""
+    factories.memories(editor.workspace, {"content": "release summary"}, {"content": "notes"})
+    client = editor.api()
+    first = client.post(RECALL, recall_body(workload_a), format="json")
+    assert first.status_code == 200, first.content
+    return client
+
+
+def _scope_changed_unseen(value: str) -> None:
+    """Scope the connection behind the process's back, as a rolled-back ``set_config`` would."""
+    connection.connection.execute("SELECT set_config(%s, %s, false)", [SETTING, value])
+
+
+def _assembled() -> int:
+    with connection.cursor() as cursor:  # whatever the connection's scope is now
+        cursor.execute(
+            "SELECT count(*) FROM audit_auditevent WHERE type = %s", [EventType.ASSEMBLED]
+        )
+        return cursor.fetchone()[0]
+
+
+def _recalled(client: Any, workload: Any) -> tuple[Any, list[str]]:
+    with CaptureQueriesContext(connection) as queries:
+        response = client.post(RECALL, recall_body(workload), format="json")
+    return response, [q["sql"] for q in queries.captured_queries]
+
+
+class RememberedTokenTests:
+    def test_a_repeated_recall_runs_its_read_and_its_write_alone(self, remembered, workload_a):
+        response, statements = _recalled(remembered, workload_a)
+
+        assert response.status_code == 200, response.content
+        assert len(statements) == 2, statements
+        assert "FROM recall_actor a" in statements[0] and "audit_auditevent" in statements[1]
+        assert response.json()["entries"]
+
+    def test_the_answer_is_the_one_a_looked_up_token_gets(self, remembered, workload_a, editor):
+        fast = remembered.post(RECALL, recall_body(workload_a), format="json").json()
+        _scope_changed_unseen(ALL)  # the next recall cannot take its token as remembered
+        looked_up = remembered.post(RECALL, recall_body(workload_a), format="json").json()
+
+        # the same memories in the same order (their scores move with the hits counted)
+        assert fast["entries"], fast
+        assert [(e["id"], e["similarity"]) for e in fast["entries"]] == [
+            (e["id"], e["similarity"]) for e in looked_up["entries"]
+        ]
+        for key in ("effectivePolicyHash", "effectiveBudgetHash", "prefixFingerprint"):
+            assert fast[key] == looked_up[key], key
+        assert fast["diagnostics"]["counts"] == looked_up["diagnostics"]["counts"]
+
+    def test_a_token_revoked_since_is_refused_and_nothing_is_recorded(self, remembered, workload_a):
+        before = _assembled()
+        api_token_revoke(token=ApiToken.objects.get(name="eddie-token"))
+
+        response, statements = _recalled(remembered, workload_a)
+
+        error_of(response, 401, "AUTHENTICATION_FAILED")
+        assert response["WWW-Authenticate"] == "Bearer"
+        assert _assembled() == before
+        # the read refused it, the lookup found it revoked; no write
+        assert len(statements) == 2 and TOKEN_LOOKUP in statements[1], statements
+
+    def test_a_workspace_that_stops_storing_queries_stops_at_the_next_recall(
+        self, scope_kept, editor, workload_a
+    ):
+        Workspace.objects.filter(pk=editor.workspace.pk).update(store_queries=True)
+        factories.memories(editor.workspace, {"content": "release summary"})
+        client = editor.api()
+        assert client.post(RECALL, recall_body(workload_a), format="json").status_code == 200
+        Workspace.objects.filter(pk=editor.workspace.pk).update(store_queries=False)
+
+        response, statements = _recalled(client, workload_a)
+
+        assert response.status_code == 200, response.content
+        events = AuditEvent.objects.filter(type=EventType.ASSEMBLED).order_by("pk")
+        first, second = (event.payload for event in events)
+        assert first["query"] == recall_body(workload_a)["query"]
+        assert "query" not in second
+        # read (refused: the key moved), lookup, then the call again: read, write
+        assert len(statements) == 4 and TOKEN_LOOKUP in statements[1], statements
+
+    def test_a_connection_scoped_otherwise_is_looked_up_and_read_again(
+        self, remembered, workload_a
+    ):
+        before = _assembled()
+        _scope_changed_unseen(ALL)  # sees every workspace: not what the token may see
+
+        response, statements = _recalled(remembered, workload_a)
+
+        assert response.status_code == 200, response.content
+        assert len(statements) == 4 and TOKEN_LOOKUP in statements[1], statements
+        assert _assembled() == before + 1
+
+    def test_a_connection_scoped_to_nothing_is_no_404(self, remembered, workload_a):
+        _scope_changed_unseen("")  # every row hidden, the actor included
+
+        response = remembered.post(RECALL, recall_body(workload_a), format="json")
+
+        assert response.status_code == 200, response.content
+        assert response.json()["entries"]
+
+    def test_a_revoked_token_on_a_connection_scoped_otherwise_writes_nothing(
+        self, remembered, workload_a, monkeypatch
+    ):
+        # a funnel is stored by any read of a large enough actor; this one is refused
+        monkeypatch.setattr(read, "FUNNEL_CACHE_MIN", 1)
+        FunnelCache.objects.all().delete()
+        before = _assembled()
+        api_token_revoke(token=ApiToken.objects.get(name="eddie-token"))
+        _scope_changed_unseen(ALL)
+
+        response = remembered.post(RECALL, recall_body(workload_a), format="json")
+
+        error_of(response, 401, "AUTHENTICATION_FAILED")
+        scope_set(ALL)
+        assert _assembled() == before
+        assert not FunnelCache.objects.exists()
+
+    def test_the_funnel_is_stored_for_a_remembered_token_as_for_any(
+        self, remembered, workload_a, monkeypatch
+    ):
+        monkeypatch.setattr(read, "FUNNEL_CACHE_MIN", 1)
+        read._FUNNEL_SIZES.clear()
+        FunnelCache.objects.all().delete()
+
+        response, statements = _recalled(remembered, workload_a)
+
+        assert response.status_code == 200, response.content
+        assert len(statements) == 2, statements
+        assert FunnelCache.objects.exists()
+
+    def test_a_workspace_parameter_is_looked_up_with_the_token(
+        self, remembered, workload_a, editor
+    ):
+        with CaptureQueriesContext(connection) as queries:
+            response = remembered.post(
+                f"{RECALL}?workspace={editor.workspace.slug}",
+                recall_body(workload_a),
+                format="json",
+            )
+
+        assert response.status_code == 200, response.content
+        assert TOKEN_LOOKUP in queries.captured_queries[0]["sql"]
+
+    def test_another_token_of_the_same_workspace_is_looked_up_once(
+        self, remembered, workload_a, viewer
+    ):
+        # a viewer may not recall: the role is the looked-up token's, not the remembered one's
+        response = viewer.api().post(RECALL, recall_body(workload_a), format="json")
+
+        error_of(response, 403)
