@@ -60,7 +60,7 @@ def main() -> None:
     from console.services import api_token_create
     from policies.models import Workload
     from policies.selectors import effective_policy_for
-    from portal.models import Workspace
+    from portal.models import Workspace, hash_token
     from recall.hits import hits_fold
     from recall.models import Actor
 
@@ -126,6 +126,7 @@ def main() -> None:
                 statement="recall",
                 workspace_id=workspace.pk,
                 names=names,
+                token_hash=hash_token(token),
             ),
             "endpointC1Cold": cold,
             "warmUpSeconds": warm_up,
@@ -161,6 +162,7 @@ def main() -> None:
                     sel_policy,
                     workload_id=str(selective.id),
                     statement="recall-and-fill",
+                    token_hash=hash_token(token),
                     workspace_id=workspace.pk,
                     names=names,
                 ),
@@ -361,6 +363,7 @@ def rls_cost(
     from django.db import connection
 
     from portal.db.scope import scope_set
+    from portal.models import hash_token
 
     per = max(len(jobs) // rounds, 25)
     p50: dict[str, list[float]] = {"endpointOn": [], "endpointOff": [], "readOn": [], "readOff": []}
@@ -379,6 +382,7 @@ def rls_cost(
                     bare_sql(
                         sql_chunk, policy, workload_id=workload_id, statement="recall",
                         workspace_id=workspace_id, names=names, warm_jobs=sql_warm,
+                        token_hash=hash_token(token),
                     )["p50Ms"]
                 )  # fmt: skip
                 scope_set("*")
@@ -434,7 +438,7 @@ def workers_warmed(
 def bare_sql(
     jobs: list[tuple[int, str]], policy: PolicyDocument, *, workspace_id: int, workload_id: str,
     names: dict[int, str], statement: str = "ranking",
-    warm_jobs: list[tuple[int, str]] | None = None,
+    warm_jobs: list[tuple[int, str]] | None = None, token_hash: str | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """A statement of the endpoint's, run directly through psycopg with the same parameters
     (prepared, and its results in binary where the endpoint's are, as the endpoint runs it).
@@ -444,6 +448,9 @@ def bare_sql(
     an actor too small to cache; ``recall-and-fill``: the same with the funnel cache's fill,
     as it runs it for a large actor.
 
+    The read runs as the endpoint runs it for a token its process remembers: scoped to the
+    workspace, checking the token whose hash is ``token_hash`` (``portal.tokens``).
+
     ``warm_jobs`` (default: the first 20 jobs) are run first, unmeasured, to prepare the
     statement; jobs of their own, where the measured ones are few, so that the measured reads
     do not find the rows they read just before in the CPU's caches (the endpoint's do not).
@@ -451,6 +458,7 @@ def bare_sql(
     from django.utils import timezone
 
     from portal.db.cursors import BinaryVector, prepared_cursor
+    from portal.db.scope import ALL, scope_set
     from recall.engine.funnel_cache import FUNNEL_CACHE_MIN, FUNNEL_REFILL_MIN, filter_key
     from recall.engine.policy_filter import policy_params
     from recall.engine.read import (
@@ -486,9 +494,11 @@ def bare_sql(
             "actor_id": names[actor_pk], "kind": kind, "name": name,
             "exact_max": EXACT_SEARCH_MAX, "rejected_limit": 0,
             "filter_key": filter_key(base), "cache_min": FUNNEL_CACHE_MIN,
-            "refill_min": FUNNEL_REFILL_MIN,
+            "refill_min": FUNNEL_REFILL_MIN, "token_hash": token_hash,
         }  # fmt: skip
 
+    if statement != "ranking":
+        scope_set(str(workspace_id))
     latencies = []
     # Server-side binding, prepared after two runs: as the endpoint executes it.
     with prepared_cursor(binary=binary) as cursor:
@@ -501,6 +511,7 @@ def bare_sql(
             cursor.execute(sql, params(actor_pk, query))
             cursor.fetchall()
             latencies.append((time.perf_counter() - t0) * 1000)
+    scope_set(ALL)
     return summary(latencies, time.perf_counter() - started)
 
 
