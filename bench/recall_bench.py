@@ -78,6 +78,7 @@ def main() -> None:
     # As beat does every RECALL_HITS_FOLD_SECONDS: the hits of earlier runs counted into the
     # memories, so that each run's recalls add to the rows only their own (recall/hits.py).
     hits_fold(workspace_id=workspace.pk)
+    analyze_seconds = statistics_fresh()
     connection.close()
 
     server = start_server(pgdata)
@@ -93,6 +94,7 @@ def main() -> None:
             },
             "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "cacheWarmSeconds": warm_seconds,
+            "analyzeSeconds": analyze_seconds,
         }
         jobs = [(f"user:{name}", f"topic-{i % 512} latest preferences") for i, (_, name) in
                 enumerate(actors * (args.requests // max(len(actors), 1) + 1))][: args.requests]  # fmt: skip
@@ -413,6 +415,22 @@ def warm_cache() -> float:
             "SELECT count(*), sum(vector_dims(embedding)) FROM recall_memoryrecord"
             " WHERE actor_id > 0"
         )
+    return round(time.perf_counter() - started, 1)
+
+
+def statistics_fresh() -> float:
+    """ANALYZE the tables a recall reads and writes, so that autovacuum does not analyze them
+    in the middle of the run: each run changes the memory table by tens of thousands of rows
+    (the hits folded in, the import and its removal), and an analyze of the 1M table during the
+    large actor's phases slowed them two- to threefold (docs/performance.md)."""
+    from django.db import connection
+
+    from portal.db.roles import as_owner
+
+    started = time.perf_counter()
+    with as_owner(), connection.cursor() as cursor:
+        for table in ("recall_memoryrecord", "audit_auditevent", "audit_injection"):
+            cursor.execute(f"ANALYZE {table}")
     return round(time.perf_counter() - started, 1)
 
 
