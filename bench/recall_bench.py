@@ -421,8 +421,9 @@ def warm_cache() -> float:
 def statistics_fresh() -> float:
     """ANALYZE the tables a recall reads and writes, so that autovacuum does not analyze them
     in the middle of the run: each run changes the memory table by tens of thousands of rows
-    (the hits folded in, the import and its removal), and an analyze of the 1M table during the
-    large actor's phases slowed them two- to threefold (docs/performance.md)."""
+    (the hits folded in, the import and its removal), and an analyze re-plans every prepared
+    statement of the server's connections, so two phases of one run could run different plans
+    (docs/performance.md, "A plan that read every row")."""
     from django.db import connection
 
     from portal.db.roles import as_owner
