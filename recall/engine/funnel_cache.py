@@ -78,11 +78,13 @@ added AS MATERIALIZED (
     WHERE m.actor_id = (SELECT id FROM actor) AND m.id > (SELECT max_id FROM cached)
 ),
 -- the memories that waited for their embedding when the funnel was cached: the embedding job
--- leaves the actor's counters alone (migration 0011), so they are coded again instead
+-- leaves the actor's counters alone (migration 0011), so they are coded again instead (looked
+-- up by their ids as one array, as ``revised`` below)
 rechecked AS MATERIALIZED (
     SELECT m.id, {_DECISION} AS code, m.created_at, m.expires_at
-    FROM cached c CROSS JOIN unnest(c.pending) p(id) JOIN {TABLE} m ON m.id = p.id
+    FROM {TABLE} m
     WHERE m.actor_id = (SELECT id FROM actor)
+      AND m.id = ANY ((SELECT pending FROM cached)::bigint[])
 ),
 -- the deletes and changes of a filtered column logged since the cached funnel
 logged AS MATERIALIZED (
