@@ -60,7 +60,7 @@ def main() -> None:
     from console.services import api_token_create
     from policies.models import Workload
     from policies.selectors import effective_policy_for
-    from portal.models import Workspace, hash_token
+    from portal.models import Workspace
     from recall.hits import hits_fold
     from recall.models import Actor
 
@@ -128,7 +128,7 @@ def main() -> None:
                 statement="recall",
                 workspace_id=workspace.pk,
                 names=names,
-                token_hash=hash_token(token),
+                token=token_check(token),
             ),
             "endpointC1Cold": cold,
             "warmUpSeconds": warm_up,
@@ -164,7 +164,7 @@ def main() -> None:
                     sel_policy,
                     workload_id=str(selective.id),
                     statement="recall-and-fill",
-                    token_hash=hash_token(token),
+                    token=token_check(token),
                     workspace_id=workspace.pk,
                     names=names,
                 ),
@@ -365,7 +365,6 @@ def rls_cost(
     from django.db import connection
 
     from portal.db.scope import scope_set
-    from portal.models import hash_token
 
     per = max(len(jobs) // rounds, 25)
     p50: dict[str, list[float]] = {"endpointOn": [], "endpointOff": [], "readOn": [], "readOff": []}
@@ -384,7 +383,7 @@ def rls_cost(
                     bare_sql(
                         sql_chunk, policy, workload_id=workload_id, statement="recall",
                         workspace_id=workspace_id, names=names, warm_jobs=sql_warm,
-                        token_hash=hash_token(token),
+                        token=token_check(token),
                     )["p50Ms"]
                 )  # fmt: skip
                 scope_set("*")
@@ -416,6 +415,17 @@ def warm_cache() -> float:
             " WHERE actor_id > 0"
         )
     return round(time.perf_counter() - started, 1)
+
+
+def token_check(token: str) -> dict[str, Any]:
+    """The parameters of the recall read's token check for ``token`` as it is now."""
+    from portal.models import hash_token
+    from portal.tokens import token_check_of
+
+    check = token_check_of(hash_token(token))
+    if check is None:
+        raise SystemExit("The benchmark's token is not live.")
+    return check.params
 
 
 def statistics_fresh() -> float:
@@ -457,7 +467,7 @@ def workers_warmed(
 def bare_sql(
     jobs: list[tuple[int, str]], policy: PolicyDocument, *, workspace_id: int, workload_id: str,
     names: dict[int, str], statement: str = "ranking",
-    warm_jobs: list[tuple[int, str]] | None = None, token_hash: str | None = None,
+    warm_jobs: list[tuple[int, str]] | None = None, token: dict[str, Any] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """A statement of the endpoint's, run directly through psycopg with the same parameters
     (prepared, and its results in binary where the endpoint's are, as the endpoint runs it).
@@ -468,7 +478,8 @@ def bare_sql(
     as it runs it for a large actor.
 
     The read runs as the endpoint runs it for a token its process remembers: scoped to the
-    workspace, checking the token whose hash is ``token_hash`` (``portal.tokens``).
+    workspace, checking ``token`` (``token_check``: ``portal.tokens.TokenCheck.params``); a
+    check that fails stops the run (the read would have measured nothing).
 
     ``warm_jobs`` (default: the first 20 jobs) are run first, unmeasured, to prepare the
     statement; jobs of their own, where the measured ones are few, so that the measured reads
@@ -513,24 +524,30 @@ def bare_sql(
             "actor_id": names[actor_pk], "kind": kind, "name": name,
             "exact_max": EXACT_SEARCH_MAX, "rejected_limit": 0,
             "filter_key": filter_key(base), "cache_min": FUNNEL_CACHE_MIN,
-            "refill_min": FUNNEL_REFILL_MIN, "token_hash": token_hash,
+            "refill_min": FUNNEL_REFILL_MIN,
+            **(token or {"token_hash": None, "token_key": None}),
         }  # fmt: skip
 
     if statement != "ranking":
         scope_set(str(workspace_id))
     latencies = []
-    # Server-side binding, prepared after two runs: as the endpoint executes it.
-    with prepared_cursor(binary=binary) as cursor:
-        for actor_pk, query in warm:
-            cursor.execute(sql, params(actor_pk, query))
-            cursor.fetchall()
-        started = time.perf_counter()
-        for actor_pk, query in jobs:
-            t0 = time.perf_counter()
-            cursor.execute(sql, params(actor_pk, query))
-            cursor.fetchall()
-            latencies.append((time.perf_counter() - t0) * 1000)
-    scope_set(ALL)
+    try:
+        # Server-side binding, prepared after two runs: as the endpoint executes it.
+        with prepared_cursor(binary=binary) as cursor:
+            for actor_pk, query in warm:
+                cursor.execute(sql, params(actor_pk, query))
+                rows = cursor.fetchall()
+                # the read's token check (recall.engine.read: the eighth column) passed
+                if statement != "ranking" and rows[0][7] is not True:
+                    raise SystemExit(f"The bare read's token check failed: {rows[0][7]!r}.")
+            started = time.perf_counter()
+            for actor_pk, query in jobs:
+                t0 = time.perf_counter()
+                cursor.execute(sql, params(actor_pk, query))
+                cursor.fetchall()
+                latencies.append((time.perf_counter() - t0) * 1000)
+    finally:
+        scope_set(ALL)
     return summary(latencies, time.perf_counter() - started)
 
 

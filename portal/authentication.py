@@ -39,8 +39,9 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
     without a statement of its own: its ``TokenCheck`` (``request.user.token_check``) goes to
     the recall, whose read checks the token, and the connection's scope, in the same snapshot
     as everything it reads; a revoked token is refused before anything is recorded or
-    returned. Whatever does not fit (a token not seen yet, another scope noted, a
-    ``workspace`` parameter, which would be looked up first) is looked up as usual.
+    returned; an error answered before the read confirms the token first. Whatever does not
+    fit (a method other than POST, a token not seen yet, another scope noted, a ``workspace``
+    parameter, which would be looked up first) is looked up as usual.
     """
 
     keyword = "Bearer"
@@ -50,7 +51,11 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         if key_hash is None:
             return None
         view = (getattr(request, "parser_context", None) or {}).get("view")
-        if getattr(view, "token_remembered", False) and "workspace" not in request.query_params:
+        if (
+            getattr(view, "token_remembered", False)
+            and request.method == "POST"
+            and "workspace" not in request.query_params
+        ):
             remembered = token_remembered(key_hash)
             if remembered is not None:
                 token, check = remembered

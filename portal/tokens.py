@@ -33,14 +33,15 @@ WHERE t.key_hash = %s AND t.revoked_at IS NULL
 """,
 )
 
-# For a statement of the recall's (named parameter ``token_hash``, NULL when there is nothing
-# to check): the token's key while the token is live and the connection is scoped to its
-# workspace alone; NULL otherwise. The API token table has no row-level security of its own.
-TOKEN_CHECK_SQL = f"""(
-    SELECT {_KEY} FROM {_TABLES}
+# For a statement of the recall's (named parameters ``token_hash`` and ``token_key``, both
+# NULL when there is nothing to check): true while the token is live and exactly as
+# remembered (its key), and the connection is scoped to its workspace alone; false otherwise.
+# The API token table has no row-level security of its own.
+TOKEN_CHECK_SQL = f"""coalesce((
+    SELECT {_KEY} = %(token_key)s::text FROM {_TABLES}
     WHERE t.key_hash = %(token_hash)s::text AND t.revoked_at IS NULL
       AND current_setting('{SETTING}', true) = w.id::text
-)"""
+), false)"""
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,12 @@ def token_lookup(key_hash: str) -> ApiToken | None:
     Raw SQL on purpose: every API call pays for this lookup, and the ORM's per-query overhead
     is several times the round trip here.
     """
+    looked = _looked_up(key_hash)
+    return None if looked is None else _token(looked.row, key_hash)
+
+
+def _looked_up(key_hash: str) -> _Looked | None:
+    """The lookup, remembered (or forgotten, if the token is gone)."""
     row = _TOKEN_SQL.fetchone([key_hash])
     if row is None:
         _remembered.pop(key_hash, None)
@@ -69,8 +76,8 @@ def token_lookup(key_hash: str) -> ApiToken | None:
     scope_noted(str(row[5]))
     if len(_remembered) >= _REMEMBERED_KEPT:
         _remembered.clear()
-    _remembered[key_hash] = _Looked(row[:11], row[11])
-    return _token(row, key_hash)
+    looked = _remembered[key_hash] = _Looked(row[:11], row[11])
+    return looked
 
 
 def _token(row: tuple[Any, ...], key_hash: str) -> ApiToken:
@@ -102,8 +109,9 @@ class TokenChanged(Exception):
 class TokenCheck:
     """A remembered token this call did not look up. Before the call reads anything, either
     its first statement checks the token in its own snapshot (``TOKEN_CHECK_SQL``: the
-    recall's read) and the caller passes the answer to ``checked``, or ``confirm`` looks the
-    token up. Until then ``pending``; a statement that cannot check it must ``confirm`` first.
+    recall's read, given ``params``) and the caller passes the answer to ``checked``, or
+    ``confirm`` looks the token up. Until then ``pending``; a statement that cannot check it,
+    and an error about to be answered, must ``confirm`` first.
     """
 
     __slots__ = ("key", "key_hash", "pending")
@@ -112,14 +120,17 @@ class TokenCheck:
         self.key_hash, self.key, self.pending = key_hash, key, True
 
     @property
-    def param(self) -> str | None:
-        """The ``token_hash`` parameter of ``TOKEN_CHECK_SQL``: None once confirmed."""
-        return self.key_hash if self.pending else None
+    def params(self) -> dict[str, str | None]:
+        """The ``token_hash`` and ``token_key`` parameters of ``TOKEN_CHECK_SQL``: NULL, nothing
+        to check, once confirmed."""
+        if self.pending:
+            return {"token_hash": self.key_hash, "token_key": self.key}
+        return {"token_hash": None, "token_key": None}
 
-    def checked(self, key: str | None) -> bool:
+    def checked(self, ok: bool | None) -> bool:
         """Whether the statement's answer (``TOKEN_CHECK_SQL``) confirms the token; if not,
         the statement's results are to be thrown away and ``confirm`` called."""
-        if self.pending and key == self.key:
+        if self.pending and ok:
             self.pending = False
         return not self.pending
 
@@ -129,10 +140,19 @@ class TokenCheck:
         if not self.pending:
             return
         self.pending = False
-        token = token_lookup(self.key_hash)
-        looked = _remembered.get(self.key_hash)
-        if token is None or looked is None or looked.key != self.key:
-            raise TokenChanged(token)
+        looked = _looked_up(self.key_hash)
+        if looked is None:
+            raise TokenChanged(None)
+        if looked.key != self.key:
+            raise TokenChanged(_token(looked.row, self.key_hash))
+
+
+def token_check_of(key_hash: str) -> TokenCheck | None:
+    """The check the recall's read would make of this token as it is now (looked up: the
+    connection is scoped to its workspace); None if there is no such live token. For the
+    benchmark, which runs the read as the endpoint does."""
+    looked = _looked_up(key_hash)
+    return None if looked is None else TokenCheck(key_hash, looked.key)
 
 
 def token_remembered(key_hash: str) -> tuple[ApiToken, TokenCheck] | None:

@@ -265,7 +265,7 @@ def recall_plan(
         if rejected is None:
             rejected = DECISIONS_MAX if effective.policy["diagnosticsVerbosity"] == "full" else 0
         found = read_once(effective, rejected)
-        if check is not None and not check.checked(found.token_key):
+        if check is not None and not check.checked(found.token_ok):
             check.confirm()  # TokenChanged, unless the scope alone was not as noted
             found = read_once(effective, rejected)
         return found
@@ -283,7 +283,7 @@ def recall_plan(
             now=now,
             fill_cache=fill_cache,
             lane=append_lane(),
-            token_hash=None if check is None else check.param,
+            token=None if check is None else check.params,
         )
 
     # The policy this process last computed for the workload, checked by the read itself (one

@@ -49,7 +49,7 @@ def scope_set(value: str, connection: Any = None) -> None:
 
 
 # What each connection's scope was last set to, as this process saw it: a hint for the recall
-# endpoint (``portal.authentication.RememberedTokenAuthentication``), never trusted alone. A
+# endpoint (``portal.tokens.token_remembered``), never trusted alone. A
 # rolled-back transaction can undo a ``set_config``; whatever relies on the hint checks the
 # setting itself in its statement.
 def scope_noted(value: str | None, connection: Any = None) -> None:

@@ -218,7 +218,16 @@ class RecallView(ApiView):
     def post(self, request: Request, actor_id: str) -> Response:
         check = getattr(request.user, "token_check", None)
         try:
-            return self._recall(request, actor_id, check)
+            try:
+                return self._recall(request, actor_id, check)
+            except TokenChanged:
+                raise
+            except Exception:
+                # Refused before its read checked the token (a body not valid, a role short):
+                # answered so only if the token is live and as remembered.
+                if check is not None:
+                    check.confirm()
+                raise
         except TokenChanged as changed:
             # The remembered token was revoked, or it or its workspace changed, since this
             # process looked it up; nothing was recorded. A revoked one is refused as a lookup
@@ -228,6 +237,20 @@ class RecallView(ApiView):
             token = changed.token
             request.user, request.auth = TokenUser(token), token  # type: ignore[assignment]
             return self._recall(request, actor_id, None)
+
+    def handle_exception(self, exc: Exception) -> Response:
+        # Refused before the view ran (throttled): a remembered token is confirmed first, so a
+        # revoked one is answered as revoked.
+        # DRF's _user: reading request.user would authenticate a call refused before that.
+        user = getattr(getattr(self, "request", None), "_user", None)
+        check = getattr(user, "token_check", None)
+        if check is not None and check.pending:
+            try:
+                check.confirm()
+            except TokenChanged as changed:
+                if changed.token is None:
+                    exc = AuthenticationFailed(REVOKED_MESSAGE)
+        return super().handle_exception(exc)
 
     def _recall(self, request: Request, actor_id: str, check: TokenCheck | None) -> Response:
         caller = self.caller(request)

@@ -155,7 +155,7 @@ FILL = f"""filling AS MATERIALIZED (
       AND (SELECT coalesce(sum(n), 0) FROM counts WHERE code = 'embedding_pending')
           <= {FUNNEL_PENDING_MAX}
       -- nothing is written for a call whose token the read did not confirm (``caller``)
-      AND (%(token_hash)s::text IS NULL OR (SELECT key FROM caller) IS NOT NULL)
+      AND (%(token_hash)s::text IS NULL OR (SELECT ok FROM caller))
 ),
 -- an actor keeps its most recently computed funnels only (one per filter: overrides vary);
 -- rows another recall is writing are skipped, never waited for (no lock cycles)

@@ -206,8 +206,8 @@ def hnsw_nearest(params: dict[str, Any], *, ef_search: int | None = None) -> lis
 _FUNNEL_AND_NEAREST = f"""
 WITH caller AS MATERIALIZED (
     -- a remembered API token this call did not look up (portal.tokens.TokenCheck), checked in
-    -- the snapshot of everything read here; NULL when there is none to check
-    SELECT {TOKEN_CHECK_SQL} AS key WHERE %(token_hash)s::text IS NOT NULL
+    -- the snapshot of everything read here; no row when there is none to check
+    SELECT {TOKEN_CHECK_SQL} AS ok WHERE %(token_hash)s::text IS NOT NULL
 ),
 actor AS (
     SELECT a.id, a.memory_version, a.memory_inserts, a.memory_changes FROM {ACTOR} a
@@ -278,7 +278,7 @@ SELECT
     EXISTS (SELECT 1 FROM usable),
     -- the policy context's key: the caller's remembered policy is current if it is the same
     {POLICY_CONTEXT_KEY_SQL},
-    (SELECT key FROM caller),
+    (SELECT ok FROM caller),
     t.*
 FROM (SELECT 1) one
 LEFT JOIN LATERAL (
@@ -314,10 +314,9 @@ class RecallCandidates:
     # The policy context's key when read (``policies.selectors.effective_policy_remembered``).
     policy_context: str | None = None
     lane: int = 0
-    # For a call with a remembered token (``token_hash``): the token's key as the read found
-    # it (``portal.tokens.TOKEN_CHECK_SQL``), None if it is revoked or the connection was not
-    # scoped to its workspace; the caller compares it with the key it remembered.
-    token_key: str | None = None
+    # For a call with a remembered token (``token``): whether the read found it live, as
+    # remembered, and the connection scoped to its workspace (``portal.tokens.TOKEN_CHECK_SQL``).
+    token_ok: bool | None = None
 
 
 def recall_read(
@@ -333,7 +332,7 @@ def recall_read(
     now: datetime,
     fill_cache: bool = False,
     lane: int = 0,
-    token_hash: str | None = None,
+    token: dict[str, str | None] | None = None,
 ) -> RecallCandidates:
     """Everything recall reads about the actor's memories, nearest rows included. It writes
     nothing (a cached funnel is used, never stored) unless ``fill_cache``: then, in the same
@@ -343,9 +342,9 @@ def recall_read(
     each read, so an actor that grows is cached from its next read on. The chain tip read is
     that of ``lane`` of the workspace's audit chain, the one the recall will append to.
 
-    With ``token_hash`` (a remembered token the call did not look up: ``TokenCheck``) the read
-    also checks the token (``token_key``); refused (None), it stores nothing and returns no
-    rows, and the caller is to look the token up and read again."""
+    With ``token`` (``TokenCheck.params``: a remembered token the call did not look up) the
+    read also checks the token (``token_ok``); refused, it stores nothing and returns nothing,
+    and the caller is to look the token up and read again."""
     sized = (workspace_id, actor_id)
     # The fill costs a tenth of the read even when it writes nothing: it runs only for an actor
     # whose last read in this process found it large enough to cache (or that none read yet).
@@ -369,11 +368,11 @@ def recall_read(
         "rejected_limit": min(rejected_limit, REJECTED_KEEP),
         "cache_min": FUNNEL_CACHE_MIN,
         "refill_min": FUNNEL_REFILL_MIN,
-        "token_hash": token_hash,
+        **(token or {"token_hash": None, "token_key": None}),
     }
     result = statement.fetchall(params)
-    actor_pk, counts, rejected, previous, tip, cached, context, token_key = result[0][:8]
-    if token_hash is not None and token_key is None:
+    actor_pk, counts, rejected, previous, tip, cached, context, token_ok = result[0][:8]
+    if params["token_hash"] is not None and not token_ok:
         return RecallCandidates(None, _funnel({}), [], [], "none", None, None, lane=lane)
     counts, rejected = _json(counts), _json(rejected)
     funnel = _funnel({code: int(n) for code, n in counts.items()})
@@ -403,7 +402,7 @@ def recall_read(
         funnel_cached=bool(cached),
         policy_context=context,
         lane=lane,
-        token_key=token_key,
+        token_ok=token_ok,
     )
 
 

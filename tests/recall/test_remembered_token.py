@@ -19,6 +19,7 @@ from django.test.utils import CaptureQueriesContext
 
 from audit.models import AuditEvent, EventType
 from console.services import api_token_revoke
+from policies.services import workload_create
 from portal.db.scope import ALL, SETTING, scope_set
 from portal.models import ApiToken, Workspace
 from recall.engine import read
@@ -70,8 +71,12 @@ def _assembled() -> int:
 
 
 def _recalled(client: Any, workload: Any) -> tuple[Any, list[str]]:
+    return _recalled_with(client, workload)
+
+
+def _recalled_with(client: Any, workload: Any, **changes: Any) -> tuple[Any, list[str]]:
     with CaptureQueriesContext(connection) as queries:
-        response = client.post(RECALL, recall_body(workload), format="json")
+        response = client.post(RECALL, recall_body(workload, **changes), format="json")
     return response, [q["sql"] for q in queries.captured_queries]
 
 
@@ -192,10 +197,86 @@ class RememberedTokenTests:
         assert response.status_code == 200, response.content
         assert TOKEN_LOOKUP in queries.captured_queries[0]["sql"]
 
-    def test_another_token_of_the_same_workspace_is_looked_up_once(
+    def test_another_token_of_the_same_workspace_has_its_own_role(
         self, remembered, workload_a, viewer
     ):
-        # a viewer may not recall: the role is the looked-up token's, not the remembered one's
+        # a viewer may not recall: the role is that token's, not the remembered one's
         response = viewer.api().post(RECALL, recall_body(workload_a), format="json")
 
         error_of(response, 403)
+
+
+class RefusedBeforeTheReadTests:
+    """A call refused before its read checked the token is answered as a lookup would answer
+    it: a revoked token is a 401 whatever else is wrong with the call."""
+
+    def test_a_body_not_valid(self, remembered, workload_a):
+        api_token_revoke(token=ApiToken.objects.get(name="eddie-token"))
+
+        response = remembered.post(RECALL, {"topK": "many"}, format="json")
+
+        error_of(response, 401, "AUTHENTICATION_FAILED")
+
+    def test_a_method_other_than_post(self, remembered):
+        api_token_revoke(token=ApiToken.objects.get(name="eddie-token"))
+
+        error_of(remembered.options(RECALL), 401, "AUTHENTICATION_FAILED")
+        error_of(remembered.get(RECALL), 401, "AUTHENTICATION_FAILED")
+
+    def test_a_throttled_call(self, remembered, workload_a, settings):
+        settings.RECALL_RATE_PER_MINUTE = 1  # the remembered fixture's recall used it
+        assert remembered.post(RECALL, recall_body(workload_a), format="json").status_code == 429
+        api_token_revoke(token=ApiToken.objects.get(name="eddie-token"))
+
+        response = remembered.post(RECALL, recall_body(workload_a), format="json")
+
+        error_of(response, 401, "AUTHENTICATION_FAILED")
+
+    def test_a_role_short_of_recall(self, scope_kept, viewer, workload_a):
+        factories.memories(viewer.workspace, {"content": "release summary"})
+        client = viewer.api()
+        error_of(client.post(RECALL, recall_body(workload_a), format="json"), 403)
+        api_token_revoke(token=ApiToken.objects.get(name="vera-token"))
+
+        response = client.post(RECALL, recall_body(workload_a), format="json")
+
+        error_of(response, 401, "AUTHENTICATION_FAILED")
+
+    def test_a_role_raised_since_is_taken_at_the_next_call(self, scope_kept, viewer, workload_a):
+        factories.memories(viewer.workspace, {"content": "release summary"})
+        client = viewer.api()
+        error_of(client.post(RECALL, recall_body(workload_a), format="json"), 403)
+        ApiToken.objects.filter(name="vera-token").update(role="editor")
+
+        response = client.post(RECALL, recall_body(workload_a), format="json")
+
+        assert response.status_code == 200, response.content
+
+    def test_a_role_lowered_since_writes_nothing(self, remembered, workload_a, monkeypatch):
+        monkeypatch.setattr(read, "FUNNEL_CACHE_MIN", 1)
+        FunnelCache.objects.all().delete()
+        before = _assembled()
+        ApiToken.objects.filter(name="eddie-token").update(role="viewer")
+
+        response, statements = _recalled(remembered, workload_a)
+
+        error_of(response, 403)
+        # the read (refused: the key moved, so no funnel stored), the lookup; the call again
+        # stops at the role
+        assert len(statements) == 2 and TOKEN_LOOKUP in statements[1], statements
+        assert _assembled() == before
+        assert not FunnelCache.objects.exists()
+
+
+class PolicyReadFirstTests:
+    def test_a_policy_not_remembered_is_read_after_the_token_is_looked_up(self, remembered, editor):
+        # a workload this process has not recalled for: its policy context is read before the
+        # recall's read, here on a connection scoped behind the process's back to nothing
+        other = workload_create(workspace=editor.workspace, name="second", author="system:test")
+        _scope_changed_unseen("")
+
+        response, statements = _recalled(remembered, other)
+
+        assert response.status_code == 200, response.content
+        assert TOKEN_LOOKUP in statements[0], statements
+        assert response.json()["entries"]
