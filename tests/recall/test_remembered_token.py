@@ -232,23 +232,25 @@ class RefusedBeforeTheReadTests:
 
         error_of(response, 401, "AUTHENTICATION_FAILED")
 
-    def test_a_role_short_of_recall(self, scope_kept, viewer, workload_a):
+    @pytest.fixture
+    def viewer_remembered(self, scope_kept: None, viewer: Any, workload_a: Any) -> Any:
+        """The viewer's API client after a recall it may not make: its token remembered."""
         factories.memories(viewer.workspace, {"content": "release summary"})
         client = viewer.api()
         error_of(client.post(RECALL, recall_body(workload_a), format="json"), 403)
+        return client
+
+    def test_a_role_short_of_recall(self, viewer_remembered, workload_a):
         api_token_revoke(token=ApiToken.objects.get(name="vera-token"))
 
-        response = client.post(RECALL, recall_body(workload_a), format="json")
+        response = viewer_remembered.post(RECALL, recall_body(workload_a), format="json")
 
         error_of(response, 401, "AUTHENTICATION_FAILED")
 
-    def test_a_role_raised_since_is_taken_at_the_next_call(self, scope_kept, viewer, workload_a):
-        factories.memories(viewer.workspace, {"content": "release summary"})
-        client = viewer.api()
-        error_of(client.post(RECALL, recall_body(workload_a), format="json"), 403)
+    def test_a_role_raised_since_is_taken_at_the_next_call(self, viewer_remembered, workload_a):
         ApiToken.objects.filter(name="vera-token").update(role="editor")
 
-        response = client.post(RECALL, recall_body(workload_a), format="json")
+        response = viewer_remembered.post(RECALL, recall_body(workload_a), format="json")
 
         assert response.status_code == 200, response.content
 
