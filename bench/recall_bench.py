@@ -41,6 +41,7 @@ from bench.servers import (  # noqa: E402
 
 if TYPE_CHECKING:
     from policies.axes import PolicyDocument
+    from portal.tokens import TokenCheck
 
 
 def main() -> None:
@@ -417,15 +418,15 @@ def warm_cache() -> float:
     return round(time.perf_counter() - started, 1)
 
 
-def token_check(token: str) -> dict[str, Any]:
-    """The parameters of the recall read's token check for ``token`` as it is now."""
+def token_check(token: str) -> TokenCheck:
+    """The recall read's check of ``token`` as it is now."""
     from portal.models import hash_token
     from portal.tokens import token_check_of
 
     check = token_check_of(hash_token(token))
     if check is None:
         raise SystemExit("The benchmark's token is not live.")
-    return check.params
+    return check
 
 
 def statistics_fresh() -> float:
@@ -467,7 +468,7 @@ def workers_warmed(
 def bare_sql(
     jobs: list[tuple[int, str]], policy: PolicyDocument, *, workspace_id: int, workload_id: str,
     names: dict[int, str], statement: str = "ranking",
-    warm_jobs: list[tuple[int, str]] | None = None, token: dict[str, Any] | None = None,
+    warm_jobs: list[tuple[int, str]] | None = None, token: TokenCheck | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """A statement of the endpoint's, run directly through psycopg with the same parameters
     (prepared, and its results in binary where the endpoint's are, as the endpoint runs it).
@@ -478,8 +479,8 @@ def bare_sql(
     as it runs it for a large actor.
 
     The read runs as the endpoint runs it for a token its process remembers: scoped to the
-    workspace, checking ``token`` (``token_check``: ``portal.tokens.TokenCheck.params``); a
-    check that fails stops the run (the read would have measured nothing).
+    workspace, checking ``token`` (``token_check``); a check that fails stops the run (the
+    read would have measured nothing).
 
     ``warm_jobs`` (default: the first 20 jobs) are run first, unmeasured, to prepare the
     statement; jobs of their own, where the measured ones are few, so that the measured reads
@@ -489,6 +490,7 @@ def bare_sql(
 
     from portal.db.cursors import BinaryVector, prepared_cursor
     from portal.db.scope import ALL, scope_set
+    from portal.tokens import token_params
     from recall.engine.funnel_cache import FUNNEL_CACHE_MIN, FUNNEL_REFILL_MIN, filter_key
     from recall.engine.policy_filter import policy_params
     from recall.engine.read import (
@@ -525,7 +527,7 @@ def bare_sql(
             "exact_max": EXACT_SEARCH_MAX, "rejected_limit": 0,
             "filter_key": filter_key(base), "cache_min": FUNNEL_CACHE_MIN,
             "refill_min": FUNNEL_REFILL_MIN,
-            **(token or {"token_hash": None, "token_key": None}),
+            **token_params(token),
         }  # fmt: skip
 
     if statement != "ranking":

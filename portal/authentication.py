@@ -20,11 +20,11 @@ class TokenUser:
     is_superuser = False
     is_staff = False
     pk = None
-    # A remembered token not looked up for this call (BearerTokenAuthentication).
-    token_check: TokenCheck | None = None
 
-    def __init__(self, token: ApiToken):
+    def __init__(self, token: ApiToken, token_check: TokenCheck | None = None):
         self.token = token
+        # A remembered token not looked up for this call (BearerTokenAuthentication).
+        self.token_check = token_check
 
     def __str__(self) -> str:
         return self.token.label
@@ -59,9 +59,7 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
             remembered = token_remembered(key_hash)
             if remembered is not None:
                 token, check = remembered
-                user = TokenUser(token)
-                user.token_check = check
-                return user, token
+                return TokenUser(token, check), token
         return self.looked_up(key_hash)
 
     def key_hash(self, request: Any) -> str | None:

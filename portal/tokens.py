@@ -49,6 +49,11 @@ class _Looked:
     row: tuple[Any, ...]  # the lookup's columns, up to the key
     key: str
 
+    @property
+    def scope(self) -> str:
+        """The scope the lookup set: the token's workspace."""
+        return str(self.row[5])
+
 
 # The tokens this process looked up, by hash (no raw token is kept): what the recall endpoint
 # takes instead of looking one up again, each use checked by its read (``TokenCheck``).
@@ -73,10 +78,10 @@ def _looked_up(key_hash: str) -> _Looked | None:
     if row is None:
         _remembered.pop(key_hash, None)
         return None
-    scope_noted(str(row[5]))
     if len(_remembered) >= _REMEMBERED_KEPT:
         _remembered.clear()
     looked = _remembered[key_hash] = _Looked(row[:11], row[11])
+    scope_noted(looked.scope)
     return looked
 
 
@@ -119,14 +124,6 @@ class TokenCheck:
     def __init__(self, key_hash: str, key: str):
         self.key_hash, self.key, self.pending = key_hash, key, True
 
-    @property
-    def params(self) -> dict[str, str | None]:
-        """The ``token_hash`` and ``token_key`` parameters of ``TOKEN_CHECK_SQL``: NULL, nothing
-        to check, once confirmed."""
-        if self.pending:
-            return {"token_hash": self.key_hash, "token_key": self.key}
-        return {"token_hash": None, "token_key": None}
-
     def checked(self, ok: bool | None) -> bool:
         """Whether the statement's answer (``TOKEN_CHECK_SQL``) confirms the token; if not,
         the statement's results are to be thrown away and ``confirm`` called."""
@@ -146,6 +143,23 @@ class TokenCheck:
         if looked.key != self.key:
             raise TokenChanged(_token(looked.row, self.key_hash))
 
+    def changed(self) -> TokenChanged | None:
+        """``confirm``, its answer returned rather than raised: None while the token is as
+        remembered (or nothing was pending)."""
+        try:
+            self.confirm()
+        except TokenChanged as changed:
+            return changed
+        return None
+
+
+def token_params(check: TokenCheck | None) -> dict[str, str | None]:
+    """The ``token_hash`` and ``token_key`` parameters of ``TOKEN_CHECK_SQL``: NULL, nothing to
+    check, without a check pending."""
+    if check is not None and check.pending:
+        return {"token_hash": check.key_hash, "token_key": check.key}
+    return {"token_hash": None, "token_key": None}
+
 
 def token_check_of(key_hash: str) -> TokenCheck | None:
     """The check the recall's read would make of this token as it is now (looked up: the
@@ -160,6 +174,6 @@ def token_remembered(key_hash: str) -> tuple[ApiToken, TokenCheck] | None:
     statement must make, while the connection was last scoped, as far as this process saw,
     to the token's workspace (``scope_hint``); otherwise None: look it up."""
     looked = _remembered.get(key_hash)
-    if looked is None or scope_hint() != str(looked.row[5]):
+    if looked is None or scope_hint() != looked.scope:
         return None
     return _token(looked.row, key_hash), TokenCheck(key_hash, looked.key)

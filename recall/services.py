@@ -283,7 +283,7 @@ def recall_plan(
             now=now,
             fill_cache=fill_cache,
             lane=append_lane(),
-            token=None if check is None else check.params,
+            token=check,
         )
 
     # The policy this process last computed for the workload, checked by the read itself (one

@@ -218,38 +218,37 @@ class RecallView(ApiView):
     def post(self, request: Request, actor_id: str) -> Response:
         check = getattr(request.user, "token_check", None)
         try:
-            try:
-                return self._recall(request, actor_id, check)
-            except TokenChanged:
-                raise
-            except Exception:
-                # Refused before its read checked the token (a body not valid, a role short):
-                # answered so only if the token is live and as remembered.
-                if check is not None:
-                    check.confirm()
-                raise
+            return self._recall(request, actor_id, check)
         except TokenChanged as changed:
-            # The remembered token was revoked, or it or its workspace changed, since this
-            # process looked it up; nothing was recorded. A revoked one is refused as a lookup
-            # would have refused it; otherwise the call runs again with the token as it is now.
-            if changed.token is None:
-                raise AuthenticationFailed(REVOKED_MESSAGE) from None
-            token = changed.token
-            request.user, request.auth = TokenUser(token), token  # type: ignore[assignment]
-            return self._recall(request, actor_id, None)
+            return self._recall_as_token_is_now(request, actor_id, changed)
+        except Exception:
+            # Refused before its read checked the token (a body not valid, a role short):
+            # answered so only if the token is live and as remembered.
+            now = None if check is None else check.changed()
+            if now is None:
+                raise
+            return self._recall_as_token_is_now(request, actor_id, now)
+
+    def _recall_as_token_is_now(
+        self, request: Request, actor_id: str, changed: TokenChanged
+    ) -> Response:
+        """The remembered token was revoked, or it or its workspace changed, since this
+        process looked it up; nothing was recorded. A revoked one is refused as a lookup would
+        have refused it; otherwise the call runs again with the token as it is now."""
+        if changed.token is None:
+            raise AuthenticationFailed(REVOKED_MESSAGE) from None
+        token = changed.token
+        request.user, request.auth = TokenUser(token), token  # type: ignore[assignment]
+        return self._recall(request, actor_id, None)
 
     def handle_exception(self, exc: Exception) -> Response:
         # Refused before the view ran (throttled): a remembered token is confirmed first, so a
-        # revoked one is answered as revoked.
-        # DRF's _user: reading request.user would authenticate a call refused before that.
-        user = getattr(getattr(self, "request", None), "_user", None)
-        check = getattr(user, "token_check", None)
-        if check is not None and check.pending:
-            try:
-                check.confirm()
-            except TokenChanged as changed:
-                if changed.token is None:
-                    exc = AuthenticationFailed(REVOKED_MESSAGE)
+        # revoked one is answered as revoked. DRF's _user: reading request.user would
+        # authenticate a call refused before that.
+        check = getattr(getattr(getattr(self, "request", None), "_user", None), "token_check", None)
+        changed = None if check is None else check.changed()
+        if changed is not None and changed.token is None:
+            exc = AuthenticationFailed(REVOKED_MESSAGE)
         return super().handle_exception(exc)
 
     def _recall(self, request: Request, actor_id: str, check: TokenCheck | None) -> Response:

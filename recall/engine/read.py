@@ -36,7 +36,7 @@ from audit.services import CHAIN_TIP_SQL, latest_payload_value_sql
 from policies.axes import PolicyDocument
 from policies.selectors import POLICY_CONTEXT_KEY_SQL
 from portal.db.cursors import BinaryVector, prepared_statement, vector_literal
-from portal.tokens import TOKEN_CHECK_SQL
+from portal.tokens import TOKEN_CHECK_SQL, TokenCheck, token_params
 from recall.engine.funnel_cache import (
     ACTOR,
     FILL,
@@ -332,7 +332,7 @@ def recall_read(
     now: datetime,
     fill_cache: bool = False,
     lane: int = 0,
-    token: dict[str, str | None] | None = None,
+    token: TokenCheck | None = None,
 ) -> RecallCandidates:
     """Everything recall reads about the actor's memories, nearest rows included. It writes
     nothing (a cached funnel is used, never stored) unless ``fill_cache``: then, in the same
@@ -342,8 +342,8 @@ def recall_read(
     each read, so an actor that grows is cached from its next read on. The chain tip read is
     that of ``lane`` of the workspace's audit chain, the one the recall will append to.
 
-    With ``token`` (``TokenCheck.params``: a remembered token the call did not look up) the
-    read also checks the token (``token_ok``); refused, it stores nothing and returns nothing,
+    With ``token`` (a remembered token the call did not look up, still pending) the read
+    also checks the token (``token_ok``); refused, it stores nothing and returns nothing,
     and the caller is to look the token up and read again."""
     sized = (workspace_id, actor_id)
     # The fill costs a tenth of the read even when it writes nothing: it runs only for an actor
@@ -368,7 +368,7 @@ def recall_read(
         "rejected_limit": min(rejected_limit, REJECTED_KEEP),
         "cache_min": FUNNEL_CACHE_MIN,
         "refill_min": FUNNEL_REFILL_MIN,
-        **(token or {"token_hash": None, "token_key": None}),
+        **token_params(token),
     }
     result = statement.fetchall(params)
     actor_pk, counts, rejected, previous, tip, cached, context, token_ok = result[0][:8]

@@ -71,12 +71,8 @@ def _assembled() -> int:
 
 
 def _recalled(client: Any, workload: Any) -> tuple[Any, list[str]]:
-    return _recalled_with(client, workload)
-
-
-def _recalled_with(client: Any, workload: Any, **changes: Any) -> tuple[Any, list[str]]:
     with CaptureQueriesContext(connection) as queries:
-        response = client.post(RECALL, recall_body(workload, **changes), format="json")
+        response = client.post(RECALL, recall_body(workload), format="json")
     return response, [q["sql"] for q in queries.captured_queries]
 
 
