@@ -19,19 +19,19 @@ from portal.api.errors import error_body, is_api_path
 _TEXT_CONTROLS = frozenset("\t\n\r")
 
 
-def _has_control(text: str, *, allowed: frozenset[str] = frozenset()) -> bool:
+def has_control(text: str, *, allowed: frozenset[str] = frozenset()) -> bool:
     return any(unicodedata.category(c) == "Cc" and c not in allowed for c in text)
 
 
 def bad_parameter(request: HttpRequest) -> str | None:
     """The first parameter (``path`` for the path) holding a control character, if any:
     anything in the path or a name; in a value, anything but a tab or a line break."""
-    if _has_control(request.path):
+    if has_control(request.path):
         return "path"
     for name, values in request.GET.lists():
-        if _has_control(name):
+        if has_control(name):
             return repr(name)
-        if any(_has_control(value, allowed=_TEXT_CONTROLS) for value in values):
+        if any(has_control(value, allowed=_TEXT_CONTROLS) for value in values):
             return name
     return None
 

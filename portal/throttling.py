@@ -141,10 +141,35 @@ class ThrottledLoginView(auth_views.LoginView):
 # --- the API ----------------------------------------------------------------------------------
 
 
+# Where the recall's lean path (recall/api/lean.py) leaves its throttle's answer for a call it
+# hands on to DRF: the call is counted once, there. A WSGI environ key, which no request
+# header can set (those are all HTTP_*).
+COUNTED = "portal.throttle.counted"
+
+
+def api_call_counted(*, ident: str, token: Any, recall: bool) -> int | None:
+    """Count one API call of ``ident`` (and one recall, if it is one, under its workspace's
+    own limit or ``RECALL_RATE_PER_MINUTE``): None while within the limits, else the seconds
+    until the window ends."""
+    limits = [("api", settings.API_RATE_PER_MINUTE)]
+    if recall:
+        workspace = getattr(token, "workspace", None)
+        own = getattr(workspace, "recall_rate_per_minute", None)
+        limits.append(("recall", own or settings.RECALL_RATE_PER_MINUTE))
+    window, left = _window(60)
+    for scope, limit in limits:
+        if limit and _count(_key(scope, ident, window), 60, add=True) > limit:
+            return left
+    return None
+
+
 class TokenRateThrottle(BaseThrottle):
     """Per token (or signed-in user): all calls, and recalls under their own limit."""
 
     def allow_request(self, request: Request, view: Any) -> bool:
+        if COUNTED in request.META:  # counted already, by the recall's lean path
+            self.wait_seconds: int | None = request.META[COUNTED]
+            return self.wait_seconds is None
         token: Any = getattr(request, "auth", None)
         user: Any = getattr(request, "user", None)
         if getattr(token, "pk", None):
@@ -153,20 +178,9 @@ class TokenRateThrottle(BaseThrottle):
             ident = f"user:{user.pk}"
         else:
             ident = client_address(request)
-        self.wait_seconds: int | None = None
-        limits = [("api", settings.API_RATE_PER_MINUTE)]
-        if getattr(view, "throttle_scope", "") == "recall":
-            workspace = getattr(token, "workspace", None)
-            own = getattr(workspace, "recall_rate_per_minute", None)
-            limits.append(("recall", own or settings.RECALL_RATE_PER_MINUTE))
-        window, left = _window(60)
-        for scope, limit in limits:
-            if not limit:
-                continue
-            if _count(_key(scope, ident, window), 60, add=True) > limit:
-                self.wait_seconds = left
-                return False
-        return True
+        recall = getattr(view, "throttle_scope", "") == "recall"
+        self.wait_seconds = api_call_counted(ident=ident, token=token, recall=recall)
+        return self.wait_seconds is None
 
     def wait(self) -> float | None:
         return self.wait_seconds

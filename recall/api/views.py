@@ -24,7 +24,7 @@ from portal.api.views import (
 from portal.authentication import REVOKED_MESSAGE, TokenUser
 from portal.errors import NotFoundError, ValidationFailed
 from portal.ids import numeric_id
-from portal.models import Role
+from portal.models import Role, Workspace
 from portal.tokens import TokenChanged, TokenCheck
 from recall import erasure, replay, services
 from recall.api.serializers import (
@@ -42,6 +42,7 @@ from recall.api.serializers import (
     ReplaySerializer,
     recall_request_plain,
 )
+from recall.envelope import Envelope
 from recall.filtersets import MemoryFilterSet
 from recall.hits import with_hits
 from recall.models import LifecycleStatus, MemoryRecord
@@ -252,6 +253,9 @@ class RecallView(ApiView):
         return super().handle_exception(exc)
 
     def _recall(self, request: Request, actor_id: str, check: TokenCheck | None) -> Response:
+        raised = request.META.pop(LEAN_RAISED, None)
+        if raised is not None:  # the lean path's call, refused there: answered here
+            raise raised
         caller = self.caller(request)
         workspace = workspace_for(
             caller, request.query_params.get("workspace"), required=Role.EDITOR
@@ -262,25 +266,43 @@ class RecallView(ApiView):
             serializer = RecallRequestSerializer(data=json_object(request))
             serializer.is_valid(raise_exception=True)
             data = serializer.validated_data
-        # A stand-in: effective_policy_for checks, in its one query, that it is this
-        # workspace's workload (404 otherwise).
-        workload = Workload(id=data["workloadId"], workspace=workspace)
-        environment = data["environment"]  # checked with the policy, in one query
-        override = data.get("policyOverride")
-        envelope = services.recall_assemble(
-            request=services.RecallRequest(
-                workspace=workspace,
-                workload=workload,
-                environment=environment,
-                actor_id=actor_id,
-                query=data["query"],
-                top_k=data["topK"],
-                override=override or None,
-                author=caller.label,
-                token_check=check,
-            )
-        ).envelope
-        return Response(envelope)
+        return Response(recall_envelope(caller, workspace, actor_id, data, check))
+
+
+# Where the recall's lean path (recall/api/lean.py) leaves the exception that refused a call
+# it hands on to this view, which raises it: answered as if raised here. A WSGI environ key,
+# which no request header can set (those are all HTTP_*).
+LEAN_RAISED = "recall.lean.raised"
+
+
+def recall_envelope(
+    caller: Caller,
+    workspace: Workspace,
+    actor_id: str,
+    data: dict[str, Any],
+    check: TokenCheck | None,
+) -> Envelope:
+    """The recall of ``actor_id`` (normalized) in ``workspace`` (the caller's, checked) for a
+    request body already validated (``data``), recorded: what the endpoint answers, through
+    DRF or its lean path."""
+    # A stand-in: effective_policy_for checks, in its one query, that it is this
+    # workspace's workload (404 otherwise).
+    workload = Workload(id=data["workloadId"], workspace=workspace)
+    environment = data["environment"]  # checked with the policy, in one query
+    override = data.get("policyOverride")
+    return services.recall_assemble(
+        request=services.RecallRequest(
+            workspace=workspace,
+            workload=workload,
+            environment=environment,
+            actor_id=actor_id,
+            query=data["query"],
+            top_k=data["topK"],
+            override=override or None,
+            author=caller.label,
+            token_check=check,
+        )
+    ).envelope
 
 
 class ActorEraseView(ApiView):

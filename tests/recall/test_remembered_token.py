@@ -10,7 +10,6 @@ request left, as between two requests of a production worker.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -29,21 +28,6 @@ from tests.recall import factories
 
 RECALL = "/v1/memory/actors/user:ada/recall"
 TOKEN_LOOKUP = f"set_config('{SETTING}', w.id::text, false)"
-
-
-@pytest.fixture
-def scope_kept(db: None) -> Iterator[None]:
-    """Requests leave the connection scoped as they left it, as in a production worker."""
-    from django.core.signals import request_finished
-
-    from tests.conftest import SCOPE_RESTORE, restore_scope_after_request
-
-    request_finished.disconnect(dispatch_uid=SCOPE_RESTORE)
-    try:
-        yield
-    finally:
-        request_finished.connect(restore_scope_after_request, dispatch_uid=SCOPE_RESTORE)
-        scope_set(ALL)
 
 
 @pytest.fixture

@@ -1,0 +1,196 @@
+"""The recall endpoint's lean path: the usual recall, answered without Django's request
+handling, its middleware and DRF's dispatch around it.
+
+Those layers cost a recall ~0.6 ms of its ~4 ms in the process (docs/performance.md, "The
+lean path"), and the recall endpoint is what every agent calls on every turn. This WSGI
+application, in front of Django's (``portal.wsgi``), takes a call only when it is plainly
+the usual one, and hands everything else, untouched, to Django, where ``RecallView`` answers
+it as it always did. Taken, a call is:
+
+- ``POST`` to the route Django resolves to ``RecallView``, no query string (no ``workspace``
+  parameter), no control character in the path, no cookie (so no session, CSRF or messages
+  to mind), a JSON body of a size Django would read, ``Accept`` absent, ``*/*`` or JSON;
+- a bearer token the process remembers (``portal.tokens.token_remembered``), the connection
+  scoped to its workspace: the recall's read checks it, as it does for ``RecallView``;
+- a body ``recall_request_plain`` finds plainly valid, parsed by orjson (a body orjson
+  refuses, or that is not plainly valid, is DRF's to parse and to refuse with its messages);
+- within the token's limits: counted here once (``portal.throttling.api_call_counted``); a
+  call over them is handed on with the count's answer, so DRF refuses it without counting it
+  again.
+
+The recall itself is the view's (``recall_envelope``): the same role check, the same read,
+the same write committed before the answer. A call it refuses (a role short, a workload not
+the workspace's, the token changed or revoked since it was remembered, the database gone) is
+handed on too, with the exception, which ``RecallView`` raises as its own and so answers
+exactly as it answers any refusal (confirming the token first). Nothing was recorded by
+then: the write is the recall's last statement.
+
+The answer's headers are the ones Django's stack gave the same kind of call (same scheme,
+host and forwarding headers) the first time this process saw it, learned from that answer:
+the middleware decides them (security headers, cache control), not this module. A call of a
+kind not yet seen goes through Django, and teaches the headers. ``request_started`` and
+``request_finished`` are sent as Django sends them, so connections are checked and closed
+as for any request.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import orjson
+from django.conf import settings
+from django.core import signals
+from django.core.handlers.wsgi import WSGIHandler, get_path_info, get_script_name
+from django.urls import Resolver404, get_resolver, set_script_prefix
+
+from portal.access import Caller, workspace_for
+from portal.api.renderers import FastJSONRenderer
+from portal.authentication import TokenUser
+from portal.input_guard import has_control
+from portal.models import TOKEN_PREFIX, Role, hash_token
+from portal.throttling import COUNTED, api_call_counted
+from portal.tokens import token_remembered
+from recall import services
+from recall.api.serializers import recall_request_plain
+from recall.api.views import LEAN_RAISED, RecallView, recall_envelope
+
+WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+_JSON = frozenset({"application/json", "application/json; charset=utf-8"})
+_ACCEPTS = frozenset({"", "*/*", "application/json"})
+# What makes the stack's headers differ between two such calls (HSTS on a secure request,
+# the host's check): the kinds of call whose headers are learned, up to this many.
+_KIND = (
+    "wsgi.url_scheme", "HTTP_HOST", "SERVER_NAME", "SERVER_PORT", "HTTP_X_FORWARDED_HOST",
+    "HTTP_X_FORWARDED_PORT", "HTTP_X_FORWARDED_PROTO",
+)  # fmt: skip
+_KINDS_KEPT = 64
+
+
+class LeanRecall:
+    """The WSGI application: ``application`` (Django's) behind the recall's lean path."""
+
+    def __init__(self, application: WSGIApp):
+        self.application = application
+        self.headers: dict[tuple[Any, ...], list[tuple[str, str]]] = {}
+        self._renderer = FastJSONRenderer()
+
+    def __call__(
+        self, environ: dict[str, Any], start_response: Callable[..., Any]
+    ) -> Iterable[bytes]:
+        if environ.get("REQUEST_METHOD") != "POST" or not environ.get("PATH_INFO", "").endswith(
+            "/recall"
+        ):
+            return self.application(environ, start_response)
+        taken = _taken(environ)
+        if taken is None:
+            return self.application(environ, start_response)
+        kind = tuple(environ.get(name) for name in _KIND)
+        headers = self.headers.get(kind)
+        if headers is None:
+            return self.application(environ, self._learning(kind, start_response))
+        set_script_prefix(get_script_name(environ))
+        signals.request_started.send(sender=WSGIHandler, environ=environ)
+        body = self._answer(environ, *taken)
+        if body is None:  # handed on: Django's handler sends the signals again
+            return self.application(environ, start_response)
+        start_response("200 OK", [*headers, ("Content-Length", str(len(body)))])
+        return _Answer(body)
+
+    def _answer(self, environ: dict[str, Any], actor_id: str, key_hash: str) -> bytes | None:
+        """The envelope, rendered; None to hand the call on (``environ`` then holds the body
+        read, the throttle's answer once counted, the exception that refused the call)."""
+        remembered = token_remembered(key_hash)
+        if remembered is None:
+            return None
+        token, check = remembered
+        raw = _body(environ)
+        try:
+            data = recall_request_plain(orjson.loads(raw))
+        except orjson.JSONDecodeError:
+            return None
+        if data is None:
+            return None
+        wait = environ[COUNTED] = api_call_counted(
+            ident=f"token:{token.pk}", token=token, recall=True
+        )
+        if wait is not None:
+            return None
+        caller = Caller(user=TokenUser(token, check), token=token)
+        try:
+            workspace = workspace_for(caller, None, required=Role.EDITOR)
+            actor_id = services.actor_normalize(actor_id)
+            envelope = recall_envelope(caller, workspace, actor_id, data, check)
+        except Exception as refused:
+            environ[LEAN_RAISED] = refused
+            return None
+        return self._renderer.render(envelope)
+
+    def _learning(self, kind: tuple[Any, ...], start_response: Callable[..., Any]) -> Any:
+        """``start_response``, keeping the headers of a recall Django answered (200) as this
+        kind of call's."""
+
+        def learn(status: str, headers: list[tuple[str, str]], *exc_info: Any) -> Any:
+            names = {name.lower() for name, _ in headers}
+            if status.startswith("200 ") and "set-cookie" not in names:
+                if len(self.headers) < _KINDS_KEPT:
+                    self.headers[kind] = [h for h in headers if h[0].lower() != "content-length"]
+            return start_response(status, headers, *exc_info)
+
+        return learn
+
+
+def _taken(environ: dict[str, Any]) -> tuple[str, str] | None:
+    """The actor id and the token's hash of a call the lean path may take (above); None for
+    any other."""
+    if (
+        environ.get("QUERY_STRING")
+        or "HTTP_COOKIE" in environ
+        or environ.get("CONTENT_TYPE", "").lower() not in _JSON
+        or environ.get("HTTP_ACCEPT", "").strip() not in _ACCEPTS
+    ):
+        return None
+    try:
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        return None
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    if length <= 0 or (limit is not None and length > limit):
+        return None
+    scheme, _, raw = environ.get("HTTP_AUTHORIZATION", "").partition(" ")
+    raw = raw.strip()
+    if scheme.lower() != "bearer" or not raw.startswith(TOKEN_PREFIX):
+        return None
+    path = get_path_info(environ)
+    if has_control(path):
+        return None
+    try:
+        match = get_resolver().resolve(path)
+    except Resolver404:
+        return None
+    if getattr(match.func, "view_class", None) is not RecallView:
+        return None
+    return str(match.kwargs["actor_id"]), hash_token(raw)
+
+
+def _body(environ: dict[str, Any]) -> bytes:
+    """The request's body, read; left in ``environ`` to be read again if the call is handed
+    on."""
+    raw: bytes = environ["wsgi.input"].read(int(environ["CONTENT_LENGTH"]))
+    environ["wsgi.input"] = io.BytesIO(raw)
+    return raw
+
+
+class _Answer:
+    """The response's one chunk; closed, the request is finished, as Django's handler does."""
+
+    def __init__(self, body: bytes):
+        self.body = body
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield self.body
+
+    def close(self) -> None:
+        signals.request_finished.send(sender=WSGIHandler)

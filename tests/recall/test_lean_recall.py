@@ -1,0 +1,348 @@
+"""The recall endpoint's lean path (recall/api/lean.py): the usual call answered without
+Django's request handling around it, with the answer Django would give; every other call
+handed on to Django, untouched, and answered there as always.
+
+These tests drive the WSGI application the servers run (``portal.wsgi.application`` is a
+``LeanRecall``), with Django's own handler behind it, counted: a call Django answered went
+through it. The connection keeps the scope a request left, as in a production worker
+(``scope_kept``), so that tokens are remembered between calls.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from django.core import signals
+from django.core.handlers.wsgi import WSGIHandler
+from django.db import close_old_connections, connection
+from django.test.utils import CaptureQueriesContext
+
+from audit.models import AuditEvent, EventType
+from console.services import api_token_revoke
+from portal import throttling
+from portal.models import ApiToken, Workspace
+from portal.throttling import COUNTED
+from recall.api.lean import LeanRecall
+from tests.helpers import error_of, recall_body
+from tests.recall import factories
+
+RECALL = "/v1/memory/actors/user:ada/recall"
+
+
+@dataclass
+class Answer:
+    status_code: int
+    headers: dict[str, str]
+    content: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.content)
+
+    def __getitem__(self, name: str) -> str:
+        return self.headers[name]
+
+
+class Counted:
+    """Django's handler, counting the calls it answers."""
+
+    def __init__(self) -> None:
+        self.handler = WSGIHandler()
+        self.calls = 0
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        self.calls += 1
+        return self.handler(environ, start_response)
+
+
+class Watched(LeanRecall):
+    """The lean path, counting the calls it took (a remembered token, a body plainly valid:
+    counted by its throttle), whether it then answered them or handed them on, refused."""
+
+    taken = 0
+
+    def _answer(self, environ: dict[str, Any], *call: str) -> bytes | None:
+        answer = super()._answer(environ, *call)
+        self.taken += COUNTED in environ
+        return answer
+
+
+@dataclass
+class Server:
+    """A ``LeanRecall`` over a counted Django handler, called as a WSGI server calls it."""
+
+    django: Counted = field(default_factory=Counted)
+
+    def __post_init__(self) -> None:
+        self.app = Watched(self.django)
+
+    def post(
+        self,
+        token: str | None,
+        body: Any,
+        *,
+        path: str = RECALL,
+        query: str = "",
+        **headers: str,
+    ) -> Answer:
+        raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+        environ = {
+            "REQUEST_METHOD": "POST", "PATH_INFO": path, "QUERY_STRING": query,
+            "CONTENT_TYPE": "application/json", "CONTENT_LENGTH": str(len(raw)),
+            "SERVER_NAME": "testserver", "SERVER_PORT": "80", "SERVER_PROTOCOL": "HTTP/1.1",
+            "REMOTE_ADDR": "127.0.0.1", "wsgi.input": io.BytesIO(raw), "wsgi.url_scheme": "http",
+            "wsgi.errors": io.StringIO(), "wsgi.version": (1, 0), "wsgi.multithread": False,
+            "wsgi.multiprocess": True, "wsgi.run_once": False,
+            **({"HTTP_AUTHORIZATION": f"Bearer {token}"} if token else {}),
+            **headers,
+        }  # fmt: skip
+        started: list[tuple[str, list[tuple[str, str]]]] = []
+        # As Django's test client does: the test's transaction must outlive the request.
+        signals.request_started.disconnect(close_old_connections)
+        signals.request_finished.disconnect(close_old_connections)
+        try:
+            chunks = self.app(environ, lambda status, hs, *exc: started.append((status, hs)))
+            try:
+                content = b"".join(chunks)
+            finally:
+                close = getattr(chunks, "close", None)
+                if close is not None:
+                    close()
+        finally:
+            signals.request_started.connect(close_old_connections)
+            signals.request_finished.connect(close_old_connections)
+        status, header_list = started[0]
+        return Answer(int(status.split()[0]), dict(header_list), content)
+
+
+@pytest.fixture
+def server(scope_kept: None, hits_fold_unasked: None) -> Server:
+    return Server()
+
+
+@pytest.fixture
+def taught(server: Server, editor: Any, workload_a: Any) -> Server:
+    """The server after the editor's first recall, which Django answered: the token is
+    remembered, the headers of such a call learned."""
+    factories.memories(editor.workspace, {"content": "release summary"}, {"content": "notes"})
+    first = server.post(editor.token, recall_body(workload_a))
+    assert first.status_code == 200, first.content
+    assert server.django.calls == 1
+    return server
+
+
+def _assembled() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM audit_auditevent WHERE type = %s", [EventType.ASSEMBLED]
+        )
+        return int(cursor.fetchone()[0])
+
+
+class LeanPathTests:
+    def test_the_servers_run_it(self):
+        from portal import serve, wsgi
+
+        assert isinstance(wsgi.application, LeanRecall)
+        assert serve._django() is wsgi.application
+
+    def test_a_usual_recall_is_answered_by_its_read_and_its_write_alone(
+        self, taught, editor, workload_a
+    ):
+        before = _assembled()
+        with CaptureQueriesContext(connection) as queries:
+            answer = taught.post(editor.token, recall_body(workload_a))
+
+        assert answer.status_code == 200, answer.content
+        assert taught.django.calls == 1  # not Django's
+        statements = [q["sql"] for q in queries.captured_queries]
+        assert len(statements) == 2, statements
+        assert "FROM recall_actor a" in statements[0] and "audit_auditevent" in statements[1]
+        assert answer.json()["entries"]
+        assert _assembled() == before + 1
+        event = AuditEvent.objects.filter(type=EventType.ASSEMBLED).latest("pk")
+        assert event.payload["envelopeId"] == answer.json()["envelopeId"]
+        assert event.author == ApiToken.objects.get(name="eddie-token").label
+
+    def test_its_answer_is_the_one_django_gives(self, taught, editor, workload_a):
+        lean = taught.post(editor.token, recall_body(workload_a))
+        django = taught.post(editor.token, recall_body(workload_a), HTTP_COOKIE="theme=dark")
+
+        assert taught.django.calls == 2  # the cookie sent the second to Django
+        assert lean.status_code == django.status_code == 200
+        lean_headers = {k: v for k, v in lean.headers.items() if k != "Content-Length"}
+        assert lean_headers == {k: v for k, v in django.headers.items() if k != "Content-Length"}
+        assert lean.headers["Content-Length"] == str(len(lean.content))
+        fast, slow = lean.json(), django.json()
+        assert set(fast) == set(slow)
+        assert [(e["id"], e["similarity"]) for e in fast["entries"]] == [
+            (e["id"], e["similarity"]) for e in slow["entries"]
+        ]
+        for key in ("effectivePolicyHash", "effectiveBudgetHash", "prefixFingerprint"):
+            assert fast[key] == slow[key], key
+
+    def test_each_kind_of_call_gets_the_headers_django_gives_it(
+        self, scope_kept, hits_fold_unasked, editor, workload_a, settings
+    ):
+        settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+        settings.SECURE_HSTS_SECONDS = 3600
+        server = Server()  # its middleware reads these settings as it starts
+        factories.memories(editor.workspace, {"content": "release summary"})
+        https = {"HTTP_X_FORWARDED_PROTO": "https"}
+
+        answers = [server.post(editor.token, recall_body(workload_a), **https) for _ in range(2)]
+        answers += [server.post(editor.token, recall_body(workload_a)) for _ in range(2)]
+
+        assert [a.status_code for a in answers] == [200] * 4
+        assert server.django.calls == 2  # the first of each kind
+        secure = [a.headers.get("Strict-Transport-Security") for a in answers]
+        assert secure == ["max-age=3600", "max-age=3600", None, None]
+
+    def test_the_request_is_finished_once_as_django_finishes_it(self, taught, editor, workload_a):
+        finished: list[Any] = []
+
+        def count(**kwargs: Any) -> None:
+            finished.append(kwargs)
+
+        signals.request_finished.connect(count)
+        try:
+            answer = taught.post(editor.token, recall_body(workload_a))
+        finally:
+            signals.request_finished.disconnect(count)
+
+        assert answer.status_code == 200 and taught.django.calls == 1
+        assert len(finished) == 1
+
+
+class HandedOnTests:
+    """Whatever is not the usual call is Django's, and answered as Django answers it."""
+
+    @pytest.mark.parametrize(
+        ("body", "extra", "status"),
+        [
+            (b'{"workloadId": ', {}, 400),  # not JSON
+            ({"topK": "many"}, {}, 400),  # not valid
+            (None, {"HTTP_ACCEPT": "application/xml"}, 406),
+            (None, {"CONTENT_TYPE": "text/plain"}, 415),
+            (None, {"path": "/v1/memory/actors/user:ada/recal"}, 404),
+            (None, {"path": "/v1/memory/actors/user:a\x00da/recall"}, 400),
+        ],
+    )
+    def test_a_call_not_plainly_the_usual_one(
+        self, taught, editor, workload_a, body, extra, status
+    ):
+        before = _assembled()
+
+        answer = taught.post(
+            editor.token, recall_body(workload_a) if body is None else body, **extra
+        )
+
+        error_of(answer, status)
+        assert taught.django.calls == 2
+        assert _assembled() == before
+
+    def test_a_workspace_parameter(self, taught, editor, workload_a):
+        answer = taught.post(
+            editor.token, recall_body(workload_a), query=f"workspace={editor.workspace.slug}"
+        )
+
+        assert answer.status_code == 200, answer.content
+        assert taught.django.calls == 2
+
+    def test_a_token_not_remembered(self, taught, viewer, workload_a):
+        error_of(taught.post(viewer.token, recall_body(workload_a)), 403)
+        error_of(taught.post("mp_not-a-token", recall_body(workload_a)), 401)
+        error_of(taught.post(None, recall_body(workload_a)), 401)
+        assert taught.django.calls == 4
+
+    def test_a_role_short_of_recall_is_refused_by_django_with_nothing_recorded(
+        self, taught, viewer, workload_a
+    ):
+        error_of(taught.post(viewer.token, recall_body(workload_a)), 403)  # now remembered
+        before = _assembled()
+
+        error_of(taught.post(viewer.token, recall_body(workload_a)), 403, "PERMISSION_DENIED")
+
+        assert taught.django.calls == 3 and taught.app.taken == 1
+        assert _assembled() == before
+
+    def test_a_workload_of_another_workspace_is_not_found_and_not_run_twice(
+        self, workload_b, taught, editor
+    ):
+        before = _assembled()
+        with CaptureQueriesContext(connection) as queries:
+            answer = taught.post(editor.token, recall_body(workload_b))
+
+        error_of(answer, 404)
+        assert taught.django.calls == 2 and taught.app.taken == 1
+        assert _assembled() == before
+        # the lean path's (the token, the policy context, refused), then Django's, which
+        # answers the refusal once the token is confirmed; not the policy context again
+        statements = [q["sql"] for q in queries.captured_queries]
+        assert len(statements) == 3, statements
+        assert sum("FROM policies_environment" in sql for sql in statements) == 1, statements
+
+    def test_a_token_revoked_since_is_refused_with_nothing_recorded(
+        self, taught, editor, workload_a
+    ):
+        before = _assembled()
+        api_token_revoke(token=ApiToken.objects.get(name="eddie-token"))
+
+        answer = taught.post(editor.token, recall_body(workload_a))
+
+        error_of(answer, 401, "AUTHENTICATION_FAILED")
+        assert answer["WWW-Authenticate"] == "Bearer"
+        assert taught.django.calls == 2 and taught.app.taken == 1
+        assert _assembled() == before
+
+    def test_a_token_changed_since_is_recalled_once_as_it_is_now(
+        self, scope_kept, hits_fold_unasked, editor, workload_a
+    ):
+        Workspace.objects.filter(pk=editor.workspace.pk).update(store_queries=True)
+        server = Server()
+        factories.memories(editor.workspace, {"content": "release summary"})
+        assert server.post(editor.token, recall_body(workload_a)).status_code == 200
+        Workspace.objects.filter(pk=editor.workspace.pk).update(store_queries=False)
+        before = _assembled()
+
+        answer = server.post(editor.token, recall_body(workload_a))
+
+        assert answer.status_code == 200, answer.content
+        assert server.django.calls == 2 and server.app.taken == 1
+        assert _assembled() == before + 1
+        latest = AuditEvent.objects.filter(type=EventType.ASSEMBLED).latest("pk")
+        assert "query" not in latest.payload
+
+
+class ThrottleTests:
+    def _counted(self, token: ApiToken, scope: str) -> int:
+        window, _ = throttling._window(60)
+        return throttling._count(throttling._key(scope, f"token:{token.pk}", window), 60, add=False)
+
+    def test_each_call_is_counted_once_wherever_it_is_answered(
+        self, taught, editor, workload_a, settings
+    ):
+        token = ApiToken.objects.get(name="eddie-token")
+        settings.RECALL_RATE_PER_MINUTE = 3  # the first recall (taught) counted one
+
+        answers = [taught.post(editor.token, recall_body(workload_a)) for _ in range(3)]
+
+        assert [a.status_code for a in answers] == [200, 200, 429]
+        assert int(answers[2]["Retry-After"]) > 0
+        error_of(answers[2], 429, "THROTTLED")
+        assert taught.django.calls == 2 and taught.app.taken == 3  # the refusal is Django's
+        assert self._counted(token, "recall") == 4
+        assert self._counted(token, "api") == 4
+
+    def test_a_call_handed_on_is_counted_once(self, taught, editor, workload_a):
+        token = ApiToken.objects.get(name="eddie-token")
+
+        error_of(taught.post(editor.token, recall_body(workload_a, topK=0)), 400)
+        other = recall_body(workload_a, workloadId="00000000-0000-4000-8000-000000000000")
+        error_of(taught.post(editor.token, other), 404)
+
+        assert taught.django.calls == 3 and taught.app.taken == 1  # the second
+        assert self._counted(token, "recall") == 3
