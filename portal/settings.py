@@ -48,6 +48,9 @@ INSTALLED_APPS = [
     "console",
 ]
 
+# The recall endpoint's usual calls are answered without this stack (recall/api/lean.py, in
+# front of Django in portal.wsgi), with the headers it gave the first such call: a middleware
+# that must act on every request (not only add headers) must be taught to that path too.
 MIDDLEWARE = [
     # First, so that it sees every response, whichever layer below produced it.
     "portal.middleware.ApiJsonErrorsMiddleware",

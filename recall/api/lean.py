@@ -49,9 +49,9 @@ from portal.access import Caller, workspace_for
 from portal.api.renderers import FastJSONRenderer
 from portal.authentication import TokenUser
 from portal.input_guard import has_control
-from portal.models import TOKEN_PREFIX, Role, hash_token
+from portal.models import TOKEN_PREFIX, ApiToken, Role, hash_token
 from portal.throttling import COUNTED, api_call_counted
-from portal.tokens import token_remembered
+from portal.tokens import TokenCheck, token_remembered
 from recall import services
 from recall.api.serializers import recall_request_plain
 from recall.api.views import LEAN_RAISED, RecallView, recall_envelope
@@ -61,11 +61,17 @@ WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 _JSON = frozenset({"application/json", "application/json; charset=utf-8"})
 _ACCEPTS = frozenset({"", "*/*", "application/json"})
 # What makes the stack's headers differ between two such calls (HSTS on a secure request,
-# the host's check): the kinds of call whose headers are learned, up to this many.
+# the host's check), with the header SECURE_PROXY_SSL_HEADER names if it is another: the
+# kinds of call whose headers are learned, up to this many.
 _KIND = (
-    "wsgi.url_scheme", "HTTP_HOST", "SERVER_NAME", "SERVER_PORT", "HTTP_X_FORWARDED_HOST",
-    "HTTP_X_FORWARDED_PORT", "HTTP_X_FORWARDED_PROTO",
-)  # fmt: skip
+    "wsgi.url_scheme",
+    "HTTP_HOST",
+    "SERVER_NAME",
+    "SERVER_PORT",
+    "HTTP_X_FORWARDED_HOST",
+    "HTTP_X_FORWARDED_PORT",
+    "HTTP_X_FORWARDED_PROTO",
+)
 _KINDS_KEPT = 64
 
 
@@ -75,6 +81,8 @@ class LeanRecall:
     def __init__(self, application: WSGIApp):
         self.application = application
         self.headers: dict[tuple[Any, ...], list[tuple[str, str]]] = {}
+        proxy = (getattr(settings, "SECURE_PROXY_SSL_HEADER", None) or ("",))[0]
+        self._kind = _KIND if not proxy or proxy in _KIND else (*_KIND, proxy)
         self._renderer = FastJSONRenderer()
 
     def __call__(
@@ -87,7 +95,7 @@ class LeanRecall:
         taken = _taken(environ)
         if taken is None:
             return self.application(environ, start_response)
-        kind = tuple(environ.get(name) for name in _KIND)
+        kind = tuple(environ.get(name) for name in self._kind)
         headers = self.headers.get(kind)
         if headers is None:
             return self.application(environ, self._learning(kind, start_response))
@@ -102,22 +110,14 @@ class LeanRecall:
     def _answer(self, environ: dict[str, Any], actor_id: str, key_hash: str) -> bytes | None:
         """The envelope, rendered; None to hand the call on (``environ`` then holds the body
         read, the throttle's answer once counted, the exception that refused the call)."""
-        remembered = token_remembered(key_hash)
-        if remembered is None:
-            return None
-        token, check = remembered
-        raw = _body(environ)
         try:
-            data = recall_request_plain(orjson.loads(raw))
-        except orjson.JSONDecodeError:
+            taken = _counted(environ, key_hash)
+        except Exception:  # a throttle cache down, say: Django's to answer (and count)
+            environ.pop(COUNTED, None)
             return None
-        if data is None:
+        if taken is None:
             return None
-        wait = environ[COUNTED] = api_call_counted(
-            ident=f"token:{token.pk}", token=token, recall=True
-        )
-        if wait is not None:
-            return None
+        token, check, data = taken
         caller = Caller(user=TokenUser(token, check), token=token)
         try:
             workspace = workspace_for(caller, None, required=Role.EDITOR)
@@ -173,6 +173,27 @@ def _taken(environ: dict[str, Any]) -> tuple[str, str] | None:
     if getattr(match.func, "view_class", None) is not RecallView:
         return None
     return str(match.kwargs["actor_id"]), hash_token(raw)
+
+
+def _counted(
+    environ: dict[str, Any], key_hash: str
+) -> tuple[ApiToken, TokenCheck, dict[str, Any]] | None:
+    """The remembered token, its check and the body, plainly valid, of a call counted within
+    the token's limits; None for a call to hand on (its count's answer in ``environ`` once
+    counted)."""
+    remembered = token_remembered(key_hash)
+    if remembered is None:
+        return None
+    token, check = remembered
+    raw = _body(environ)
+    try:
+        data = recall_request_plain(orjson.loads(raw))
+    except orjson.JSONDecodeError:
+        return None
+    if data is None:
+        return None
+    wait = environ[COUNTED] = api_call_counted(ident=f"token:{token.pk}", token=token, recall=True)
+    return None if wait is not None else (token, check, data)
 
 
 def _body(environ: dict[str, Any]) -> bytes:

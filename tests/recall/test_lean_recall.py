@@ -19,6 +19,7 @@ import pytest
 from django.core import signals
 from django.core.handlers.wsgi import WSGIHandler
 from django.db import close_old_connections, connection
+from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
 from audit.models import AuditEvent, EventType
@@ -346,3 +347,17 @@ class ThrottleTests:
 
         assert taught.django.calls == 3 and taught.app.taken == 1  # the second
         assert self._counted(token, "recall") == 3
+
+    def test_a_throttle_that_cannot_count_is_djangos_to_answer(self, taught, editor, workload_a):
+        gone = "redis://127.0.0.1:9/0"  # nothing listens there
+        cache = {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": gone}
+        before = _assembled()
+
+        with override_settings(CACHE_URL=gone, CACHES={"default": cache}):
+            lean = taught.post(editor.token, recall_body(workload_a))
+            django = taught.post(editor.token, recall_body(workload_a), HTTP_COOKIE="theme=dark")
+
+        assert lean.status_code == django.status_code >= 500
+        assert error_of(lean, lean.status_code) == error_of(django, django.status_code)
+        assert taught.django.calls == 3 and taught.app.taken == 0
+        assert _assembled() == before
