@@ -76,6 +76,10 @@ MIDDLEWARE = [
 
 ROOT_URLCONF = "console.urls"
 WSGI_APPLICATION = "portal.wsgi.application"
+# WSGI applications in front of Django's (portal/wsgi.py), the first outermost, each given the
+# next: the recall endpoint's lean path answers its usual calls without Django's request
+# handling, middleware and DRF dispatch (recall/api/lean.py).
+WSGI_FRONTS = ["recall.api.lean.LeanRecall"]
 
 TEMPLATES = [
     {

@@ -9,7 +9,8 @@ it as it always did. Taken, a call is:
 
 - ``POST`` to the route Django resolves to ``RecallView``, no query string (no ``workspace``
   parameter), no control character in the path, no cookie (so no session, CSRF or messages
-  to mind), a JSON body of a size Django would read, ``Accept`` absent, ``*/*`` or JSON;
+  to mind), a JSON body of a size Django would read, ``Accept`` absent, ``*/*`` or JSON
+  (an empty one is a 406 from DRF);
 - a bearer token the process remembers (``portal.tokens.token_remembered``), the connection
   scoped to its workspace: the recall's read checks it, as it does for ``RecallView``;
 - a body ``recall_request_plain`` finds plainly valid, parsed by orjson (a body orjson
@@ -21,16 +22,18 @@ it as it always did. Taken, a call is:
 The recall itself is the view's (``recall_envelope``): the same role check, the same read,
 the same write committed before the answer. A call it refuses (a role short, a workload not
 the workspace's, the token changed or revoked since it was remembered, the database gone) is
-handed on too, with the exception, which ``RecallView`` raises as its own and so answers
-exactly as it answers any refusal (confirming the token first). Nothing was recorded by
-then: the write is the recall's last statement.
+handed on too, with the exception (``LeanRefused``), which ``RecallView`` raises as its own
+and so answers exactly as it answers a refusal of its own: confirming the token first if the
+read had not checked it, never running the call again once it had (after the read, a
+failure may follow the write).
 
-The answer's headers are the ones Django's stack gave the same kind of call (same scheme,
-host and forwarding headers) the first time this process saw it, learned from that answer:
-the middleware decides them (security headers, cache control), not this module. A call of a
-kind not yet seen goes through Django, and teaches the headers. ``request_started`` and
-``request_finished`` are sent as Django sends them, so connections are checked and closed
-as for any request.
+The answer's headers are the ones Django's stack gave the same kind of call (the scheme,
+the host, and the forwarding headers Django is told to read) the first time this process
+saw it, learned from that answer: the middleware decides them (security headers, cache
+control), not this module. A call of a kind not yet seen goes through Django, and teaches
+the headers. A call taken is one request to ``request_started`` and ``request_finished``,
+sent as Django sends them, so connections are checked and closed as for any request; one
+the recall refused is two, the lean path's and Django's.
 """
 
 from __future__ import annotations
@@ -54,24 +57,16 @@ from portal.throttling import COUNTED, api_call_counted
 from portal.tokens import TokenCheck, token_remembered
 from recall import services
 from recall.api.serializers import recall_request_plain
-from recall.api.views import LEAN_RAISED, RecallView, recall_envelope
+from recall.api.views import LEAN_REFUSED, LeanRefused, RecallView, recall_envelope
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 _JSON = frozenset({"application/json", "application/json; charset=utf-8"})
-_ACCEPTS = frozenset({"", "*/*", "application/json"})
-# What makes the stack's headers differ between two such calls (HSTS on a secure request,
-# the host's check), with the header SECURE_PROXY_SSL_HEADER names if it is another: the
-# kinds of call whose headers are learned, up to this many.
-_KIND = (
-    "wsgi.url_scheme",
-    "HTTP_HOST",
-    "SERVER_NAME",
-    "SERVER_PORT",
-    "HTTP_X_FORWARDED_HOST",
-    "HTTP_X_FORWARDED_PORT",
-    "HTTP_X_FORWARDED_PROTO",
-)
+_ACCEPTS = frozenset({"*/*", "application/json"})  # or no Accept header at all
+# What Django's stack reads of a call, besides its path, when it decides the headers of its
+# answer (HSTS on a secure request) or refuses it (a host not allowed, a redirect to HTTPS):
+# the kinds of call whose headers are learned, up to this many (then learned afresh).
+_KIND = ("wsgi.url_scheme", "HTTP_HOST", "SERVER_NAME", "SERVER_PORT")
 _KINDS_KEPT = 64
 
 
@@ -81,8 +76,13 @@ class LeanRecall:
     def __init__(self, application: WSGIApp):
         self.application = application
         self.headers: dict[tuple[Any, ...], list[tuple[str, str]]] = {}
-        proxy = (getattr(settings, "SECURE_PROXY_SSL_HEADER", None) or ("",))[0]
-        self._kind = _KIND if not proxy or proxy in _KIND else (*_KIND, proxy)
+        proxy = getattr(settings, "SECURE_PROXY_SSL_HEADER", None)
+        self._kind = (
+            *_KIND,
+            *([proxy[0]] if proxy else []),
+            *(["HTTP_X_FORWARDED_HOST"] if settings.USE_X_FORWARDED_HOST else []),
+            *(["HTTP_X_FORWARDED_PORT"] if settings.USE_X_FORWARDED_PORT else []),
+        )
         self._renderer = FastJSONRenderer()
 
     def __call__(
@@ -99,34 +99,43 @@ class LeanRecall:
         headers = self.headers.get(kind)
         if headers is None:
             return self.application(environ, self._learning(kind, start_response))
+        actor_id, key_hash = taken
+        try:
+            counted = _counted(environ, key_hash)
+        except Exception:  # a throttle cache down, say: Django's to answer (and count)
+            environ.pop(COUNTED, None)
+            counted = None
+        if counted is None:
+            return self.application(environ, start_response)
         set_script_prefix(get_script_name(environ))
         signals.request_started.send(sender=WSGIHandler, environ=environ)
-        body = self._answer(environ, *taken)
-        if body is None:  # handed on: Django's handler sends the signals again
+        body = self._recalled(environ, actor_id, *counted)
+        if body is None:
+            # Refused: this request ends here, and Django's answers the refusal.
+            signals.request_finished.send(sender=WSGIHandler)
             return self.application(environ, start_response)
         start_response("200 OK", [*headers, ("Content-Length", str(len(body)))])
         return _Answer(body)
 
-    def _answer(self, environ: dict[str, Any], actor_id: str, key_hash: str) -> bytes | None:
-        """The envelope, rendered; None to hand the call on (``environ`` then holds the body
-        read, the throttle's answer once counted, the exception that refused the call)."""
-        try:
-            taken = _counted(environ, key_hash)
-        except Exception:  # a throttle cache down, say: Django's to answer (and count)
-            environ.pop(COUNTED, None)
-            return None
-        if taken is None:
-            return None
-        token, check, data = taken
+    def _recalled(
+        self,
+        environ: dict[str, Any],
+        actor_id: str,
+        token: ApiToken,
+        check: TokenCheck,
+        data: dict[str, Any],
+    ) -> bytes | None:
+        """The envelope, rendered; None if the recall refused the call (``LEAN_REFUSED`` in
+        ``environ``: Django's ``RecallView`` answers it, without running it again)."""
         caller = Caller(user=TokenUser(token, check), token=token)
         try:
             workspace = workspace_for(caller, None, required=Role.EDITOR)
             actor_id = services.actor_normalize(actor_id)
             envelope = recall_envelope(caller, workspace, actor_id, data, check)
+            return self._renderer.render(envelope)
         except Exception as refused:
-            environ[LEAN_RAISED] = refused
+            environ[LEAN_REFUSED] = LeanRefused(refused, token_checked=not check.pending)
             return None
-        return self._renderer.render(envelope)
 
     def _learning(self, kind: tuple[Any, ...], start_response: Callable[..., Any]) -> Any:
         """``start_response``, keeping the headers of a recall Django answered (200) as this
@@ -135,8 +144,9 @@ class LeanRecall:
         def learn(status: str, headers: list[tuple[str, str]], *exc_info: Any) -> Any:
             names = {name.lower() for name, _ in headers}
             if status.startswith("200 ") and "set-cookie" not in names:
-                if len(self.headers) < _KINDS_KEPT:
-                    self.headers[kind] = [h for h in headers if h[0].lower() != "content-length"]
+                if len(self.headers) >= _KINDS_KEPT:
+                    self.headers.clear()
+                self.headers[kind] = [h for h in headers if h[0].lower() != "content-length"]
             return start_response(status, headers, *exc_info)
 
         return learn
@@ -149,7 +159,7 @@ def _taken(environ: dict[str, Any]) -> tuple[str, str] | None:
         environ.get("QUERY_STRING")
         or "HTTP_COOKIE" in environ
         or environ.get("CONTENT_TYPE", "").lower() not in _JSON
-        or environ.get("HTTP_ACCEPT", "").strip() not in _ACCEPTS
+        or ("HTTP_ACCEPT" in environ and environ["HTTP_ACCEPT"].strip() not in _ACCEPTS)
     ):
         return None
     try:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
@@ -218,7 +219,12 @@ class RecallView(ApiView):
     )
     def post(self, request: Request, actor_id: str) -> Response:
         check = getattr(request.user, "token_check", None)
+        refused = request.META.pop(LEAN_REFUSED, None)
+        if refused is not None and refused.token_checked and check is not None:
+            check.checked(True)  # the lean path's read checked this token
         try:
+            if refused is not None:  # the lean path's call, refused there: answered here
+                raise refused.exception
             return self._recall(request, actor_id, check)
         except TokenChanged as changed:
             return self._recall_as_token_is_now(request, actor_id, changed)
@@ -253,9 +259,6 @@ class RecallView(ApiView):
         return super().handle_exception(exc)
 
     def _recall(self, request: Request, actor_id: str, check: TokenCheck | None) -> Response:
-        raised = request.META.pop(LEAN_RAISED, None)
-        if raised is not None:  # the lean path's call, refused there: answered here
-            raise raised
         caller = self.caller(request)
         workspace = workspace_for(
             caller, request.query_params.get("workspace"), required=Role.EDITOR
@@ -269,10 +272,19 @@ class RecallView(ApiView):
         return Response(recall_envelope(caller, workspace, actor_id, data, check))
 
 
-# Where the recall's lean path (recall/api/lean.py) leaves the exception that refused a call
-# it hands on to this view, which raises it: answered as if raised here. A WSGI environ key,
-# which no request header can set (those are all HTTP_*).
-LEAN_RAISED = "recall.lean.raised"
+# Where the recall's lean path (recall/api/lean.py) leaves, as a ``LeanRefused``, a call it
+# took and the recall refused, for this view to answer: the exception is raised here as if
+# raised here. A WSGI environ key, which no request header can set (those are all HTTP_*).
+LEAN_REFUSED = "recall.lean.refused"
+
+
+@dataclass(frozen=True)
+class LeanRefused:
+    exception: Exception
+    # Whether the recall's read had checked the remembered token (TokenCheck) by then: if so,
+    # the view does not look it up again before answering (nor run the call again), exactly
+    # as for a refusal of its own after its read.
+    token_checked: bool
 
 
 def recall_envelope(

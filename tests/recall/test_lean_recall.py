@@ -27,6 +27,8 @@ from console.services import api_token_revoke
 from portal import throttling
 from portal.models import ApiToken, Workspace
 from portal.throttling import COUNTED
+from recall import services
+from recall.api import lean
 from recall.api.lean import LeanRecall
 from tests.helpers import error_of, recall_body
 from tests.recall import factories
@@ -65,8 +67,8 @@ class Watched(LeanRecall):
 
     taken = 0
 
-    def _answer(self, environ: dict[str, Any], *call: str) -> bytes | None:
-        answer = super()._answer(environ, *call)
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        answer = super().__call__(environ, start_response)
         self.taken += COUNTED in environ
         return answer
 
@@ -79,6 +81,14 @@ class Server:
 
     def __post_init__(self) -> None:
         self.app = Watched(self.django)
+
+    def post_django(self, token: str | None, body: Any, **headers: str) -> Answer:
+        """The same call, answered by Django's handler alone (not counted)."""
+        app, self.app = self.app, self.django.handler  # type: ignore[assignment]
+        try:
+            return self.post(token, body, **headers)
+        finally:
+            self.app = app
 
     def post(
         self,
@@ -168,11 +178,20 @@ class LeanPathTests:
         assert event.payload["envelopeId"] == answer.json()["envelopeId"]
         assert event.author == ApiToken.objects.get(name="eddie-token").label
 
-    def test_its_answer_is_the_one_django_gives(self, taught, editor, workload_a):
-        lean = taught.post(editor.token, recall_body(workload_a))
-        django = taught.post(editor.token, recall_body(workload_a), HTTP_COOKIE="theme=dark")
+    @pytest.mark.parametrize(
+        "headers",
+        [
+            {},
+            {"HTTP_ACCEPT": "*/*"},
+            {"HTTP_ACCEPT": "application/json"},
+            {"CONTENT_TYPE": "application/json; charset=UTF-8"},
+        ],
+    )
+    def test_its_answer_is_the_one_django_gives(self, taught, editor, workload_a, headers):
+        lean = taught.post(editor.token, recall_body(workload_a), **headers)
+        django = taught.post_django(editor.token, recall_body(workload_a), **headers)
 
-        assert taught.django.calls == 2  # the cookie sent the second to Django
+        assert taught.django.calls == 1 and taught.app.taken == 1  # the first was Django's
         assert lean.status_code == django.status_code == 200
         lean_headers = {k: v for k, v in lean.headers.items() if k != "Content-Length"}
         assert lean_headers == {k: v for k, v in django.headers.items() if k != "Content-Length"}
@@ -202,20 +221,49 @@ class LeanPathTests:
         secure = [a.headers.get("Strict-Transport-Security") for a in answers]
         assert secure == ["max-age=3600", "max-age=3600", None, None]
 
-    def test_the_request_is_finished_once_as_django_finishes_it(self, taught, editor, workload_a):
-        finished: list[Any] = []
+    @pytest.mark.parametrize(
+        ("changes", "status", "cycles"),
+        [
+            ({}, 200, 1),  # answered by the lean path
+            ({"topK": 0}, 400, 1),  # Django's alone
+            ({"workloadId": "00000000-0000-4000-8000-000000000000"}, 404, 2),  # refused
+        ],
+    )
+    def test_each_request_is_started_and_finished_as_django_does(
+        self, taught, editor, workload_a, changes, status, cycles
+    ):
+        seen: list[str] = []
 
-        def count(**kwargs: Any) -> None:
-            finished.append(kwargs)
+        def started(**kwargs: Any) -> None:
+            seen.append("started")
 
-        signals.request_finished.connect(count)
+        def finished(**kwargs: Any) -> None:
+            seen.append("finished")
+
+        signals.request_started.connect(started)
+        signals.request_finished.connect(finished)
         try:
-            answer = taught.post(editor.token, recall_body(workload_a))
+            answer = taught.post(editor.token, recall_body(workload_a, **changes))
         finally:
-            signals.request_finished.disconnect(count)
+            signals.request_started.disconnect(started)
+            signals.request_finished.disconnect(finished)
 
-        assert answer.status_code == 200 and taught.django.calls == 1
-        assert len(finished) == 1
+        assert answer.status_code == status, answer.content
+        assert seen == ["started", "finished"] * cycles
+
+    def test_the_kinds_learned_are_learned_afresh_once_there_are_too_many(
+        self, taught, editor, workload_a, settings, monkeypatch
+    ):
+        monkeypatch.setattr(lean, "_KINDS_KEPT", 2)
+        settings.ALLOWED_HOSTS = ["*"]
+        hosts = ["a.example", "b.example", "c.example"]
+
+        answers = [taught.post(editor.token, recall_body(workload_a), HTTP_HOST=h) for h in hosts]
+
+        assert [a.status_code for a in answers] == [200, 200, 200]
+        assert taught.django.calls == 4
+        # full (the taught kind and a's) when b's came: learned afresh from b's
+        assert {kind[1] for kind in taught.app.headers} == {"b.example", "c.example"}
 
 
 class HandedOnTests:
@@ -227,6 +275,7 @@ class HandedOnTests:
             (b'{"workloadId": ', {}, 400),  # not JSON
             ({"topK": "many"}, {}, 400),  # not valid
             (None, {"HTTP_ACCEPT": "application/xml"}, 406),
+            (None, {"HTTP_ACCEPT": ""}, 406),
             (None, {"CONTENT_TYPE": "text/plain"}, 415),
             (None, {"path": "/v1/memory/actors/user:ada/recal"}, 404),
             (None, {"path": "/v1/memory/actors/user:a\x00da/recall"}, 400),
@@ -280,10 +329,10 @@ class HandedOnTests:
         error_of(answer, 404)
         assert taught.django.calls == 2 and taught.app.taken == 1
         assert _assembled() == before
-        # the lean path's (the token, the policy context, refused), then Django's, which
-        # answers the refusal once the token is confirmed; not the policy context again
+        # the lean path's (the token looked up, the policy context, refused); Django's answers
+        # the refusal with the token confirmed already, running nothing again
         statements = [q["sql"] for q in queries.captured_queries]
-        assert len(statements) == 3, statements
+        assert len(statements) == 2, statements
         assert sum("FROM policies_environment" in sql for sql in statements) == 1, statements
 
     def test_a_token_revoked_since_is_refused_with_nothing_recorded(
@@ -316,6 +365,26 @@ class HandedOnTests:
         assert _assembled() == before + 1
         latest = AuditEvent.objects.filter(type=EventType.ASSEMBLED).latest("pk")
         assert "query" not in latest.payload
+
+
+class AfterTheWriteTests:
+    def test_a_failure_after_the_write_is_answered_and_not_run_again(
+        self, taught, editor, workload_a, monkeypatch
+    ):
+        # After the write, a failure (a thread that cannot start to send a task, say) while
+        # the token changed since the read: answered as a 500, recorded once.
+        def fails(*, workspace_id: int) -> None:
+            Workspace.objects.filter(pk=workspace_id).update(store_queries=True)
+            raise RuntimeError("can't start new thread")
+
+        monkeypatch.setattr(services, "hits_fold_due", fails)
+        before = _assembled()
+
+        answer = taught.post(editor.token, recall_body(workload_a))
+
+        error_of(answer, 500, "SERVER_ERROR")
+        assert taught.django.calls == 2 and taught.app.taken == 1
+        assert _assembled() == before + 1
 
 
 class ThrottleTests:
