@@ -12,6 +12,18 @@ from portal.tokens import TokenCheck, token_lookup, token_remembered
 REVOKED_MESSAGE = "Invalid or revoked API token."
 
 
+def bearer_key_hash(header: str) -> str | None:
+    """The hash of the API token an ``Authorization`` header carries; None if it is not a
+    bearer token (or there is none); AuthenticationFailed if it is one, malformed."""
+    scheme, _, raw = header.partition(" ")
+    if scheme.lower() != "bearer":
+        return None
+    raw = raw.strip()
+    if not raw.startswith(TOKEN_PREFIX):
+        raise exceptions.AuthenticationFailed("Malformed API token.")
+    return hash_token(raw)
+
+
 class TokenUser:
     """The request.user of a token call: authenticated, but not a Django user."""
 
@@ -64,16 +76,7 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
 
     def key_hash(self, request: Any) -> str | None:
         """The hash of the request's bearer token; None without one."""
-        header = authentication.get_authorization_header(request).decode("latin-1")
-        if not header:
-            return None
-        scheme, _, raw = header.partition(" ")
-        if scheme.lower() != "bearer":
-            return None
-        raw = raw.strip()
-        if not raw.startswith(TOKEN_PREFIX):
-            raise exceptions.AuthenticationFailed("Malformed API token.")
-        return hash_token(raw)
+        return bearer_key_hash(authentication.get_authorization_header(request).decode("latin-1"))
 
     @staticmethod
     def looked_up(key_hash: str) -> tuple[TokenUser, ApiToken]:

@@ -251,13 +251,14 @@ _process_variables()
 
 @cache
 def _django() -> Callable[..., Iterable[bytes]]:
-    from portal.wsgi import application as django_application
+    from portal.wsgi import application as portal_application
 
-    return django_application
+    return portal_application
 
 
 def application(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-    """Django's WSGI application, given the request's environ only (see above)."""
+    """The portal's WSGI application (Django's, the recall's lean path in front), given the
+    request's environ only (see above)."""
     return _django()(without_process_variables(environ), start_response)
 
 

@@ -147,6 +147,11 @@ class ThrottledLoginView(auth_views.LoginView):
 COUNTED = "portal.throttle.counted"
 
 
+def token_ident(token: Any) -> str:
+    """Whose calls a token's are, to the throttle."""
+    return f"token:{token.pk}"
+
+
 def api_call_counted(*, ident: str, token: Any, recall: bool) -> int | None:
     """Count one API call of ``ident`` (and one recall, if it is one, under its workspace's
     own limit or ``RECALL_RATE_PER_MINUTE``): None while within the limits, else the seconds
@@ -173,7 +178,7 @@ class TokenRateThrottle(BaseThrottle):
         token: Any = getattr(request, "auth", None)
         user: Any = getattr(request, "user", None)
         if getattr(token, "pk", None):
-            ident = f"token:{token.pk}"
+            ident = token_ident(token)
         elif getattr(user, "pk", None):
             ident = f"user:{user.pk}"
         else:

@@ -7,11 +7,10 @@ from django.core.wsgi import get_wsgi_application
 from django.utils.module_loading import import_string
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
-django_application = get_wsgi_application()
 
 # The apps' WSGI applications in front of Django's (``WSGI_FRONTS``, the first outermost):
 # the recall endpoint's usual calls are answered without Django's request handling around
 # them (recall/api/lean.py); every other request goes to Django.
-application = django_application
+application = get_wsgi_application()
 for front in reversed(settings.WSGI_FRONTS):
     application = import_string(front)(application)

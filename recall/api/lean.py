@@ -47,17 +47,23 @@ from django.conf import settings
 from django.core import signals
 from django.core.handlers.wsgi import WSGIHandler, get_path_info, get_script_name
 from django.urls import Resolver404, get_resolver, set_script_prefix
+from rest_framework.exceptions import AuthenticationFailed
 
-from portal.access import Caller, workspace_for
+from portal.access import Caller
 from portal.api.renderers import FastJSONRenderer
-from portal.authentication import TokenUser
+from portal.authentication import TokenUser, bearer_key_hash
 from portal.input_guard import has_control
-from portal.models import TOKEN_PREFIX, ApiToken, Role, hash_token
-from portal.throttling import COUNTED, api_call_counted
+from portal.models import ApiToken
+from portal.throttling import COUNTED, api_call_counted, token_ident
 from portal.tokens import TokenCheck, token_remembered
-from recall import services
 from recall.api.serializers import recall_request_plain
-from recall.api.views import LEAN_REFUSED, LeanRefused, RecallView, recall_envelope
+from recall.api.views import (
+    LEAN_REFUSED,
+    LeanRefused,
+    RecallView,
+    recall_envelope,
+    recall_target,
+)
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
@@ -99,11 +105,11 @@ class LeanRecall:
         headers = self.headers.get(kind)
         if headers is None:
             return self.application(environ, self._learning(kind, start_response))
-        actor_id, key_hash = taken
+        actor_id, key_hash, length = taken
         try:
-            counted = _counted(environ, key_hash)
-        except Exception:  # a throttle cache down, say: Django's to answer (and count)
-            environ.pop(COUNTED, None)
+            counted = _counted(environ, key_hash, length)
+        except Exception:  # a body orjson refuses, a throttle cache down: Django's to answer
+            environ.pop(COUNTED, None)  # (and count)
             counted = None
         if counted is None:
             return self.application(environ, start_response)
@@ -129,8 +135,7 @@ class LeanRecall:
         ``environ``: Django's ``RecallView`` answers it, without running it again)."""
         caller = Caller(user=TokenUser(token, check), token=token)
         try:
-            workspace = workspace_for(caller, None, required=Role.EDITOR)
-            actor_id = services.actor_normalize(actor_id)
+            workspace, actor_id = recall_target(caller, None, actor_id)
             envelope = recall_envelope(caller, workspace, actor_id, data, check)
             return self._renderer.render(envelope)
         except Exception as refused:
@@ -152,9 +157,9 @@ class LeanRecall:
         return learn
 
 
-def _taken(environ: dict[str, Any]) -> tuple[str, str] | None:
-    """The actor id and the token's hash of a call the lean path may take (above); None for
-    any other."""
+def _taken(environ: dict[str, Any]) -> tuple[str, str, int] | None:
+    """The actor id, the token's hash and the body's length of a call the lean path may take
+    (above); None for any other."""
     if (
         environ.get("QUERY_STRING")
         or "HTTP_COOKIE" in environ
@@ -169,9 +174,11 @@ def _taken(environ: dict[str, Any]) -> tuple[str, str] | None:
     limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
     if length <= 0 or (limit is not None and length > limit):
         return None
-    scheme, _, raw = environ.get("HTTP_AUTHORIZATION", "").partition(" ")
-    raw = raw.strip()
-    if scheme.lower() != "bearer" or not raw.startswith(TOKEN_PREFIX):
+    try:
+        key_hash = bearer_key_hash(environ.get("HTTP_AUTHORIZATION", ""))
+    except AuthenticationFailed:  # malformed: Django's to refuse
+        return None
+    if key_hash is None:
         return None
     path = get_path_info(environ)
     if has_control(path):
@@ -182,11 +189,11 @@ def _taken(environ: dict[str, Any]) -> tuple[str, str] | None:
         return None
     if getattr(match.func, "view_class", None) is not RecallView:
         return None
-    return str(match.kwargs["actor_id"]), hash_token(raw)
+    return str(match.kwargs["actor_id"]), key_hash, length
 
 
 def _counted(
-    environ: dict[str, Any], key_hash: str
+    environ: dict[str, Any], key_hash: str, length: int
 ) -> tuple[ApiToken, TokenCheck, dict[str, Any]] | None:
     """The remembered token, its check and the body, plainly valid, of a call counted within
     the token's limits; None for a call to hand on (its count's answer in ``environ`` once
@@ -195,21 +202,17 @@ def _counted(
     if remembered is None:
         return None
     token, check = remembered
-    raw = _body(environ)
-    try:
-        data = recall_request_plain(orjson.loads(raw))
-    except orjson.JSONDecodeError:
-        return None
+    data = recall_request_plain(orjson.loads(_body(environ, length)))
     if data is None:
         return None
-    wait = environ[COUNTED] = api_call_counted(ident=f"token:{token.pk}", token=token, recall=True)
+    wait = environ[COUNTED] = api_call_counted(ident=token_ident(token), token=token, recall=True)
     return None if wait is not None else (token, check, data)
 
 
-def _body(environ: dict[str, Any]) -> bytes:
+def _body(environ: dict[str, Any], length: int) -> bytes:
     """The request's body, read; left in ``environ`` to be read again if the call is handed
     on."""
-    raw: bytes = environ["wsgi.input"].read(int(environ["CONTENT_LENGTH"]))
+    raw: bytes = environ["wsgi.input"].read(length)
     environ["wsgi.input"] = io.BytesIO(raw)
     return raw
 

@@ -260,10 +260,7 @@ class RecallView(ApiView):
 
     def _recall(self, request: Request, actor_id: str, check: TokenCheck | None) -> Response:
         caller = self.caller(request)
-        workspace = workspace_for(
-            caller, request.query_params.get("workspace"), required=Role.EDITOR
-        )
-        actor_id = services.actor_normalize(actor_id)
+        workspace, actor_id = recall_target(caller, request.query_params.get("workspace"), actor_id)
         data = recall_request_plain(request.data)
         if data is None:
             serializer = RecallRequestSerializer(data=json_object(request))
@@ -285,6 +282,13 @@ class LeanRefused:
     # the view does not look it up again before answering (nor run the call again), exactly
     # as for a refusal of its own after its read.
     token_checked: bool
+
+
+def recall_target(caller: Caller, slug: str | None, actor_id: str) -> tuple[Workspace, str]:
+    """The workspace a recall acts on (the caller's, checked for the editor's role) and the
+    actor id, normalized: checked before the request's body."""
+    workspace = workspace_for(caller, slug, required=Role.EDITOR)
+    return workspace, services.actor_normalize(actor_id)
 
 
 def recall_envelope(

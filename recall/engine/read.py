@@ -373,7 +373,9 @@ def recall_read(
     result = statement.fetchall(params)
     actor_pk, counts, rejected, previous, tip, cached, context, token_ok = result[0][:8]
     if params["token_hash"] is not None and not token_ok:
-        return RecallCandidates(None, _funnel({}), [], [], "none", None, None, lane=lane)
+        return RecallCandidates(
+            None, _funnel({}), [], [], "none", None, None, lane=lane, token_ok=False
+        )
     counts, rejected = _json(counts), _json(rejected)
     funnel = _funnel({code: int(n) for code, n in counts.items()})
     if fill_cache:
