@@ -17,6 +17,12 @@ one workspace do not all race for one tip. Each lane is a chain of its own with 
 and anchors, and a lane's events hash their lane too: an event moved to another lane, or
 dropped from one, breaks that lane exactly as it would break the single chain. A walk reads
 the lanes interleaved, in event id order (the order each lane was appended in).
+
+A sealed event is one recorded while a query text was hashed with it, whose text has since
+moved out of its payload (migration ``audit.0018``): its hash can no longer be computed from
+its fields, so it stands as recorded (later events and anchors name it) and its seal, an
+HMAC under the same key over that hash and the fields as they are now, is checked instead.
+Someone without the key can no more change a sealed event than any other.
 """
 
 from __future__ import annotations
@@ -82,6 +88,12 @@ def event_hash(prev_hash: str, fields: Mapping[str, Any], key: ChainKey | None =
     return hashlib.sha256(body.encode()).hexdigest()
 
 
+def event_seal(prev_hash: str, fields: Mapping[str, Any], recorded_hash: str, key: ChainKey) -> str:
+    """The seal of an event whose hashed fields changed after it was recorded: its recorded
+    hash and its fields (with their lane, ``lane_fields``) as they are now, under ``key``."""
+    return event_hash(prev_hash, {**fields, "sealOf": recorded_hash}, key)
+
+
 @dataclass(frozen=True)
 class ChainLink:
     id: int
@@ -90,6 +102,16 @@ class ChainLink:
     fields: Mapping[str, Any]
     key_id: str = ""  # "" for an event recorded before the chain was keyed
     lane: int = 0  # the workspace's chain the event is appended to (see ``lane_fields``)
+    seal: str = ""  # a sealed event's seal (``event_seal``), "" for every other
+
+    def holds(self, key: ChainKey) -> bool:
+        """Whether the event's hash (or, sealed, its seal) matches its fields under ``key``."""
+        fields = lane_fields(self.fields, self.lane)
+        if self.seal:
+            return hmac.compare_digest(
+                event_seal(self.prev_hash, fields, self.hash, key), self.seal
+            )
+        return hmac.compare_digest(event_hash(self.prev_hash, fields, key), self.hash)
 
 
 def lane_fields(fields: Mapping[str, Any], lane: int) -> Mapping[str, Any]:
@@ -169,7 +191,7 @@ def verify_links(
             return broken(
                 link, f"the event is keyed with {link.key_id!r}, a key this server does not hold"
             )
-        if event_hash(link.prev_hash, lane_fields(link.fields, link.lane), key) != link.hash:
+        if not link.holds(key):
             return broken(link, "hash does not match the event's content")
         point = anchored.get((link.lane, tip[1] + 1)) if anchored else None
         if point is not None and (point.event_id, point.hash) != (link.id, link.hash):

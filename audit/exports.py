@@ -61,7 +61,7 @@ PAYLOAD_COLUMNS = (
     # versioned documents: policies, lifecycle settings, layout configurations
     "version", "comment", "floorVersion", "changed",
     # context.assembled
-    "envelopeId", "topK", "accessPath", "reused", "query",
+    "envelopeId", "topK", "accessPath", "reused", "origin",
     "counts.candidates", "counts.afterPolicy", "counts.afterRanking",
     "counts.afterBudgetAllocation",
     "tokenCounts.used", "tokenCounts.budget", "tokenCounts.entries",

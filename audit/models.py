@@ -48,6 +48,11 @@ class AuditEvent(models.Model):
     # The workspace's chain the event is appended to (audit/chain.py): 0 for the main chain,
     # which every event recorded in a transaction joins; recalls append to lanes 1..N.
     lane = models.PositiveSmallIntegerField(default=0, db_default=0)
+    # An event recorded while query texts were still hashed with it, whose text has since
+    # moved out to ``StoredQuery`` (migration ``audit.0017``): its ``hash`` stands as it was,
+    # so later events and anchors still hold, and this HMAC, under the same key, covers that
+    # hash and the fields as they are now (``audit.chain``). "" for every other event.
+    seal = models.CharField(max_length=64, blank=True, default="", db_default="")
 
     class Meta:
         ordering = ["-id"]
@@ -136,6 +141,38 @@ class Injection(models.Model):
         "portal.Workspace", on_delete=models.DO_NOTHING, db_index=False, db_constraint=False
     )
     truncated = models.BooleanField(default=False)
+    # Carried by a dry run (the sandbox's recall): shown as provenance, never counted as a hit.
+    dry_run = models.BooleanField(default=False, db_default=False)
 
     def __str__(self) -> str:
         return f"memory {self.memory_id} in event {self.event_id}"
+
+
+class StoredQuery(models.Model):
+    """The query text of one ``context.assembled`` event, kept when its workspace stores
+    queries.
+
+    It lives beside the event, not in it: the event's hash covers only the query's salted
+    hash (``queryHash``), so erasing the actor deletes this row and the chain still
+    verifies. Written by the statement that appends the event (``audit.services``), like the
+    injections, and without a foreign-key constraint for the same reason.
+    """
+
+    event = models.OneToOneField(
+        AuditEvent,
+        primary_key=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        related_name="stored_query",
+    )
+    workspace = models.ForeignKey(
+        "portal.Workspace", on_delete=models.DO_NOTHING, db_index=False, db_constraint=False
+    )
+    actor_id = models.CharField(max_length=250)
+    text = models.TextField()
+
+    class Meta:
+        indexes = [models.Index(fields=["workspace", "actor_id"], name="audit_query_actor_idx")]
+
+    def __str__(self) -> str:
+        return f"query of event {self.event_id}"

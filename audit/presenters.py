@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from django.core.exceptions import ObjectDoesNotExist
 from django.utils.safestring import SafeString
 
 from audit.models import AuditEvent, EventType
@@ -61,6 +62,18 @@ class Shown:
     payload: Mapping[str, Any]
     workspace: Workspace
     workload: Any  # a model of the app above that owns workloads; audit only reads it
+
+
+def stored_query(event: AuditEvent) -> str | None:
+    """The query text kept beside a ``context.assembled`` event (``StoredQuery``); None when
+    its workspace did not store queries or its actor was erased since. (An event recorded
+    before texts moved out of the payload, in a lane whose chain did not hold then, still
+    holds its text in the payload.) Read through ``select_related("stored_query")``."""
+    try:
+        return event.stored_query.text
+    except ObjectDoesNotExist:
+        legacy = payload_of(event).get("query")
+        return legacy if isinstance(legacy, str) else None
 
 
 def payload_of(event: AuditEvent) -> dict[str, Any]:

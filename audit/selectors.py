@@ -18,7 +18,10 @@ from portal.models import Workspace
 def audit_events(*, workspace: Workspace, filters: Any) -> QuerySet[AuditEvent]:
     """The workspace's events narrowed by ``filters`` (a QueryDict); bad filters are a 400."""
     filterset = AuditEventFilterSet(
-        filters, queryset=AuditEvent.objects.filter(workspace=workspace).select_related("workspace")
+        filters,
+        queryset=AuditEvent.objects.filter(workspace=workspace).select_related(
+            "workspace", "stored_query"
+        ),
     )
     filterset.workspace = workspace
     if not filterset.is_valid():

@@ -29,7 +29,14 @@ from audit.chain import (
     verify_links,
 )
 from audit.keys import chain_keys, signing_key
-from audit.models import AuditChainHead, AuditCheckpoint, AuditEvent, EventType, Injection
+from audit.models import (
+    AuditChainHead,
+    AuditCheckpoint,
+    AuditEvent,
+    EventType,
+    Injection,
+    StoredQuery,
+)
 from portal.db.cursors import PreparedStatement, prepared_statement
 from portal.models import Workspace
 
@@ -112,6 +119,11 @@ CHAIN_TIP_SQL = (
 # counts them (recall/hits.py) reads them through these.
 
 
+# The origin a dry run's context.assembled event names (the sandbox's recall): recorded and
+# shown like any, never counted as hits.
+DRY_RUN_ORIGIN = "sandbox"
+
+
 def carried_sql(*, after: str, through: str) -> str:
     """Rows (memory_id, occurred_at): each memory carried as an entry by each context.assembled
     event of workspace ``%(workspace)s`` with an id above ``after`` and up to ``through`` (SQL
@@ -119,7 +131,8 @@ def carried_sql(*, after: str, through: str) -> str:
     return f"""SELECT c.id::bigint AS memory_id, e.occurred_at
     FROM {AuditEvent._meta.db_table} e, jsonb_array_elements_text(e.payload -> 'memoryIds') c(id)
     WHERE e.workspace_id = %(workspace)s AND e.type = '{EventType.ASSEMBLED}'
-      AND e.id > {after} AND e.id <= {through}"""
+      AND e.id > {after} AND e.id <= {through}
+      AND (e.payload ->> 'origin') IS DISTINCT FROM '{DRY_RUN_ORIGIN}'"""
 
 
 def carried_after_sql(*, memory: str, workspace: str, after: str) -> str:
@@ -142,7 +155,7 @@ def _carried_after(memory: str, workspace: str, after: str) -> str:
     # the memory's every injection (row-level security keeps such expressions above the scan).
     return f"""FROM (SELECT {after} AS mark OFFSET 0) k, {Injection._meta.db_table} i
      WHERE i.workspace_id = {workspace} AND i.memory_id = {memory} AND i.event_id > k.mark
-       AND NOT i.truncated"""
+       AND NOT i.truncated AND NOT i.dry_run"""
 
 
 def assembled_after_sql(*, workspace: str, after: str) -> str:
@@ -153,6 +166,17 @@ def assembled_after_sql(*, workspace: str, after: str) -> str:
     283,000 events, against 0.06 ms)."""
     return f"""coalesce((SELECT max(e.id) FROM {AuditEvent._meta.db_table} e
      WHERE e.workspace_id = {workspace} AND e.type = '{EventType.ASSEMBLED}') > {after}, false)"""
+
+
+# --- stored queries: kept beside their events, erased with their actor ------------------------
+
+
+def stored_queries_erase(*, workspace: Workspace, actor_id: str) -> int:
+    """Delete the query texts kept for ``actor_id``'s recalls in ``workspace`` (an erasure);
+    returns how many went. Their events keep the queries' salted hashes, so the chain still
+    verifies."""
+    deleted, _ = StoredQuery.objects.filter(workspace=workspace, actor_id=actor_id).delete()
+    return deleted
 
 
 def audit_settled_through(*, workspace_id: int) -> int:
@@ -243,13 +267,21 @@ SELECT (SELECT id FROM inserted), (SELECT last_hash FROM moved)
 @dataclass(frozen=True)
 class Injections:
     """The memories the event carried (``Injection`` rows, its provenance): ``included`` as
-    entries, ``truncated`` as truncated refs."""
+    entries, ``truncated`` as truncated refs; ``dry_run`` for a recall that counts no hits."""
 
     included: Sequence[int]
     truncated: Sequence[int] = ()
+    dry_run: bool = False
 
 
-AppendWork = Injections
+@dataclass(frozen=True)
+class QueryKept:
+    """The event's query text, kept beside it (``StoredQuery``) for the actor it names."""
+
+    text: str
+
+
+AppendWork = Injections | QueryKept
 
 
 def _sql_array(values: Sequence[Any]) -> str:
@@ -262,18 +294,27 @@ def _sql_array(values: Sequence[Any]) -> str:
     )
 
 
-def _rendered(work: AppendWork, workspace: Workspace) -> tuple[str, str, list[Any]] | None:
+def _rendered(
+    work: AppendWork, workspace: Workspace, actor_id: str
+) -> tuple[str, str, list[Any]] | None:
     """The work's expression (name, SQL) and parameters; None when there is nothing to do."""
+    if isinstance(work, QueryKept):
+        sql = (
+            f"INSERT INTO {StoredQuery._meta.db_table} (event_id, workspace_id, actor_id, text)"
+            " SELECT inserted.id, %s, %s, %s FROM inserted"
+        )
+        return "query", sql, [workspace.pk, actor_id, work.text]
     carried = [*work.included, *work.truncated]
     if not carried:
         return None
     sql = (
-        f"INSERT INTO {Injection._meta.db_table} (memory_id, event_id, workspace_id, truncated)"
-        " SELECT m.id, inserted.id, %s, m.truncated"
+        f"INSERT INTO {Injection._meta.db_table}"
+        " (memory_id, event_id, workspace_id, truncated, dry_run)"
+        " SELECT m.id, inserted.id, %s, m.truncated, %s"
         " FROM inserted, unnest(%s::bigint[], %s::boolean[]) AS m(id, truncated)"
     )
     flags = [False] * len(work.included) + [True] * len(work.truncated)
-    return "injections", sql, [workspace.pk, _sql_array(carried), _sql_array(flags)]
+    return "injections", sql, [workspace.pk, work.dry_run, _sql_array(carried), _sql_array(flags)]
 
 
 @cache
@@ -438,7 +479,7 @@ def _append(
     )
     key = signing_key()
     digest = event_hash(tip.last_hash, lane_fields(fields, tip.lane), key)
-    rendered = [r for r in (_rendered(w, workspace) for w in work) if r is not None]
+    rendered = [r for r in (_rendered(w, workspace, actor_id) for w in work) if r is not None]
     params: list[Any] = [
         digest, workspace.pk, tip.lane, tip.last_hash,
         workspace.pk, type, occurred_at, author, workload_id, environment, actor_id,
@@ -484,15 +525,16 @@ def _links(
     if up_to is not None:
         chain = chain.filter(id__lte=up_to)
     events = chain.order_by("id").values_list(
-        "id", "prev_hash", "hash", "key_id", "lane", *_HASHED_COLUMNS
+        "id", "prev_hash", "hash", "key_id", "lane", "seal", *_HASHED_COLUMNS
     )
-    for pk, prev, digest, key_id, lane, *hashed in events.iterator(chunk_size=5000):
+    for pk, prev, digest, key_id, lane, seal, *hashed in events.iterator(chunk_size=5000):
         yield ChainLink(
             id=pk,
             prev_hash=prev,
             hash=digest,
             key_id=key_id,
             lane=lane,
+            seal=seal,
             fields=_hashed_fields(
                 workspace_slug=workspace.slug, **dict(zip(_HASHED_COLUMNS, hashed, strict=True))
             ),

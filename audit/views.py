@@ -161,7 +161,9 @@ def verify(request: HtmxHttpRequest, slug: str) -> HttpResponse:
 def event(request: HttpRequest, slug: str, event_id: int) -> HttpResponse:
     access = workspace_page(request, slug)
     workspace = access.workspace
-    item = get_object_or_404(AuditEvent, pk=event_id, workspace=workspace)
+    item = get_object_or_404(
+        AuditEvent.objects.select_related("stored_query"), pk=event_id, workspace=workspace
+    )
     workload = (
         workspace.workloads.filter(pk=item.workload_id).only("id", "name", "archived_at").first()
         if item.workload_id

@@ -105,6 +105,18 @@ def duration_label(seconds: Any) -> str:
     return " ".join(parts)
 
 
+def axis_rows(document: Any) -> list[tuple[str, str, str]]:
+    """``(API name, label, value in words)`` per axis of a partial document (an override), in
+    the registry's order; anything but a mapping has none."""
+    if not isinstance(document, Mapping):
+        return []
+    return [
+        (name, axis_label(name), axis_value(name, document[name]))
+        for name in AXES
+        if name in document
+    ]
+
+
 def _in_vocabulary_order(vocabulary: str | None, items: Any) -> list[Any]:
     """Labels in their vocabulary's order, as the forms list them (unknown ones last)."""
     known = VOCABULARIES.get(vocabulary or "", ())

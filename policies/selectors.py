@@ -59,6 +59,9 @@ class EffectivePolicy:
     # The workload policy's environment: "" for its all-environments default, None without one.
     workload_environment: str | None = None
     override: bool = False
+    # The request's override as validated and normalised (what it asked for, axis by axis);
+    # None without one.
+    override_document: dict[str, Any] | None = None
     # Where the floor overrules the stored workload policy (see policies.conflicts); each makes
     # the workload non-compliant, though recall still works: the floor wins.
     conflicts: tuple[Conflict, ...] = ()
@@ -118,7 +121,7 @@ _remembered: dict[tuple[int, Any, str], tuple[str, EffectivePolicy]] = {}
 _REMEMBERED_KEPT = 10_000
 
 _EFFECTIVE_CACHE_SIZE = 2048
-_Effective = tuple[PolicyDocument, str, str, list[str], tuple[Conflict, ...]]
+_Effective = tuple[PolicyDocument, str, str, list[str], tuple[Conflict, ...], str]
 _effective_cache: dict[tuple[int, int | None, str], _Effective] = {}
 
 
@@ -142,13 +145,13 @@ def _effective_cached(
         policy_hash, budget_hash = algebra.policy_hashes(policy)
         relaxing = algebra.check_workload(floor_doc, workload_doc)
         found = tuple(algebra.floor_conflicts(floor_doc, workload_doc))
-        cached = (policy, policy_hash, budget_hash, relaxing, found)
+        cached = (policy, policy_hash, budget_hash, relaxing, found, key[2])
         if len(_effective_cache) >= _EFFECTIVE_CACHE_SIZE:
             _effective_cache.clear()
         _effective_cache[key] = cached
-    policy, policy_hash, budget_hash, relaxing, found = cached
+    policy, policy_hash, budget_hash, relaxing, found, normal_json = cached
     # Callers may annotate the policy dict; never hand out the cached object itself.
-    return policy_copy(policy), policy_hash, budget_hash, list(relaxing), found
+    return policy_copy(policy), policy_hash, budget_hash, list(relaxing), found, normal_json
 
 
 def effective_policy_for(
@@ -202,7 +205,7 @@ def effective_policy_for(
     )
     if environment and not env_ok:
         environment_check(workspace=workload.workspace, environment=environment)
-    policy, policy_hash, budget_hash, relaxing, found = _effective_cached(
+    policy, policy_hash, budget_hash, relaxing, found, override_json = _effective_cached(
         floor_id, floor_doc, relaxable, wl_id, wl_doc or {}, override
     )
     effective = EffectivePolicy(
@@ -216,6 +219,7 @@ def effective_policy_for(
         relaxable_axes=list(relaxable),
         workload_environment=wl_environment,
         override=bool(override),
+        override_document=json.loads(override_json) if override else None,
         conflicts=found,
     )
     if not override and not archived:

@@ -1,11 +1,12 @@
 """Erasure of an actor: a data-subject request.
 
 Every memory of the actor goes, with what was derived from them (the cached recall funnels,
-the labels their deletes logged for them) and their lines in retention archives; the actor
-stays as a tombstone (``erased_at``) so the erasure is remembered and nothing is added back
-for it. One ``memory.erased`` event records the count and the ids, never content. The audit
-trail itself holds no content (events name memories by id), so it is left whole and its
-chain still verifies.
+the labels their deletes logged for them) and their lines in retention archives, and so do
+the query texts kept for the actor's recalls; the actor stays as a tombstone (``erased_at``)
+so the erasure is remembered and nothing is added back for it. One ``memory.erased`` event
+records the counts and the ids, never content. The audit trail's events hold no content
+(they name memories by id, and a query by its salted hash; its text lives beside the event),
+so they are left whole and the chain still verifies.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from audit.models import EventType
-from audit.services import audit_event_record
+from audit.services import audit_event_record, stored_queries_erase
 from portal.errors import ConflictError, NotFoundError
 from portal.models import Workspace
 from recall.models import Actor, FunnelCache, MemoryChange, MemoryRecord
@@ -32,6 +33,7 @@ class Erasure:
     erased_by: str
     count: int  # memories erased by this call (0 when the actor was erased before)
     archive_lines: int  # retention-archive lines removed
+    queries: int  # stored query texts removed
     event_id: int | None  # the memory.erased event (None when the actor was erased before)
 
 
@@ -65,7 +67,7 @@ def actor_erase(
     """
     actor = _actor(workspace, actor_id, lock=True)
     if actor.erased_at is not None:
-        return Erasure(actor.external_id, actor.erased_at, actor.erased_by, 0, 0, None)
+        return Erasure(actor.external_id, actor.erased_at, actor.erased_by, 0, 0, 0, None)
     memories = MemoryRecord.objects.filter(actor=actor)
     ids = sorted(memories.values_list("pk", flat=True))
     if expected_count is not None and expected_count != len(ids):
@@ -84,6 +86,7 @@ def actor_erase(
     removed: dict[int, int] = {}
     for purge in _COPY_PURGES:
         removed.update(purge(workspace, actor.external_id))
+    queries = stored_queries_erase(workspace=workspace, actor_id=actor.external_id)
     actor.erased_at = timezone.now()
     actor.erased_by = author
     actor.save(update_fields=["erased_at", "erased_by"])
@@ -97,11 +100,11 @@ def actor_erase(
             "ids": [str(pk) for pk in ids],
             "archiveLinesRemoved": sum(removed.values()),
             "archivesRewritten": sorted(removed),
+            "queriesRemoved": queries,
         },
     )
-    return Erasure(
-        actor.external_id, actor.erased_at, author, len(ids), sum(removed.values()), event.pk
-    )
+    lines = sum(removed.values())
+    return Erasure(actor.external_id, actor.erased_at, author, len(ids), lines, queries, event.pk)
 
 
 def _actor(workspace: Workspace, actor_id: str, *, lock: bool = False) -> Actor:

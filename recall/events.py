@@ -25,6 +25,7 @@ from audit.presenters import (
     number,
     presenter_register,
     quoted,
+    stored_query,
 )
 from policies import labels
 from portal.models import Workspace
@@ -34,6 +35,12 @@ from recall.page_selectors import memories_present
 COUNT_ORDER = ("candidates", "afterPolicy", "afterRanking", "afterBudgetAllocation")
 # A memory event names up to 1,000 ids; the page links this many and counts the rest.
 IDS_LINKED = 50
+
+# Who asked for a context (the event's ``origin``; absent: an agent through the API).
+ORIGIN_WORDS: dict[str, str] = {
+    "": "an agent, through the API",
+    "sandbox": "the sandbox (a dry run: it counted no hits and changed no memory)",
+}
 
 # How the eligible memories were ranked (the envelope's ``accessPath``).
 ACCESS_PATHS: dict[str, str] = {
@@ -118,8 +125,9 @@ def _sandbox_url(shown: Shown) -> str:
     }
     if isinstance(payload.get("topK"), int):
         params["top_k"] = payload["topK"]
-    if isinstance(payload.get("query"), str):
-        params["query"] = payload["query"]
+    query = stored_query(event)
+    if query is not None:
+        params["query"] = query
     return f"{reverse('recall:sandbox', args=[workspace.slug])}?{urlencode(params)}"
 
 
@@ -139,6 +147,8 @@ class AssembledPresenter(Presenter):
         )
 
     def row_hint(self, event: AuditEvent, payload: Mapping[str, Any]) -> str:
+        if payload.get("origin") == "sandbox":
+            return "Run in the sandbox: a dry run that counted no hits."
         return (
             f"Prefix reused: {labels.TERM_HINTS.get('reused', '')}" if payload.get("reused") else ""
         )
@@ -153,7 +163,11 @@ class AssembledPresenter(Presenter):
         )
         versions = payload.get("policyVersions")
         path = payload.get("accessPath")
+        origin = payload.get("origin") or ""
         return {
+            "query": stored_query(shown.event),
+            "origin_words": ORIGIN_WORDS.get(origin, str(origin)),
+            "override_rows": labels.axis_rows(payload.get("policyOverride")),
             "carried": _carried(shown.workspace, payload),
             "versions": versions if isinstance(versions, dict) else None,
             "funnel": _funnel(payload.get("counts")),

@@ -68,9 +68,10 @@ def decision_words(code: str) -> str:
 
 
 def actor_suggestions(*, workspace: Workspace, q: str, limit: int = 15) -> list[str]:
-    """``kind:name`` ids of the workspace's actors containing ``q``, for the actor datalist."""
+    """``kind:name`` ids of the workspace's actors containing ``q``, for the actor datalist;
+    never an erased one (an erasure leaves nothing to suggest)."""
     return list(
-        Actor.objects.filter(workspace=workspace)
+        Actor.objects.filter(workspace=workspace, erased_at__isnull=True)
         .annotate(external=Concat("kind", Value(":"), "name"))
         .filter(external__icontains=q.strip())
         .order_by("kind", "name")

@@ -1,10 +1,11 @@
 """Explain and replay: run a recorded recall again now and say what changed since.
 
-From a ``context.assembled`` event: the same actor, workload, environment and top K under
-today's policies and memories, computed without recording anything (``recall_preview``).
-Each memory in either context is reported as entered, left or stayed, with the reason. The
-query text is kept only when the workspace stores queries; otherwise the caller supplies it
-and it is checked against the event's query hash.
+From a ``context.assembled`` event: the same actor, workload, environment, top K and request
+override under today's policies and memories, computed without recording anything
+(``recall_preview``). Each memory in either context is reported as entered, left or stayed,
+with the reason. The query text is kept (beside the event) only when the workspace stores
+queries and until its actor is erased; otherwise the caller supplies it and it is checked
+against the event's query hash.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from typing import Any
 from django.utils import timezone
 
 from audit.models import AuditEvent, EventType
+from audit.presenters import stored_query
+from policies.algebra import PolicyError
 from policies.axes import PolicyDocument
 from policies.models import Workload
 from policies.selectors import effective_policy_for
@@ -85,6 +88,8 @@ class Replay:
     memories: list[ReplayedMemory]
     now_counts: Counts
     notes: list[str] = field(default_factory=list)
+    # The request override this run applied (the recorded one), None without one.
+    override: dict[str, Any] | None = None
 
     @property
     def changed_versions(self) -> list[str]:
@@ -100,7 +105,11 @@ class Replay:
 
 def replay_event(*, workspace: Workspace, event_id: int, query: str | None) -> Replay:
     """Run the event's recall again now, read-only, and compare it with what was recorded."""
-    event = AuditEvent.objects.filter(workspace=workspace, pk=event_id).first()
+    event = (
+        AuditEvent.objects.select_related("stored_query")
+        .filter(workspace=workspace, pk=event_id)
+        .first()
+    )
     if event is None:
         raise NotFoundError(f"No event {event_id} in workspace {workspace.slug!r}.")
     payload = event.payload if isinstance(event.payload, dict) else {}
@@ -116,7 +125,7 @@ def replay_event(*, workspace: Workspace, event_id: int, query: str | None) -> R
             "policy versions; there is nothing to compare it with.",
             code="NOT_REPLAYABLE",
         )
-    text, source, checked = _query(payload, query)
+    text, source, checked = _query(event, payload, query)
     workload = (
         Workload.objects.filter(workspace=workspace, pk=event.workload_id).first()
         if event.workload_id
@@ -134,24 +143,33 @@ def replay_event(*, workspace: Workspace, event_id: int, query: str | None) -> R
             code="WORKLOAD_ARCHIVED",
         )
     now = timezone.now()
-    preview = recall_preview(
-        workspace=workspace, workload=workload, environment=event.environment,
-        actor_id=event.actor_id, query=text, top_k=int(payload.get("topK") or 10), override=None,
-    )  # fmt: skip
-    effective = effective_policy_for(workload=workload, environment=event.environment)
+    override, notes = _override(payload)
+    args: dict[str, Any] = {
+        "workspace": workspace, "workload": workload, "environment": event.environment,
+        "actor_id": event.actor_id, "query": text, "top_k": int(payload.get("topK") or 10),
+    }  # fmt: skip
+    try:
+        preview = recall_preview(**args, override=override)
+        effective = effective_policy_for(
+            workload=workload, environment=event.environment, override=override
+        )
+    except PolicyError as exc:
+        if override is None:
+            raise
+        # The override the agent sent is refused today (an axis no longer relaxable, or past
+        # a narrower floor): run without it, and say so.
+        notes.append(f"The recorded override is refused today ({exc.message}): this run has none.")
+        override = None
+        preview = recall_preview(**args, override=None)
+        effective = effective_policy_for(workload=workload, environment=event.environment)
     now_versions = {
         "floor": effective.floor_version,
         "workload": effective.workload_version,
         "workloadEnvironment": effective.workload_environment,
-        "override": False,
+        "override": override is not None,
     }
     then_versions = dict(payload["policyVersions"])
     memories = _compare(workspace, event, payload, preview, effective.policy, now)
-    notes = []
-    if then_versions.get("override"):
-        notes.append(
-            "The recorded recall had a request override, which is not stored: this run has none."
-        )
     return Replay(
         event=event,
         query_source=source,
@@ -163,12 +181,26 @@ def replay_event(*, workspace: Workspace, event_id: int, query: str | None) -> R
         memories=memories,
         now_counts=preview.counts,
         notes=notes,
+        override=override,
     )
 
 
-def _query(payload: dict[str, Any], query: str | None) -> tuple[str, str, bool]:
-    stored = payload.get("query")
-    if isinstance(stored, str) and not query:
+def _override(payload: dict[str, Any]) -> tuple[dict[str, Any] | None, list[str]]:
+    """The request override the event recorded, and a note when it had one not recorded."""
+    recorded = payload.get("policyOverride")
+    if isinstance(recorded, dict) and recorded:
+        return recorded, []
+    if payload["policyVersions"].get("override"):
+        return None, [
+            "The recorded recall had a request override, recorded before overrides were kept:"
+            " this run has none."
+        ]
+    return None, []
+
+
+def _query(event: AuditEvent, payload: dict[str, Any], query: str | None) -> tuple[str, str, bool]:
+    stored = stored_query(event)
+    if stored is not None and not query:
         return stored, "stored", True
     if not query or not query.strip():
         raise ValidationFailed(

@@ -11,8 +11,11 @@ from django.utils import timezone
 
 from audit.models import AuditEvent, EventType
 from audit.services import (
+    DRY_RUN_ORIGIN,
+    AppendWork,
     ChainTip,
     Injections,
+    QueryKept,
     append_lane,
     audit_event_append,
     audit_event_record,
@@ -229,6 +232,12 @@ class RecallRequest:
     # The API token, when the call took it as remembered without looking it up: checked by
     # the read, or looked up before any other statement (``portal.tokens.TokenCheck``).
     token_check: TokenCheck | None = None
+    # Who asked: an agent through the API (""), or the sandbox (``SANDBOX``), whose recall is
+    # recorded like any but is a dry run: it counts no hits and touches no lifecycle field.
+    origin: str = ""
+
+
+SANDBOX = DRY_RUN_ORIGIN
 
 
 @dataclass(frozen=True)
@@ -347,6 +356,11 @@ def recall_assemble(*, request: RecallRequest) -> Recorded:
     included = [int(pk) for pk in assembly.plan.included_ids]
     truncated = [int(pk) for pk in assembly.plan.truncated_ids]
     effective = assembly.effective
+    dry_run = request.origin == SANDBOX
+    work: list[AppendWork] = [Injections(included, truncated, dry_run=dry_run)]
+    if request.workspace.store_queries:
+        # Beside the event, not in it: an erasure deletes the text, the chain keeps its hash.
+        work.append(QueryKept(request.query))
     event = audit_event_append(
         workspace=request.workspace,
         tip=ChainTip.of(assembly.found.chain_tip, assembly.found.lane),
@@ -367,7 +381,9 @@ def recall_assemble(*, request: RecallRequest) -> Recorded:
             "topK": request.top_k,
             "accessPath": assembly.found.path,
             "queryHash": query_hash(envelope["envelopeId"], request.query),
-            **({"query": request.query} if request.workspace.store_queries else {}),
+            **({"origin": request.origin} if request.origin else {}),
+            # What the request overrode, as validated: replay runs under it again.
+            **({"policyOverride": effective.override_document} if effective.override else {}),
             # Provenance: which memories, under which policy versions (ids only, no content).
             "memoryIds": [str(pk) for pk in included],
             "truncatedIds": [str(pk) for pk in truncated],
@@ -379,9 +395,9 @@ def recall_assemble(*, request: RecallRequest) -> Recorded:
                 "override": effective.override,
             },
         },
-        # The event's injections are also its hits: counted later (recall/hits.py), without
-        # rewriting the memories now.
-        work=[Injections(included, truncated)],
+        # The event's injections are also its hits (a dry run's excepted): counted later
+        # (recall/hits.py), without rewriting the memories now.
+        work=work,
     )
     hits_fold_due(workspace_id=request.workspace.pk)
     return Recorded(envelope, event)

@@ -4,7 +4,8 @@ from typing import Any
 
 from rest_framework import serializers
 
-from audit.models import AuditEvent
+from audit.models import AuditEvent, EventType
+from audit.presenters import stored_query
 
 
 class AuditEventSerializer(serializers.ModelSerializer):
@@ -16,6 +17,11 @@ class AuditEventSerializer(serializers.ModelSerializer):
     environment = serializers.SerializerMethodField()
     actorId = serializers.SerializerMethodField()
     prevHash = serializers.CharField(source="prev_hash")
+    query = serializers.SerializerMethodField(
+        help_text="A context.assembled event's query text, kept beside the event when the "
+        "workspace stores queries (outside its hash: the payload's queryHash is hashed). "
+        "null when it was not stored or its actor was erased."
+    )
 
     class Meta:
         model = AuditEvent
@@ -29,6 +35,7 @@ class AuditEventSerializer(serializers.ModelSerializer):
             "environment",
             "actorId",
             "payload",
+            "query",
             "prevHash",
             "hash",
             "lane",
@@ -39,6 +46,9 @@ class AuditEventSerializer(serializers.ModelSerializer):
 
     def get_actorId(self, event: AuditEvent) -> str | None:
         return event.actor_id or None
+
+    def get_query(self, event: AuditEvent) -> str | None:
+        return stored_query(event) if event.type == EventType.ASSEMBLED else None
 
 
 class ChainVerdictSerializer(serializers.Serializer):

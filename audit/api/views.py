@@ -32,7 +32,11 @@ class AuditEventDetailView(ApiView):
     @extend_schema(parameters=[WORKSPACE_PARAM], responses=AuditEventSerializer)
     def get(self, request: Request, event_id: int) -> Response:
         workspace = workspace_for(self.caller(request), request.query_params.get("workspace"))
-        event = workspace.audit_events.select_related("workspace").filter(pk=event_id).first()
+        event = (
+            workspace.audit_events.select_related("workspace", "stored_query")
+            .filter(pk=event_id)
+            .first()
+        )
         if event is None:
             raise NotFoundError(f"No audit event {event_id}.")
         return Response(AuditEventSerializer(event).data)

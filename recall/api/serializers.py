@@ -306,6 +306,9 @@ class ErasureSerializer(serializers.Serializer):
     erasedBy = serializers.CharField(source="erased_by")
     count = serializers.IntegerField(help_text="Memories erased by this call (0 if erased before).")
     archiveLinesRemoved = serializers.IntegerField(source="archive_lines")
+    queriesRemoved = serializers.IntegerField(
+        source="queries", help_text="Stored query texts of the actor's recalls deleted."
+    )
     eventId = serializers.IntegerField(source="event_id", allow_null=True)
     alreadyErased = serializers.SerializerMethodField()
 
@@ -362,6 +365,7 @@ class ReplaySerializer(serializers.Serializer):
     def get_now(self, replay: Any) -> dict[str, Any]:
         return {
             "policyVersions": replay.now_versions,
+            "policyOverride": replay.override,
             "effectivePolicyHash": replay.now_policy_hash,
             "counts": replay.now_counts,
         }

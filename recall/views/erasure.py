@@ -51,6 +51,7 @@ def actor_erase(request: HttpRequest, slug: str) -> HttpResponse:
                         if done.archive_lines
                         else ""
                     )
+                    + (f", {done.queries} stored queries removed" if done.queries else "")
                     + f" (audit event #{done.event_id}).",
                 )
                 return redirect(memories_url(slug, actor=actor.external_id))

@@ -8,6 +8,8 @@ from django.shortcuts import render
 from django.views.decorators.http import require_http_methods
 
 from audit.models import AuditEvent
+from audit.presenters import stored_query
+from policies import labels
 from portal.errors import DomainError
 from portal.models import Role
 from portal.pages import workspace_page
@@ -20,11 +22,15 @@ def event_replay(request: HttpRequest, slug: str, event_id: int) -> HttpResponse
     """Run a context.assembled event's recall again now (recording nothing) and show then
     versus now. GET asks for the query when the workspace does not store it; editors up."""
     access = workspace_page(request, slug, required=Role.EDITOR)
-    event = AuditEvent.objects.filter(workspace=access.workspace, pk=event_id).first()
+    event = (
+        AuditEvent.objects.select_related("stored_query")
+        .filter(workspace=access.workspace, pk=event_id)
+        .first()
+    )
     if event is None:
         raise Http404("No such event.")
     payload = event.payload if isinstance(event.payload, dict) else {}
-    stored = isinstance(payload.get("query"), str)
+    stored = stored_query(event) is not None
     result = None
     error = ""
     query = request.POST.get("query", "") if request.method == "POST" else ""
@@ -44,6 +50,7 @@ def event_replay(request: HttpRequest, slug: str, event_id: int) -> HttpResponse
         "stored": stored,
         "query": query,
         "result": result,
+        "override_rows": labels.axis_rows(result.override) if result else [],
         "error": error,
     }
     status = 200 if not error or request.method == "GET" else 422

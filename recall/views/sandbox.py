@@ -136,7 +136,8 @@ def sandbox(request: HtmxHttpRequest, slug: str) -> HttpResponse:
 
 
 def _sandbox_run(form: SandboxForm, access: PageAccess) -> dict[str, Any]:
-    """Run the recall for real (one ``context.assembled`` event); in compare mode also preview
+    """Run the recall for real (one ``context.assembled`` event, marked as the sandbox's: a dry
+    run that counts no hits and touches no lifecycle field); in compare mode also preview
     the saved policy and the draft override read-only. Errors go onto the form."""
     data = form.cleaned_data
     workspace = access.workspace
@@ -168,6 +169,7 @@ def _sandbox_run(form: SandboxForm, access: PageAccess) -> dict[str, Any]:
                 **args,
                 override=None if comparing else (override or None),
                 author=access.caller.label,
+                origin=services.SANDBOX,
             )
         )
         envelope, event_id = recorded.envelope, recorded.event.pk
@@ -201,7 +203,7 @@ def _sandbox_run(form: SandboxForm, access: PageAccess) -> dict[str, Any]:
         result["budget_svg"] = budget_bar(
             envelope["budget"], dom_id="budget-saved", width=COMPARE_WIDTH
         )
-    result["override_used"] = [] if comparing else _override_rows(override)
+    result["override_used"] = [] if comparing else labels.axis_rows(override)
     return result
 
 
@@ -218,15 +220,6 @@ def _run_policy(
     except PolicyError:
         return None
     return effective.policy if effective.policy_hash == envelope["effectivePolicyHash"] else None
-
-
-def _override_rows(override: dict[str, Any]) -> list[tuple[str, str, str]]:
-    """``(API name, label, value in words)`` per overridden axis."""
-    return [
-        (name, labels.axis_label(name), labels.axis_value(name, value))
-        for name, value in override.items()
-        if name in AXES
-    ]
 
 
 def _funnel(counts: Counts) -> list[dict[str, Any]]:
@@ -330,7 +323,7 @@ def _compare_context(
         "rows": rows,
         "entering": comparison.entering,
         "leaving": comparison.leaving,
-        "override": _override_rows(override),
+        "override": labels.axis_rows(override),
         "draft": draft,
         "draft_funnel": _funnel(draft.counts),
         "draft_budget_svg": budget_bar(draft.budget, dom_id="budget-draft", width=COMPARE_WIDTH),

@@ -24,6 +24,7 @@ EVENT_KEYS = {
     "environment",
     "actorId",
     "payload",
+    "query",
     "prevHash",
     "hash",
     "lane",

@@ -146,7 +146,7 @@ class AssembledEventTests:
         assert "Used by system policy 500" in text and "The query 4" in text
         assert "Actor user:ada" in text and "Called by token:agent" in text
         assert "Top K 5 · exact search" in text
-        assert "not stored: the workspace keeps a salted hash only" in text
+        assert "not stored: the trail keeps a salted hash only" in text
         # the words come first, the envelope's hashes after, the chain links last and folded
         assert html.index("After policy") < html.index("c" * 64) < html.index(event_hash(html))
         assert '<details class="card" id="chain">' in html

@@ -260,7 +260,7 @@ class AuditExportTests:
         # the API's columns first, as they were, the JSON payload still among them
         assert list(rows[0])[:11] == [
             "id", "type", "occurredAt", "workspace", "author", "workloadId", "environment",
-            "actorId", "payload", "prevHash", "hash",
+            "actorId", "payload", "query", "prevHash",
         ]  # fmt: skip
         assert json.loads(newest["payload"])["envelopeId"] == "env-1"
 

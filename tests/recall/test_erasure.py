@@ -1,7 +1,8 @@
 """Erasure of an actor (a data-subject request): ``POST /v1/memory/actors/{id}/erase`` and the
-portal's confirmation page. Afterwards no endpoint, page or export shows the content (every GET
-route is crawled for a canary string), recall returns nothing, nothing can be added back for
-the actor, and the audit chain still verifies.
+portal's confirmation page. Afterwards no endpoint, page or export shows the content or the
+actor's stored queries (every GET route of the URL conf, and so of the OpenAPI schema, is
+crawled for a canary string planted in both), the actor is no longer suggested, recall returns
+nothing, nothing can be added back for the actor, and the audit chain still verifies.
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ import pytest
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
-from audit.models import AuditEvent, EventType, Injection
+from audit.models import AuditEvent, EventType, Injection, StoredQuery
 from audit.services import audit_chain_verify
 from maintenance import archives, services
 from maintenance.models import ArchiveChunk, MaintenanceRun
+from policies.services import workspace_store_queries_set
 from recall.models import Actor, FunnelCache, MemoryChange, MemoryRecord
 from tests.helpers import recall
 from tests.maintenance.helpers import ago
@@ -27,6 +29,8 @@ from tests.recall.test_api_memories import new_memory
 pytestmark = pytest.mark.django_db
 
 CANARY = "CANARY-q7Zx"
+# What Ada asked, with the canary in it: the workspace stores queries.
+ADA_QUERY = f"what is {CANARY}'s first project"
 ERASE = "/v1/memory/actors/user:ada/erase"
 
 
@@ -38,9 +42,12 @@ def client_for(persona: Any) -> Client:
 
 @pytest.fixture
 def ada(operator: Any, editor: Any, workload_a: Any) -> dict[str, Any]:
-    """Ada's memories (content with the canary) recalled, cached and partly archived by a
-    retention run; Bob's memories beside them."""
-    workspace = operator.workspace
+    """Ada's memories (content with the canary) recalled with a query holding the canary
+    (stored: the workspace stores queries), cached and partly archived by a retention run;
+    Bob's memories beside them, recalled too."""
+    workspace = workspace_store_queries_set(
+        workspace=operator.workspace, enabled=True, author="system:test"
+    )
     rows = factories.memories(
         workspace,
         *({"content": f"release summary preferences {CANARY} {n}"} for n in range(4)),
@@ -63,7 +70,9 @@ def ada(operator: Any, editor: Any, workload_a: Any) -> dict[str, Any]:
         },
         actor_id="user:bob",
     )
-    recall(editor, workload_a)
+    recall(editor, workload_a, query=ADA_QUERY)
+    recall(editor, workload_a, actor="user:bob", query="what bob asked")
+    assert StoredQuery.objects.filter(actor_id="user:ada").count() == 1
     retention = services.maintenance_start(
         workspace=workspace, sweep="retention", mode="execute", author="system:test", confirm=2
     )
@@ -95,6 +104,7 @@ class EraseApiTests:
         assert response.status_code == 200, response.content
         body = response.json()
         assert body["count"] == 4 and body["archiveLinesRemoved"] == 1
+        assert body["queriesRemoved"] == 1
         assert body["actorId"] == "user:ada" and body["alreadyErased"] is False
         actor = Actor.objects.get(workspace=operator.workspace, name="ada")
         assert actor.erased_at is not None and actor.erased_by == "token:olga-token"
@@ -105,7 +115,9 @@ class EraseApiTests:
         assert chunk.count == 1 and CANARY not in chunk.lines and "of bob" in chunk.lines
         event = AuditEvent.objects.get(pk=body["eventId"])
         assert event.type == EventType.MEMORY_ERASED and event.actor_id == "user:ada"
-        assert event.payload["count"] == 4
+        assert event.payload["count"] == 4 and event.payload["queriesRemoved"] == 1
+        assert not StoredQuery.objects.filter(actor_id="user:ada").exists()
+        assert StoredQuery.objects.get(actor_id="user:bob").text == "what bob asked"
         # the four left (the stale one was deleted, and archived, by the retention run)
         assert sorted(event.payload["ids"]) == sorted(str(pk) for pk in ada["ids"][:4])
         assert CANARY not in str(event.payload)
@@ -214,6 +226,20 @@ def _crawl(client: Client, values: dict[str, list[str]], query: str) -> dict[str
     return seen
 
 
+def _schema_get_paths(client: Client) -> set[str]:
+    """The OpenAPI schema's GET operations, as URL-conf routes would spell them."""
+    schema = client.get("/v1/schema/", HTTP_ACCEPT="application/json").json()
+    return {
+        re.sub(r"\{\w+\}", "{}", path.lstrip("/"))
+        for path, operations in schema["paths"].items()
+        if "get" in operations
+    }
+
+
+def _spelled(route: str) -> str:
+    return re.sub(r"<(?:\w+:)?\w+>", "{}", route)
+
+
 class NothingShowsTheContentTests:
     def test_no_get_route_api_page_or_export_shows_it(self, operator, ada):
         workspace = operator.workspace
@@ -229,11 +255,16 @@ class NothingShowsTheContentTests:
         }
         client = client_for(operator)
         query = f"?actor=user:ada&workspace={workspace.slug}&memory={ada['ids'][0]}"
-        # The crawl finds the content before the erasure: pages, the API and the archive.
+        # The crawl finds the content before the erasure: pages, the API and the archive; and
+        # the stored query: the event's page, the audit API and both exports.
         before = {path for path in _crawl(client, values, query) if path.startswith("!")}
         assert any("/archive" in path for path in before), before
         assert any(path.startswith("!v1/memory/") for path in before), before
         assert any(path.startswith("!w/") for path in before), before
+        assert "!v1/audit/events/" in before, before
+        assert any(path.startswith("!v1/audit/events/") and path[-1].isdigit() for path in before)
+        assert any(path.endswith("/audit/export.csv") for path in before), before
+        assert any(path.endswith("/audit/export.jsonl") for path in before), before
 
         erase(operator)
         values["event_id"] = [str(pk) for pk in workspace.audit_events.values_list("pk", flat=True)]
@@ -242,10 +273,31 @@ class NothingShowsTheContentTests:
         assert len(after) > 60
         assert [path for path in after if path.startswith("!")] == []
         assert [path for path, status in after.items() if status >= 500] == []
+        assert audit_chain_verify(workspace=workspace).ok
         # Ids stay in the trail's index; a surviving memory's injections still answer.
         assert Injection.objects.filter(memory_id=ada["ids"][0]).exists()
         bob = ada["bob"][0].pk
         assert client.get(f"/v1/memory/memories/{bob}/injections").status_code == 200
+
+    def test_the_crawl_covers_every_get_operation_of_the_schema(self, operator):
+        crawled = {_spelled(route) for route in _routes(get_resolver().url_patterns)}
+
+        missing = _schema_get_paths(client_for(operator)) - crawled
+
+        assert missing == set()
+
+    def test_the_erased_actor_is_no_longer_suggested(self, operator, editor, ada):
+        url = reverse("recall:actor-options", args=[operator.workspace.slug])
+        client = client_for(editor)
+        offered = '<option value="user:ada">'
+        assert offered in client.get(url, {"q": "user:"}).content.decode()
+
+        erase(operator)
+
+        suggested = client.get(url, {"q": "user:"}).content.decode()
+        assert offered not in suggested and '<option value="user:bob">' in suggested
+        memories = reverse("recall:memories", args=[operator.workspace.slug])
+        assert offered not in client.get(memories).content.decode()
 
 
 class ErasePageTests:

@@ -16,7 +16,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from audit.models import AuditEvent, EventType
+from audit.models import AuditEvent, EventType, StoredQuery
 from console.services import api_token_revoke
 from policies.services import workload_create
 from portal.db.scope import ALL, SETTING, scope_set
@@ -108,9 +108,9 @@ class RememberedTokenTests:
 
         assert response.status_code == 200, response.content
         events = AuditEvent.objects.filter(type=EventType.ASSEMBLED).order_by("pk")
-        first, second = (event.payload for event in events)
-        assert first["query"] == recall_body(workload_a)["query"]
-        assert "query" not in second
+        first, second = events
+        assert first.stored_query.text == recall_body(workload_a)["query"]
+        assert not StoredQuery.objects.filter(event=second).exists()
         # read (refused: the key moved), lookup, then the call again: read, write
         assert len(statements) == 4 and TOKEN_LOOKUP in statements[1], statements
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from django.db import transaction
 
-from audit.models import AuditEvent, EventType
+from audit.models import AuditEvent, EventType, StoredQuery
 from audit.services import audit_event_record
 from recall.envelope import query_hash
 from recall.hits import hits_fold
@@ -170,12 +170,80 @@ class ReplayQueryTests:
         editor.workspace.refresh_from_db()
         recall(editor, workload_a)
         event = last_assembled(workspace_a)
-        assert event.payload["query"] == QUERY
+        # beside the event, outside its hash
+        assert "query" not in event.payload
+        assert StoredQuery.objects.get(event=event).text == QUERY
 
         body = replay(editor, event).json()
 
         assert body["query"] == {"source": "stored", "checked": True}
         assert body["counts"]["stayed"] == 4
+
+
+class ReplayOverrideTests:
+    """The request's override is recorded in the event, axis by axis, and replay applies it."""
+
+    @pytest.fixture
+    def overridden(self, editor, workspace_a, workload_a):
+        set_floor(
+            workspace_a,
+            relaxable=["memoryTypeAllowed", "diagnosticsVerbosity"],
+            diagnosticsVerbosity="full",
+        )
+        rows = factories.memories(
+            workspace_a,
+            {"content": "release summary preferences 0", "memory_type": "preference"},
+            {"content": "release summary preferences 1", "memory_type": "fact"},
+            {"content": "release summary preferences 2", "memory_type": "decision"},
+        )
+        override = {"memoryTypeAllowed": ["preference", "fact"], "diagnosticsVerbosity": "summary"}
+        envelope = recall(editor, workload_a, policyOverride=override)
+        assert len(envelope["entries"]) == 2
+        return last_assembled(workspace_a), rows
+
+    def test_the_event_records_the_override_as_validated(self, overridden):
+        event, _ = overridden
+
+        assert event.payload["policyOverride"] == {
+            "memoryTypeAllowed": ["fact", "preference"],
+            "diagnosticsVerbosity": "summary",
+        }
+        assert event.payload["policyVersions"]["override"] is True
+
+    def test_a_recall_without_one_records_none(self, editor, workload_a, recorded):
+        event, _ = recorded
+        assert "policyOverride" not in event.payload
+
+    def test_replay_runs_under_the_recorded_override(self, editor, overridden):
+        event, rows = overridden
+
+        body = replay(editor, event, query=QUERY).json()
+
+        assert body["counts"] == {"entered": 0, "left": 0, "stayed": 2}
+        assert body["now"]["policyOverride"] == event.payload["policyOverride"]
+        assert body["now"]["policyVersions"]["override"] is True
+        assert body["now"]["effectivePolicyHash"] == event.payload["effectivePolicyHash"]
+        assert body["notes"] == []
+
+    def test_an_override_refused_today_is_dropped_and_said(self, editor, workspace_a, overridden):
+        event, rows = overridden
+        set_floor(workspace_a, relaxable=[], diagnosticsVerbosity="full")
+
+        body = replay(editor, event, query=QUERY).json()
+
+        assert body["now"]["policyOverride"] is None
+        assert "refused today" in body["notes"][0]
+        assert by_id(body)[str(rows[2].pk)]["change"] == "entered"
+
+    def test_the_event_page_shows_it_in_words(self, editor, overridden):
+        event, _ = overridden
+        client = editor.session()
+
+        html = client.get(f"/w/team-a/audit/{event.pk}/").content.decode()
+
+        assert "<dt>Override</dt>" in html
+        assert "Memory types" in html and "fact, preference" in html
+        assert "an agent, through the API" in html
 
 
 class ReplayRefusalTests:
