@@ -18,6 +18,11 @@ from typing import NotRequired, TypedDict
 
 from portal.canonical import sha256_hex
 
+# ``diagnostics.warnings`` holds the budget planner's sentences (``recall.planner``) and this
+# code: the workspace has no actor of the id recalled (no memory was ever written for it), so
+# the envelope is empty. A new user's first recall says so rather than failing.
+ACTOR_UNKNOWN = "actor_unknown"
+
 
 class Entry(TypedDict):
     """An included memory, in rank order."""

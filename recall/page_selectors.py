@@ -26,7 +26,7 @@ from policies.models import Workload
 from portal.models import Workspace
 from recall.engine.policy_filter import POLICY_CODES, policy_filter_expression
 from recall.engine.read import RankedRow
-from recall.envelope import Budget, Counts, Envelope
+from recall.envelope import ACTOR_UNKNOWN, Budget, Counts, Envelope
 from recall.models import Actor, MemoryRecord
 from recall.selectors import memory_list
 from recall.services import DECISIONS_MAX, RecallRequest, recall_plan
@@ -62,6 +62,18 @@ DECISION_WORDS: dict[str, str] = {
 
 def decision_words(code: str) -> str:
     return DECISION_WORDS.get(code, code.replace("_", " "))
+
+
+# The envelope's warning codes in words (``diagnostics.warnings``); the planner's warnings are
+# sentences already, shown as they are.
+WARNING_WORDS: dict[str, str] = {
+    ACTOR_UNKNOWN: "No actor of this id in the workspace yet: nothing to recall. The result is "
+    "empty, and recorded as any recall; the actor exists once a memory is added for it.",
+}
+
+
+def warning_words(warning: str) -> str:
+    return WARNING_WORDS.get(warning, warning)
 
 
 # --- actors and audit --------------------------------------------------------------------------

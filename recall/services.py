@@ -27,7 +27,7 @@ from policies.selectors import (
     effective_policy_remembered,
 )
 from portal.db.cursors import StoredVector
-from portal.errors import ConflictError, NotFoundError, ValidationFailed
+from portal.errors import ConflictError, ValidationFailed
 from portal.models import Workspace
 from portal.tasks import eager, enqueue
 from portal.tokens import TokenCheck
@@ -40,6 +40,7 @@ from recall.engine.read import (
     vector_literal,
 )
 from recall.envelope import (
+    ACTOR_UNKNOWN,
     Counts,
     Diagnostics,
     Entry,
@@ -251,6 +252,11 @@ class Assembly:
     envelope: Envelope
     now: datetime
 
+    @property
+    def actor_unknown(self) -> bool:
+        """The workspace has no actor of this id: the envelope is empty (``ACTOR_UNKNOWN``)."""
+        return self.found.actor_pk is None
+
 
 def recall_plan(
     *, request: RecallRequest, fill_cache: bool, rejected_limit: int | None = None
@@ -263,6 +269,9 @@ def recall_plan(
 
     ``rejected_limit`` overrides how many policy-rejected ids to fetch (by default: up to
     ``DECISIONS_MAX`` at verbosity full, none otherwise).
+
+    An actor the workspace has never had is recalled as one without memories, with the
+    warning ``ACTOR_UNKNOWN``: a recall reads, it creates no actor (a memory write does).
     """
     now = timezone.now()
     query_vector = embedder().embed([request.query])[0]
@@ -313,19 +322,16 @@ def recall_plan(
         )
         found = read(effective)
     policy = effective.policy
-    if found.actor_pk is None:
-        # Nothing is recorded for an actor the workspace has never had (an erased one stays).
-        raise NotFoundError(
-            f"No actor {request.actor_id} in this workspace: it has no memories to recall.",
-            {"fields": {"actorId": "Unknown actor."}},
-        )
     scored = _rescore(found.rows, now)
     ranked = scored[: request.top_k]
     plan = plan_budget(
         [Candidate(str(row.id), row.segment_kind, row.token_count, score) for row, score in ranked],
         BudgetPolicy.from_policy(policy),
     )
-    envelope = _envelope(request, effective, ranked, found.funnel, plan, found.path, now)
+    warnings = [ACTOR_UNKNOWN] if found.actor_pk is None else []
+    envelope = _envelope(
+        request, effective, ranked, found.funnel, plan, found.path, now, warnings=warnings
+    )
     if policy["diagnosticsVerbosity"] == "full" and found.rejections:
         room = DECISIONS_MAX - len(envelope["diagnostics"]["decisions"])
         envelope["diagnostics"]["decisions"] += [
@@ -378,6 +384,8 @@ def recall_assemble(*, request: RecallRequest) -> Recorded:
             "tokenCounts": envelope["tokenCounts"],
             "reused": envelope["reused"],
             "counts": envelope["diagnostics"]["counts"],
+            # Said here at every verbosity (the envelope's warnings are left out at "none").
+            **({"actorUnknown": True} if assembly.actor_unknown else {}),
             "topK": request.top_k,
             "accessPath": assembly.found.path,
             "queryHash": query_hash(envelope["envelopeId"], request.query),
@@ -421,6 +429,8 @@ def _envelope(
     plan: BudgetPlan,
     path: str,
     now: datetime,
+    *,
+    warnings: Sequence[str] = (),
 ) -> Envelope:
     policy = effective.policy
     by_id = {str(row.id): (row, score) for row, score in ranked}
@@ -466,7 +476,7 @@ def _envelope(
             "counts": counts,
             "reasons": _reasons(funnel, len(ranked), plan),
             "accessPath": path,
-            "warnings": plan.warnings,
+            "warnings": [*warnings, *plan.warnings],
             "decisions": decisions,
         }
     query_tokens = token_estimator()(request.query)

@@ -214,7 +214,20 @@ class RecallView(ApiView):
     @extend_schema(
         parameters=[WORKSPACE_PARAM],
         request=RecallRequestSerializer,
-        responses=OpenApiTypes.OBJECT,
+        responses={
+            200: OpenApiResponse(
+                OpenApiTypes.OBJECT,
+                description="The envelope, recorded as one context.assembled event. An actor "
+                "id the workspace has no actor of (no memory was ever written for it) gets an "
+                "empty envelope, every count 0, with the warning `actor_unknown` in "
+                "`diagnostics.warnings` (left out, as every warning, at verbosity none).",
+            ),
+            404: OpenApiResponse(
+                ErrorSerializer,
+                description="NOT_FOUND: no workload `workloadId` (or no workspace "
+                "`workspace`) the caller can see. An unknown actor is not a 404 (see 200).",
+            ),
+        },
         summary="Recall: the governed context envelope for one actor (SPEC §5)",
     )
     def post(self, request: Request, actor_id: str) -> Response:

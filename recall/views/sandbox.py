@@ -26,16 +26,17 @@ from portal.models import Role, Workspace
 from portal.pages import PageAccess, workspace_page
 from recall import services
 from recall.compare import RecallOutcome, recall_compare
-from recall.envelope import Budget, Counts, Envelope
+from recall.envelope import ACTOR_UNKNOWN, Budget, Counts, Envelope
 from recall.forms.sandbox import SandboxForm
 from recall.page_selectors import (
+    WARNING_WORDS,
     RecallPreview,
     actor_suggestions,
     decision_words,
     recall_preview,
     sandbox_decisions,
+    warning_words,
 )
-from recall.selectors import actor_lookup
 from recall.svg import budget_bar, kind_summary
 from recall.views.picks import (
     environment_slugs,
@@ -142,21 +143,17 @@ def _sandbox_run(form: SandboxForm, access: PageAccess) -> dict[str, Any]:
     data = form.cleaned_data
     workspace = access.workspace
     override = form.override()
-    actor_id = data["actor"].strip()
     args: dict[str, Any] = {
         "workspace": workspace,
         "workload": form.selected_workload(),
         "environment": data["environment"],
-        "actor_id": actor_id,
         "query": data["query"],
         "top_k": data["top_k"],
     }
     comparing = bool(data["compare"])
     try:
-        services.actor_parse(actor_id)
-        if actor_lookup(workspace=workspace, actor_id=actor_id) is None:
-            form.add_error("actor", f"No actor {actor_id} in this workspace; pick a suggestion.")
-            return {}
+        # A malformed id is refused on its field; an unknown one runs (an empty result).
+        args["actor_id"] = services.actor_normalize(data["actor"].strip())
         previews: tuple[RecallPreview, RecallPreview] | None = None
         if comparing:
             # Both previews read the same rows the real run will (before it records hits).
@@ -173,6 +170,7 @@ def _sandbox_run(form: SandboxForm, access: PageAccess) -> dict[str, Any]:
             )
         )
         envelope, event_id = recorded.envelope, recorded.event.pk
+        actor_unknown = bool(recorded.event.payload.get("actorUnknown"))
     except (PolicyError, DomainError) as exc:
         drafted = isinstance(exc, PolicyError) and bool(override)
         unplaced = add_domain_error(form, exc, aliases=form.error_aliases, fallback=not drafted)
@@ -196,7 +194,9 @@ def _sandbox_run(form: SandboxForm, access: PageAccess) -> dict[str, Any]:
             if previews is not None
             else _run_policy(args, envelope, override=override or None)
         )
-    result = _result_context(envelope, event_id, workspace, policy=policy)
+    result = _result_context(
+        envelope, event_id, workspace, policy=policy, actor_unknown=actor_unknown
+    )
     result["ran_for"] = (args["workload"].name, args["environment"])
     if previews is not None:
         result["compare"] = _compare_context(envelope, *previews, override=override)
@@ -239,9 +239,12 @@ def _result_context(
     workspace: Workspace,
     *,
     policy: PolicyDocument | None,
+    actor_unknown: bool,
 ) -> dict[str, Any]:
     """``policy``: the effective policy the recall ran under (filtered rows show their failing
-    value against it); None when the decisions are not shown."""
+    value against it); None when the decisions are not shown. ``actor_unknown``: the run was
+    for an actor the workspace does not have, which the page says at every verbosity (the
+    envelope's warnings are left out at ``none``)."""
     diagnostics = envelope["diagnostics"]
     decisions = (
         sandbox_decisions(workspace=workspace, envelope=envelope, policy=policy)
@@ -252,6 +255,9 @@ def _result_context(
         {"code": code, "words": decision_words(code), "n": n}
         for code, n in diagnostics.get("reasons", {}).items()
     ]
+    warnings = diagnostics.get("warnings", [])
+    if actor_unknown and ACTOR_UNKNOWN not in warnings:
+        warnings = [ACTOR_UNKNOWN, *warnings]
     return {
         "envelope": envelope,
         "funnel": _funnel(diagnostics["counts"]),
@@ -261,7 +267,10 @@ def _result_context(
         "reasons": reasons,
         "fingerprints": [(term, label, envelope[term]) for term, label in FINGERPRINTS],
         "verbosity": diagnostics["verbosity"],
-        "warnings": diagnostics.get("warnings", []),
+        # A code's words with the code; a planner's sentence as it is.
+        "warnings": [
+            {"words": warning_words(w), "code": w if w in WARNING_WORDS else None} for w in warnings
+        ],
         "event_id": event_id,
         "event_url": reverse("audit:event", args=[workspace.slug, event_id]),
     }

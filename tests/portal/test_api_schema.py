@@ -51,3 +51,10 @@ class SchemaTests:
         error = schema["components"]["schemas"]["Error"]
 
         assert error["required"] == ["error"]
+
+    def test_a_recall_for_an_unknown_actor_is_documented_as_a_200(self, schema):
+        responses = schema["paths"]["/v1/memory/actors/{actor_id}/recall"]["post"]["responses"]
+
+        assert "actor_unknown" in responses["200"]["description"]
+        assert "workloadId" in responses["404"]["description"]
+        assert "An unknown actor is not a 404" in responses["404"]["description"]

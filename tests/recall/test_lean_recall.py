@@ -204,6 +204,39 @@ class LeanPathTests:
         for key in ("effectivePolicyHash", "effectiveBudgetHash", "prefixFingerprint"):
             assert fast[key] == slow[key], key
 
+    def test_an_unknown_actor_gets_the_answer_django_gives(self, taught, editor, workload_a):
+        before = _assembled()
+        path = "/v1/memory/actors/user:nobody/recall"
+
+        lean = taught.post(editor.token, recall_body(workload_a), path=path)
+        django = taught.post_django(editor.token, recall_body(workload_a), path=path)
+
+        assert taught.django.calls == 1 and taught.app.taken == 1  # the lean path answered
+        assert lean.status_code == django.status_code == 200, lean.content
+        fast, slow = lean.json(), django.json()
+        for answer in (fast, slow):
+            answer.pop("envelopeId"), answer.pop("generatedAt")
+        assert fast == {**slow, "reused": False}  # Django's came second
+        assert fast["entries"] == [] and fast["diagnostics"]["warnings"] == ["actor_unknown"]
+        assert _assembled() == before + 2
+        events = AuditEvent.objects.filter(type=EventType.ASSEMBLED).order_by("-pk")[:2]
+        assert [e.actor_id for e in events] == ["user:nobody"] * 2
+        assert all(e.payload["actorUnknown"] is True for e in events)
+
+    @pytest.mark.parametrize("actor", ["user:\u0430da", "nobody"])
+    def test_a_malformed_or_lookalike_actor_is_refused_as_django_refuses_it(
+        self, taught, editor, workload_a, actor
+    ):
+        # as a WSGI server gives a path: its UTF-8 bytes, one character each
+        path = f"/v1/memory/actors/{actor}/recall".encode().decode("latin-1")
+        before = _assembled()
+
+        lean = taught.post(editor.token, recall_body(workload_a), path=path)
+        django = taught.post_django(editor.token, recall_body(workload_a), path=path)
+
+        assert error_of(lean, 400, "INVALID_REQUEST") == error_of(django, 400, "INVALID_REQUEST")
+        assert _assembled() == before
+
     def test_each_kind_of_call_gets_the_headers_django_gives_it(
         self, scope_kept, hits_fold_unasked, editor, workload_a, settings
     ):
