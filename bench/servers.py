@@ -21,7 +21,7 @@ PORT = 8765
 
 # The server the benchmark runs (BENCH_SERVER), two workers each: by default the production
 # server as `make serve` runs it (portal/serve.py, granian), without its access log. The others
-# are the ones it was compared with (docs/performance.md, "The server"); gunicorn's need
+# are the ones it was compared with (docs/performance.md, "The web server"); gunicorn's need
 # `pip install gunicorn`.
 SERVERS = {
     "serve": ["-m", "portal.serve", "--workers", "2", "--log-level", "warning"],
