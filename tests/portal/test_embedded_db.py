@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -13,6 +14,7 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -20,6 +22,7 @@ import psutil
 import pytest
 
 from portal import embedded_db
+from tests.conftest import server_folder
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -99,8 +102,8 @@ class ForgettingDepartedUsersTests:
 
 
 class KilledUserTests:
-    def test_a_start_after_a_killed_user_forgets_it_and_its_exit_stops_the_server(self, tmp_path):
-        pgdata = tmp_path / "pg"
+    def test_a_start_after_a_killed_user_forgets_it_and_its_exit_stops_the_server(self, server_tmp):
+        pgdata = server_tmp / "pg"
         killed = subprocess.Popen(
             [sys.executable, "-c", USER, str(pgdata), "hold"],
             cwd=REPO,
@@ -133,10 +136,12 @@ class KilledUserTests:
 
 
 @pytest.fixture(scope="module")
-def run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def run_folder() -> Iterator[Path]:
     """One data folder for the runs below: the first run migrates it, the next ones reuse it
     (each a second start after the one before was stopped)."""
-    return tmp_path_factory.mktemp("run") / "pg"
+    folder = server_folder("run")
+    yield folder / "pg"
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 class Run:

@@ -32,7 +32,11 @@ RLS = import_module("portal.migrations.0002_row_level_security")
 # Tables created since, each protected by the migration that created it.
 LATER_THROUGH = import_module("recall.migrations.0015_funnel_cache_changes").THROUGH
 THROUGH = {**RLS.THROUGH, **LATER_THROUGH}
-DIRECT = (*RLS.DIRECT, *import_module("recall.migrations.0017_hit_fold").DIRECT)
+DIRECT = (
+    *RLS.DIRECT,
+    *import_module("recall.migrations.0017_hit_fold").DIRECT,
+    *import_module("audit.migrations.0017_stored_queries").DIRECT,
+)
 PROTECTED = (*DIRECT, *THROUGH)
 # Workspace-scoped, but read before the workspace is known (a token by its hash, a user's
 # memberships) and never holding a workspace's data: no policy.
@@ -43,7 +47,7 @@ POPULATED = {
     "policies_workloadpolicyversion", "recall_actor", "recall_memoryrecord", "recall_funnelcache",
     "audit_auditevent", "audit_auditchainhead", "audit_auditcheckpoint", "audit_injection",
     "maintenance_maintenancerun", "maintenance_maintenanceitem", "recall_memorychange",
-    "recall_hitfold",
+    "recall_hitfold", "audit_storedquery",
 }  # fmt: skip
 
 
@@ -77,6 +81,7 @@ def _populate(persona: Any, workload: Any) -> None:
     from policies.services import workload_policy_save
 
     workload_policy_save(workload=workload, environment="", document={}, author="t")
+    Workspace.objects.filter(pk=workspace.pk).update(store_queries=True)  # a stored query
     response = persona.api().post(
         "/v1/memory/actors/user:ada/recall",
         {"workloadId": str(workload.id), "environment": "prod", "query": "release", "topK": 5},
