@@ -19,6 +19,7 @@ class EventType(models.TextChoices):
     MAINTENANCE_PREVIEWED = "maintenance.previewed"
     LIFECYCLE_SETTINGS_SET = "maintenance.settings_set"
     ARCHIVE_RESTORED = "maintenance.archive_restored"
+    MAINTENANCE_REVERTED = "maintenance.reverted"
     LAYOUT_CONFIG_SET = "context.layout_config_set"
     TOKEN_ISSUED = "token.issued"
     TOKEN_REVOKED = "token.revoked"

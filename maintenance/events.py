@@ -1,6 +1,6 @@
 """How the audit pages show the events maintenance records: runs executed or previewed (sweep,
 mode, status, counts, archive), the lifecycle settings saved (setting by setting, in the
-settings' own words and units), a retention archive restored.
+settings' own words and units), a retention archive restored, a run reverted.
 
 Registered with ``audit.presenters`` when the app is ready (``MaintenanceConfig.ready``).
 """
@@ -28,7 +28,9 @@ from audit.presenters import (
     quoted,
 )
 from maintenance.lifecycle import SETTINGS_BY_NAME
+from maintenance.reverts import SKIP_REASONS
 from maintenance.words import STATUS_BADGES, SWEEP_TITLES, setting_value
+from policies import labels
 
 
 def _run_link(slug: str, pk: Any) -> str:
@@ -186,3 +188,47 @@ class RestorePresenter(Presenter):
             Fact("Memories restored", number(payload.get("restored", 0))),
             Fact("Already back", number(payload.get("alreadyPresent", 0))),
         ]
+
+
+@presenter_register({EventType.MAINTENANCE_REVERTED: "Maintenance run reverted"})
+class RevertPresenter(Presenter):
+    def summary(self, event: AuditEvent, payload: Mapping[str, Any]) -> str:
+        counts = payload.get("counts") or {}
+        return (
+            f"{_sweep(payload)} run #{payload.get('runId')}: {number(counts.get('reverted'))}"
+            f" put back, {number(counts.get('skipped'))} skipped"
+        )
+
+    def facts(self, shown: Shown) -> list[Fact]:
+        payload, slug = shown.payload, shown.workspace.slug
+        pk = payload.get("runId")
+        counts = payload.get("counts") or {}
+        facts = [
+            Fact("Run reverted", f"#{pk}", href=_run_link(slug, pk)),
+            Fact("Sweep", _sweep(payload)),
+            Fact(
+                "Memories put back",
+                f"{number(counts.get('reverted', 0))} of the"
+                f" {memories(counts.get('changed', 0))} the run changed",
+            ),
+        ]
+        reasons = payload.get("skippedReasons")
+        if isinstance(reasons, dict) and reasons:
+            facts.append(
+                Fact(
+                    "Skipped",
+                    "; ".join(
+                        f"{number(n)} {SKIP_REASONS.get(str(reason), str(reason))}"
+                        for reason, n in reasons.items()
+                    ),
+                )
+            )
+        if isinstance(payload.get("fields"), list):
+            facts.append(
+                Fact(
+                    "Fields put back",
+                    ", ".join(labels.value_label(name) for name in payload["fields"]),
+                    hint="The trail names fields and ids, never content.",
+                )
+            )
+        return facts

@@ -107,3 +107,14 @@ class LifecycleSettingsForm(forms.Form):
                 self.errors.setdefault(name, self.error_class()).append(message)
             else:
                 self.add_error(None, f"{name}: {message}")
+
+
+class ReactivateForm(forms.Form):
+    """A stale or expired memory made active again, maybe with a new expiry."""
+
+    expires_at = forms.DateTimeField(
+        label="New expiry (UTC, optional)",
+        required=False,
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
+        help_text="Empty: an expiry already past is cleared, one still ahead is kept.",
+    )

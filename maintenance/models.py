@@ -95,6 +95,10 @@ class MaintenanceRun(models.Model):
     event_id = models.BigIntegerField(null=True, blank=True)  # its audit event
     # A retention run's archive is deleted after the workspace's archiveRetentionDays.
     archive_purged_at = models.DateTimeField(null=True, blank=True)
+    # An execute is reverted at most once (maintenance.reverts); its items say what came back.
+    reverted_at = models.DateTimeField(null=True, blank=True)
+    reverted_by = models.CharField(max_length=200, blank=True, default="", db_default="")
+    revert_event_id = models.BigIntegerField(null=True, blank=True)  # its audit event
 
     class Meta:
         ordering = ["-id"]
@@ -142,12 +146,23 @@ class Outcome(models.TextChoices):
     SKIPPED = "skipped"
 
 
+class RevertOutcome(models.TextChoices):
+    REVERTED = "reverted"
+    SKIPPED = "skipped"
+
+
 class MaintenanceItem(models.Model):
     """One memory a run lists, with why and, once executed, what happened to it.
 
     ``fingerprint`` is a hash of the memory's state when it was listed: an execute applies
     the change only if the memory still has it. ``memory_id`` is a plain value: a retention
     run deletes the memory it names.
+
+    ``before`` and ``after`` hold the columns the execute wrote (its sweep's
+    ``state_columns``) as they were and as it left them, recorded in the transaction that
+    changed the row: a revert puts ``before`` back where the row still holds ``after``.
+    Null for an item not applied, or applied before executes recorded them (such a change
+    cannot be reverted).
     """
 
     run = models.ForeignKey(MaintenanceRun, on_delete=models.CASCADE, related_name="items")
@@ -159,6 +174,14 @@ class MaintenanceItem(models.Model):
     fingerprint = models.CharField(max_length=32)
     outcome = models.CharField(max_length=10, choices=Outcome.choices, default=Outcome.LISTED)
     note = models.CharField(max_length=200, blank=True, default="")
+    before = models.JSONField(null=True, blank=True)
+    after = models.JSONField(null=True, blank=True)
+    # What a revert of the run did with it; a skip's reason is a code of
+    # ``maintenance.reverts.SKIP_REASONS``.
+    revert_outcome = models.CharField(
+        max_length=10, choices=RevertOutcome.choices, blank=True, default="", db_default=""
+    )
+    revert_reason = models.CharField(max_length=20, blank=True, default="", db_default="")
 
     class Meta:
         ordering = ["memory_id"]

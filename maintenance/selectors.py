@@ -3,6 +3,7 @@ retention archives."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -116,6 +117,9 @@ class MemoryLifecycle:
     settings_version: int
     settings: dict[str, Any]
     embedded: bool
+    # Whether the decay sweep would list it if it were active now: a stale memory
+    # reactivated is stale again at the next decay sweep unless recalled or made long-term.
+    due_if_active: bool = False
 
 
 def memory_lifecycle(*, memory: MemoryRecord, now: datetime | None = None) -> MemoryLifecycle:
@@ -154,6 +158,10 @@ def memory_lifecycle(*, memory: MemoryRecord, now: datetime | None = None) -> Me
         settings_version=version.version,
         settings=settings,
         embedded=embedded,
+        due_if_active=lifecycle.decay_due(
+            dataclasses.replace(facts, lifecycle_status="active", stale_since=None), settings, now
+        )
+        is not None,
     )
 
 

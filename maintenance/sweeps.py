@@ -9,7 +9,9 @@ about what is listed. Each listed row carries a fingerprint of its state.
 Applying locks the batch's rows (in id order, as recall's hit updates lock them), skips every
 row whose fingerprint moved since it was listed, and changes the others in one statement;
 the caller commits that with the items' outcomes and the run's progress, so a crash leaves
-each row either before or after, never half-changed.
+each row either before or after, never half-changed. The columns a sweep writes
+(``state_columns``) are recorded on each item it applies, before and after, in the same
+transaction: what a revert (``maintenance.reverts``) puts back.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from recall.models import MemoryRecord
 from recall.runtime import embedder
 
 TABLE = MemoryRecord._meta.db_table
+ITEMS = MaintenanceItem._meta.db_table
 PAGE = 2_000
 DEDUP_ACTORS_PER_PAGE = 200
 
@@ -133,6 +136,15 @@ def _cutoff(now: datetime, hours: float) -> datetime:
 
 class Sweep:
     name: str
+    # The memory columns an execute writes, recorded on each item it applies (``before`` and
+    # ``after``) so that the run can be reverted. Empty for the sweeps a revert cannot undo:
+    # retention deletes (its archive restores them), reembed overwrites vectors it keeps no
+    # copy of.
+    state_columns: tuple[str, ...] = ()
+
+    @property
+    def revertible(self) -> bool:
+        return bool(self.state_columns)
 
     def drafts(self, run: MaintenanceRun) -> Iterator[list[Draft]]:
         raise NotImplementedError
@@ -152,6 +164,7 @@ class Sweep:
 
 class Expiry(Sweep):
     name = "expiry"
+    state_columns = ("lifecycle_status", "stale_since", "updated_at")
 
     def drafts(self, run: MaintenanceRun) -> Iterator[list[Draft]]:
         now = run.as_of or timezone.now()
@@ -175,6 +188,7 @@ class Expiry(Sweep):
 
 class Decay(Sweep):
     name = "decay"
+    state_columns = ("lifecycle_status", "stale_since", "updated_at")
 
     def drafts(self, run: MaintenanceRun) -> Iterator[list[Draft]]:
         now = run.as_of or timezone.now()
@@ -308,6 +322,7 @@ def archive_lines(ids: Sequence[int]) -> list[str]:
 
 class Promotion(Sweep):
     name = "promotion"
+    state_columns = ("tier", "updated_at")
 
     def drafts(self, run: MaintenanceRun) -> Iterator[list[Draft]]:
         now = run.as_of or timezone.now()
@@ -358,6 +373,7 @@ def _signals(signals: lifecycle.PromotionSignals) -> dict[str, float]:
 
 class Dedup(Sweep):
     name = "dedup"
+    state_columns = ("is_current", "superseded_by_id", "updated_at")
 
     _INSIGHTS = f"""
     SELECT m.id, a.kind || ':' || a.name, m.created_at, {FINGERPRINT_SQL}
@@ -534,7 +550,9 @@ def apply_batch(run: MaintenanceRun, items: Sequence[MaintenanceItem], now: date
     skipped.update(sweep.still_due(run, ready))
     ready = [item for item in ready if item.memory_id not in skipped]
     if ready:
+        _record_state(run, ready, "before", sweep.state_columns)
         sweep.change(run, ready, now)
+        _record_state(run, ready, "after", sweep.state_columns)
     MaintenanceItem.objects.filter(run=run, memory_id__in=[i.memory_id for i in ready]).update(
         outcome=Outcome.APPLIED
     )
@@ -549,6 +567,26 @@ def apply_batch(run: MaintenanceRun, items: Sequence[MaintenanceItem], now: date
         heartbeat_at=now,
     )
     return len(ready)
+
+
+def state_sql(columns: Sequence[str], alias: str = "m") -> str:
+    """The columns of a memory row as one JSON object, keyed by column name (timestamps as
+    ISO 8601 text): what an item records, and what a revert compares it with."""
+    return "jsonb_build_object(" + ", ".join(f"'{c}', {alias}.{c}" for c in columns) + ")"
+
+
+def _record_state(
+    run: MaintenanceRun, items: Sequence[MaintenanceItem], field: str, columns: Sequence[str]
+) -> None:
+    """Write the rows' ``columns`` as they are now into the items' ``field``."""
+    if not columns:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {ITEMS} i SET {field} = {state_sql(columns)} FROM {TABLE} m"
+            " WHERE i.run_id = %s AND i.memory_id = ANY(%s) AND m.id = i.memory_id",
+            [run.pk, [item.memory_id for item in items]],
+        )
 
 
 def _update(items: Sequence[MaintenanceItem], assignments: str, params: list[Any]) -> None:

@@ -12,5 +12,11 @@ urlpatterns = [
     path("maintenance/runs/<int:run_id>/execute/", views.execute, name="execute"),
     path("maintenance/runs/<int:run_id>/cancel/", views.cancel, name="cancel"),
     path("maintenance/runs/<int:run_id>/restore/", views.restore, name="restore"),
+    path("maintenance/runs/<int:run_id>/revert/", views.revert, name="revert"),
+    path(
+        "maintenance/memories/<int:memory_id>/reactivate/",
+        views.reactivate,
+        name="reactivate",
+    ),
     path("maintenance/<str:sweep>/preview/", views.start, name="start"),
 ]

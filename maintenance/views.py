@@ -1,8 +1,9 @@
 """Maintenance pages: the sweeps and their runs, one run with its items and progress, the
-confirmation before an execute, and the lifecycle settings with their history.
+confirmations before an execute, a revert and a memory's reactivation, and the lifecycle
+settings with their history.
 
-Every member reads; editors preview; operators execute, cancel, restore and change the
-settings. A running run's progress bar polls the run page itself (htmx, target
+Every member reads; editors preview; operators execute, cancel, revert, restore, reactivate
+and change the settings. A running run's progress bar polls the run page itself (htmx, target
 ``run-progress``), which answers with the bar alone, and asks for a full reload once the
 run has finished.
 """
@@ -18,10 +19,11 @@ from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from maintenance import archives, services
-from maintenance.forms import LifecycleSettingsForm
+from maintenance import archives, reverts, services
+from maintenance.forms import LifecycleSettingsForm, ReactivateForm
 from maintenance.lifecycle import (
     SETTINGS_BY_NAME,
     SWEEP_SUMMARY,
@@ -37,25 +39,38 @@ from maintenance.models import (
     MaintenanceRun,
     Mode,
     Outcome,
+    RevertOutcome,
 )
-from maintenance.selectors import archive_manifest, lifecycle_settings_current, runs_for
+from maintenance.selectors import (
+    archive_manifest,
+    lifecycle_settings_current,
+    memory_lifecycle,
+    runs_for,
+)
 from maintenance.words import (
     STATUS_BADGES,
     SWEEP_SETTINGS,
     SWEEP_TITLES,
     action,
     item_words,
+    revert_words,
     setting_value,
+    undo_words,
 )
 from policies import algebra
 from portal.errors import DomainError, ValidationFailed
+from portal.form_errors import add_domain_error
 from portal.http import HtmxHttpRequest
 from portal.models import Role
 from portal.pages import PageAccess, workspace_page
 from portal.tasks import eager
+from recall import services as recall_services
 from recall.models import MemoryRecord
 
 ITEMS_PER_PAGE = 25
+# How many memories a revert's confirmation lists, of those it puts back and those it skips.
+REVERT_LISTED = 50
+REVERT_SKIPS_LISTED = 200
 OUTCOME_LABELS = {"": "all", "listed": "not yet processed"}
 UNPROCESSABLE = 422
 
@@ -173,6 +188,7 @@ def run_page(request: HtmxHttpRequest, slug: str, run_id: int) -> HttpResponse:
             "words": item_words(run, item),
             "exists": item.memory_id in contents,
             "content": contents.get(item.memory_id, ""),
+            "revert_note": reverts.SKIP_REASONS.get(item.revert_reason, ""),
         }
         for item in listed
     ]
@@ -221,8 +237,28 @@ def run_page(request: HtmxHttpRequest, slug: str, run_id: int) -> HttpResponse:
         if run.sweep == "retention" and run.mode == Mode.EXECUTE
         else None,
         "settings_current": current.version == run.settings_version,
+        **_revert_context(run),
     }
     return render(request, "maintenance/run.html", context)
+
+
+def _revert_context(run: MaintenanceRun) -> dict[str, Any]:
+    """Whether the run page offers "Revert this run", or says why not, or what a revert did."""
+    if run.mode != Mode.EXECUTE or not run.finished:
+        return {"revertible": False, "revert_refusal": "", "reverted": None}
+    if run.reverted_at is not None:
+        counts = {
+            name: run.items.filter(revert_outcome=name).count() for name in RevertOutcome.values
+        }
+        return {"revertible": False, "revert_refusal": "", "reverted": counts}
+    refusal = reverts.revert_refusal(run)
+    # A retention run's page offers its archive instead.
+    shown = refusal is not None and run.sweep != "retention"
+    return {
+        "revertible": refusal is None,
+        "revert_refusal": refusal.message if shown and refusal is not None else "",
+        "reverted": None,
+    }
 
 
 @login_required
@@ -267,14 +303,125 @@ def execute(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
         "action_words": action(preview.sweep, preview.total),
         "error": error,
         "preview_url": _run_url(preview),
-        "retention": preview.sweep == "retention",
-        "archive_days": setting_value(
-            "archiveRetentionDays", preview.settings["archiveRetentionDays"]
+        "undo": undo_words(
+            preview.sweep,
+            setting_value("archiveRetentionDays", preview.settings["archiveRetentionDays"]),
         ),
     }
     return render(
         request, "maintenance/confirm.html", context, status=UNPROCESSABLE if error else 200
     )
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def revert(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
+    """Preview a revert of an executed run (GET), then execute it (POST): operators only."""
+    access = workspace_page(request, slug, required=Role.OPERATOR)
+    run = _run_or_404(access, run_id)
+    error = ""
+    status = 200
+    if request.method == "POST":
+        try:
+            confirm = int(request.POST.get("confirm", ""))
+        except ValueError:
+            error, status = "Confirm the number of memories to put back.", UNPROCESSABLE
+        else:
+            try:
+                done = reverts.maintenance_revert(
+                    run=run, author=access.caller.label, confirm=confirm
+                )
+            except DomainError as exc:
+                error, status = exc.message, exc.status
+            else:
+                messages.success(
+                    request,
+                    f"Reverted {SWEEP_TITLES[run.sweep].lower()} run {run.pk}: put back"
+                    f" {len(done.restore)} of {done.changed} memories, skipped"
+                    f" {len(done.skipped)}.",
+                )
+                return redirect(_run_url(run))
+        run.refresh_from_db()
+    plan = None
+    try:
+        plan = reverts.maintenance_revert_preview(run=run)
+    except DomainError as exc:
+        if not error:
+            error, status = exc.message, exc.status
+    context: dict[str, Any] = {
+        **access.context(),
+        "run": run,
+        "title": SWEEP_TITLES[run.sweep],
+        "run_url": _run_url(run),
+        "plan": plan,
+        "error": error,
+    }
+    if plan is not None:
+        shown = plan.restore[:REVERT_LISTED]
+        skips = plan.skipped[:REVERT_SKIPS_LISTED]
+        items = {item.memory_id: item for item in run.items.filter(memory_id__in=shown)}
+        contents = dict(
+            MemoryRecord.objects.filter(
+                workspace=access.workspace, pk__in=[*shown, *(s.memory_id for s in skips)]
+            ).values_list("pk", "content")
+        )
+        context.update(
+            restore_rows=[
+                {
+                    "item": items[pk],
+                    "change": revert_words(items[pk]),
+                    "content": contents.get(pk, ""),
+                }
+                for pk in shown
+            ],
+            skip_rows=[{"skip": skip, "exists": skip.memory_id in contents} for skip in skips],
+        )
+    return render(request, "maintenance/revert.html", context, status=status)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def reactivate(request: HttpRequest, slug: str, memory_id: int) -> HttpResponse:
+    """Confirm (GET), then make active again (POST) a stale or expired memory: operators."""
+    access = workspace_page(request, slug, required=Role.OPERATOR)
+    memory = (
+        MemoryRecord.objects.select_related("actor", "workspace")
+        .defer("embedding")
+        .filter(pk=memory_id, workspace=access.workspace)
+        .first()
+    )
+    if memory is None:
+        raise Http404("No such memory.")
+    memory_url = reverse("recall:memory", args=[slug, memory.pk])
+    form = ReactivateForm(request.POST if request.method == "POST" else None)
+    status = 200
+    if form.is_bound:
+        if form.is_valid():
+            try:
+                recall_services.memory_reactivate(
+                    memory=memory,
+                    author=access.caller.label,
+                    expires_at=form.cleaned_data["expires_at"],
+                )
+            except DomainError as exc:
+                add_domain_error(form, exc, aliases={"expiresAt": "expires_at"})
+                status = exc.status if exc.status == 409 else UNPROCESSABLE
+            else:
+                messages.success(request, f"Reactivated memory {memory.pk}.")
+                return redirect(memory_url)
+        else:
+            status = UNPROCESSABLE
+    now = timezone.now()
+    context = {
+        **access.context(),
+        "m": memory,
+        "form": form,
+        "memory_url": memory_url,
+        "reactivatable": memory.lifecycle_status in recall_services.REACTIVATABLE,
+        "expiry_past": memory.expires_at is not None and memory.expires_at <= now,
+        "state": memory_lifecycle(memory=memory, now=now),
+    }
+    return render(request, "maintenance/reactivate.html", context, status=status)
 
 
 @login_required

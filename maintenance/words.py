@@ -29,6 +29,27 @@ ACTIONS = {
     "reembed": "Re-embed {n} memor{ies}",
 }
 
+# What undoes an execute of each sweep, and how (its confirmation page). ``{archive_days}``:
+# how long a retention run's archive is kept.
+UNDO = {
+    "expiry": "You can undo this: “Revert this run” on the run's page makes every memory not"
+    " changed since active again. They stay past their expiry, though, so recall still leaves"
+    " them out and the next expiry sweep expires them again: to keep one, reactivate it from its"
+    " page, which clears its past expiry or sets a new one.",
+    "decay": "You can undo this: “Revert this run” on the run's page makes every memory not"
+    " changed since active again, and “Reactivate” on a memory's page does it one at a time."
+    " Unless recalled or made long-term, they are due again at the next decay sweep.",
+    "retention": "You can undo this while the archive is kept ({archive_days}): “Restore these"
+    " memories” on the run's page puts them back as they were, under their own ids. Once the"
+    " archive is deleted, it cannot be undone.",
+    "promotion": "You can undo this: “Revert this run” on the run's page makes every memory not"
+    " changed since short-term again.",
+    "dedup": "You can undo this: “Revert this run” on the run's page makes every superseded"
+    " insight not changed since current again.",
+    "reembed": "This cannot be undone: the earlier vectors are not kept. With RECALL_EMBEDDER"
+    " set back, a re-embed computes them again.",
+}
+
 # The settings each sweep reads, shown on its card.
 SWEEP_SETTINGS = {
     "expiry": [],
@@ -48,6 +69,27 @@ STATUS_BADGES = {
     "queued": "",
     "running": "",
 }
+
+
+def undo_words(sweep: str, archive_days: str = "") -> str:
+    return UNDO[sweep].format(archive_days=archive_days)
+
+
+def revert_words(item: MaintenanceItem) -> str:
+    """What a revert puts back on the item's memory: "stale → active"."""
+    before, after = item.before or {}, item.after or {}
+    if "lifecycle_status" in before:
+        return f"{after.get('lifecycle_status', '?')} → {before['lifecycle_status']}"
+    if "tier" in before:
+        return f"{_tier(after.get('tier'))} → {_tier(before['tier'])}"
+    if "is_current" in before:
+        now = f"superseded by #{after.get('superseded_by_id')}"
+        return f"{now} → {'current' if before['is_current'] else 'not current'}"
+    return "—"
+
+
+def _tier(value: Any) -> str:
+    return str(value).replace("_", "-")
 
 
 def action(sweep: str, n: int) -> str:

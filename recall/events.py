@@ -218,6 +218,8 @@ class MemoryChangePresenter(Presenter):
             Fact("Actor", shown.event.actor_id or "—"),
             Fact("Memories", memories(payload.get("count", len(ids)))),
         ]
+        if payload.get("previousStatus"):  # a reactivation
+            facts.append(Fact("Status before", labels.value_label(payload["previousStatus"])))
         if payload.get("fields"):
             changed = ", ".join(labels.value_label(f) for f in payload["fields"])
             facts.append(

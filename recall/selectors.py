@@ -5,9 +5,11 @@ The recall read itself (the funnel and the ranking, in SQL) is the engine's: ``r
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import QuerySet, Value
+from django.db.models.functions import Concat
 
 from portal.errors import ValidationFailed
 from portal.models import Workspace
@@ -32,6 +34,19 @@ def actor_lookup(*, workspace: Workspace, actor_id: str) -> Actor | None:
     except ActorIdError:
         return None
     return Actor.objects.filter(workspace=workspace, kind=kind, name=name).first()
+
+
+def actors_erased(*, workspace_id: int, actor_ids: Iterable[str]) -> set[str]:
+    """Which of the actors (``kind:name``) are erased tombstones of the workspace."""
+    wanted = set(actor_ids)
+    if not wanted:
+        return set()
+    return set(
+        Actor.objects.filter(workspace_id=workspace_id, erased_at__isnull=False)
+        .annotate(external=Concat("kind", Value(":"), "name"))
+        .filter(external__in=wanted)
+        .values_list("external", flat=True)
+    )
 
 
 def memory_list(*, actor: Actor, filters: Any) -> QuerySet[MemoryRecord]:

@@ -53,7 +53,7 @@ from recall.envelope import (
     query_hash,
 )
 from recall.hits import hits_fold_due
-from recall.models import Actor, MemoryRecord
+from recall.models import Actor, LifecycleStatus, MemoryRecord
 from recall.planner import BudgetPlan, BudgetPolicy, Candidate, plan_budget
 from recall.runtime import embedder, token_estimator
 from recall.scoring import inclusion_score
@@ -701,18 +701,84 @@ def memory_set_status(*, memory: MemoryRecord, status: str, author: str) -> Memo
     return memory
 
 
+# The statuses the lifecycle sweeps leave a memory in, which an operator may undo one by one.
+REACTIVATABLE = (LifecycleStatus.STALE, LifecycleStatus.EXPIRED)
+
+
+@transaction.atomic
+def memory_reactivate(
+    *,
+    memory: MemoryRecord,
+    author: str,
+    expires_at: datetime | None = None,
+    clear_expiry: bool = False,
+) -> MemoryRecord:
+    """Make a stale or expired memory active again (operators): its retention clock
+    (``stale_since``) is cleared, and so is an expiry already past, unless ``expires_at``
+    gives a new one (in the future) or ``clear_expiry`` clears any. Left past, the expiry
+    would keep it out of recall and the next expiry sweep would expire it again at once; an
+    expiry still ahead is kept.
+
+    Any other status is a 409 naming it (a suppressed memory is restored, not reactivated).
+    """
+    now = timezone.now()
+    if expires_at is not None and expires_at <= now:
+        raise ValidationFailed(
+            {
+                "expiresAt": "Give a time in the future: a memory past its expiry is not"
+                " recalled, and the next expiry sweep would expire it again."
+            },
+            "The new expiry is not in the future; nothing was changed.",
+        )
+    # Locked and read again: a sweep or another operator may have moved it since it was read.
+    locked = MemoryRecord.objects.select_for_update(no_key=True).get(pk=memory.pk)
+    previous = locked.lifecycle_status
+    if previous not in REACTIVATABLE:
+        raise ConflictError(
+            f"Only a stale or expired memory can be reactivated; memory {memory.pk} is"
+            f" {previous}."
+            + (" Restore it instead." if previous == LifecycleStatus.SUPPRESSED else ""),
+            {"lifecycleStatus": previous},
+            code="NOT_REACTIVATABLE",
+        )
+    expiry = locked.expires_at
+    if expires_at is not None:
+        expiry = expires_at
+    elif clear_expiry or (expiry is not None and expiry <= now):
+        expiry = None
+    changed = ["lifecycle_status"]
+    if locked.stale_since is not None:
+        changed.append("stale_since")
+    if expiry != locked.expires_at:
+        changed.append("expires_at")
+    # Through an UPDATE of the filtered columns: the funnel cache's triggers see the change
+    # (recall.engine.funnel_cache), so no cached recall leaves the memory out.
+    memory.lifecycle_status = LifecycleStatus.ACTIVE
+    memory.stale_since = None
+    memory.expires_at = expiry
+    memory.save(update_fields=["lifecycle_status", "stale_since", "expires_at", "updated_at"])
+    _memory_event(memory, "reactivated", author, changed, {"previousStatus": previous})
+    return memory
+
+
 @transaction.atomic
 def memory_delete(*, memory: MemoryRecord, author: str) -> None:
     _memory_event(memory, "deleted", author, [])
     memory.delete()
 
 
-def _memory_event(memory: MemoryRecord, action: str, author: str, fields: list[str]) -> None:
+def _memory_event(
+    memory: MemoryRecord,
+    action: str,
+    author: str,
+    fields: list[str],
+    extra: dict[str, Any] | None = None,
+) -> None:
     # The event names the memory and what changed, never its content: the trail is exported.
     audit_event_record(
         workspace=memory.workspace,
         type=EventType.MEMORY_CHANGED,
         author=author,
         actor_id=memory.actor.external_id,
-        payload={"action": action, "ids": [str(memory.pk)], "fields": fields},
+        payload={"action": action, "ids": [str(memory.pk)], "fields": fields, **(extra or {})},
     )

@@ -8,7 +8,16 @@ from django.urls import reverse
 from rest_framework import serializers
 
 from maintenance.lifecycle import SWEEP_SUMMARY
-from maintenance.models import LifecycleSettingsVersion, MaintenanceItem, MaintenanceRun
+from maintenance.models import (
+    LifecycleSettingsVersion,
+    MaintenanceItem,
+    MaintenanceRun,
+    Mode,
+    RevertOutcome,
+)
+from maintenance.reverts import SKIP_REASONS, RevertPlan
+from maintenance.services import IDS_IN_EVENT
+from maintenance.sweeps import SWEEP_CLASSES
 
 
 class LifecycleSettingsSerializer(serializers.Serializer):
@@ -45,6 +54,13 @@ class RunSerializer(serializers.Serializer):
     startedAt = serializers.DateTimeField(source="started_at", allow_null=True)
     finishedAt = serializers.DateTimeField(source="finished_at", allow_null=True)
     auditEventId = serializers.IntegerField(source="event_id", allow_null=True)
+    revertedAt = serializers.DateTimeField(
+        source="reverted_at", allow_null=True, help_text="When the run was reverted (once)."
+    )
+    revertedBy = serializers.CharField(source="reverted_by")
+    revertAuditEventId = serializers.IntegerField(
+        source="revert_event_id", allow_null=True, help_text="Its maintenance.reverted event."
+    )
     links = serializers.SerializerMethodField()
 
     def get_sweepSummary(self, run: MaintenanceRun) -> str:
@@ -69,6 +85,10 @@ class RunSerializer(serializers.Serializer):
         }
         if run.event_id:
             links["auditEvent"] = reverse("api-audit-event", args=[run.event_id])
+        if run.mode == Mode.EXECUTE and SWEEP_CLASSES[run.sweep].revertible:
+            links["revert"] = reverse("api-maintenance-run-revert", args=[run.pk])
+        if run.revert_event_id:
+            links["revertAuditEvent"] = reverse("api-audit-event", args=[run.revert_event_id])
         if run.sweep == "retention" and run.mode == "execute":
             links["archive"] = reverse("api-maintenance-run-archive", args=[run.pk])
             links["manifest"] = reverse("api-maintenance-run-manifest", args=[run.pk])
@@ -83,6 +103,23 @@ class ItemSerializer(serializers.Serializer):
     details = serializers.JSONField()
     outcome = serializers.CharField(help_text="listed, applied or skipped")
     note = serializers.CharField(help_text="Why it was skipped")
+    before = serializers.JSONField(
+        allow_null=True,
+        help_text="Applied: the columns the run wrote, as they were (null: not applied, or "
+        "applied before runs recorded them).",
+    )
+    after = serializers.JSONField(allow_null=True, help_text="Applied: as the run left them.")
+    revertOutcome = serializers.ChoiceField(
+        source="revert_outcome",
+        choices=["", *RevertOutcome.values],
+        help_text="Once the run is reverted: reverted or skipped.",
+    )
+    revertReason = serializers.ChoiceField(
+        source="revert_reason",
+        choices=["", *SKIP_REASONS],
+        help_text="Why a revert skipped it: "
+        + "; ".join(f"{k}: {v}" for k, v in SKIP_REASONS.items()),
+    )
 
     class Meta:
         model = MaintenanceItem
@@ -104,3 +141,74 @@ class MemoryLifecycleSerializer(serializers.Serializer):
     promotion = serializers.JSONField()
     settingsVersion = serializers.IntegerField()
     embedded = serializers.BooleanField()
+
+
+class RevertCountsSerializer(serializers.Serializer):
+    changed = serializers.IntegerField(help_text="Memories the run changed.")
+    reverted = serializers.IntegerField(
+        help_text="Put back (preview: that an execute would put back now)."
+    )
+    skipped = serializers.IntegerField(help_text="Left as they are, each with why.")
+
+
+class RevertSkipSerializer(serializers.Serializer):
+    memoryId = serializers.CharField()
+    reason = serializers.CharField(help_text=", ".join(SKIP_REASONS))
+    message = serializers.CharField()
+
+
+class RevertSerializer(serializers.Serializer):
+    runId = serializers.IntegerField()
+    sweep = serializers.CharField()
+    mode = serializers.ChoiceField(
+        choices=Mode.values, help_text="preview: what an execute would do; nothing was written."
+    )
+    counts = RevertCountsSerializer()
+    # The wire name, as in the event; DRF's metaclass moves it out of the class attributes.
+    fields = serializers.ListField(  # type: ignore[assignment]
+        child=serializers.CharField(), help_text="The memory columns a revert puts back."
+    )
+    revertedIds = serializers.ListField(
+        child=serializers.CharField(), help_text=f"The first {IDS_IN_EVENT:,}."
+    )
+    revertedIdsTruncated = serializers.BooleanField()
+    skipped = RevertSkipSerializer(many=True, help_text=f"The first {IDS_IN_EVENT:,}.")
+    skippedTruncated = serializers.BooleanField()
+    revertedAt = serializers.DateTimeField(allow_null=True)
+    revertedBy = serializers.CharField(allow_blank=True)
+    auditEventId = serializers.IntegerField(allow_null=True)
+    links = serializers.DictField(child=serializers.CharField())
+
+
+def revert_data(plan: RevertPlan) -> dict[str, Any]:
+    """A revert's preview or outcome, in ``RevertSerializer``'s shape."""
+    run = plan.run
+    links = {
+        "run": reverse("api-maintenance-run", args=[run.pk]),
+        "items": reverse("api-maintenance-run-items", args=[run.pk]),
+        "page": reverse("maintenance:run", args=[run.workspace.slug, run.pk]),
+    }
+    if plan.event_id:
+        links["auditEvent"] = reverse("api-audit-event", args=[plan.event_id])
+    return {
+        "runId": run.pk,
+        "sweep": run.sweep,
+        "mode": Mode.EXECUTE if plan.executed else Mode.PREVIEW,
+        "counts": {
+            "changed": plan.changed,
+            "reverted": len(plan.restore),
+            "skipped": len(plan.skipped),
+        },
+        "fields": plan.fields,
+        "revertedIds": [str(pk) for pk in plan.restore[:IDS_IN_EVENT]],
+        "revertedIdsTruncated": len(plan.restore) > IDS_IN_EVENT,
+        "skipped": [
+            {"memoryId": str(skip.memory_id), "reason": skip.reason, "message": skip.message}
+            for skip in plan.skipped[:IDS_IN_EVENT]
+        ],
+        "skippedTruncated": len(plan.skipped) > IDS_IN_EVENT,
+        "revertedAt": run.reverted_at if plan.executed else None,
+        "revertedBy": run.reverted_by if plan.executed else "",
+        "auditEventId": plan.event_id,
+        "links": links,
+    }

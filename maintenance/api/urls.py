@@ -54,6 +54,11 @@ urlpatterns = [
         name="api-maintenance-run-restore",
     ),
     path(
+        "maintenance/runs/<str:run_id>/revert",
+        views.RunRevertView.as_view(),
+        name="api-maintenance-run-revert",
+    ),
+    path(
         "memory/memories/<str:memory_id>/lifecycle",
         views.MemoryLifecycleView.as_view(),
         name="api-memory-lifecycle",

@@ -1,7 +1,7 @@
 """The maintenance API: lifecycle settings, starting sweeps, runs, items and archives.
 
-Roles: every member reads; editors preview; operators execute, cancel, restore, download
-archives (they hold memory content) and change the settings.
+Roles: every member reads; editors preview; operators execute, cancel, revert, restore,
+download archives (they hold memory content) and change the settings.
 """
 
 from __future__ import annotations
@@ -15,14 +15,16 @@ from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from maintenance import archives, services
+from maintenance import archives, reverts, services
 from maintenance.api.schemas import lifecycle_settings_schema
 from maintenance.api.serializers import (
     ItemSerializer,
     LifecycleSettingsSerializer,
     MemoryLifecycleSerializer,
     RestoreSerializer,
+    RevertSerializer,
     RunSerializer,
+    revert_data,
 )
 from maintenance.lifecycle import SWEEP_SUMMARY, SWEEPS
 from maintenance.models import LifecycleSettingsVersion, MaintenanceRun, Mode, Outcome, Status
@@ -34,6 +36,7 @@ from maintenance.selectors import (
     runs_for,
 )
 from portal.access import Caller, scoped_get, workspace_for
+from portal.api.errors import ErrorSerializer
 from portal.api.views import ApiView, json_object, reject_unknown
 from portal.errors import NotFoundError, ValidationFailed
 from portal.ids import numeric_id
@@ -286,6 +289,51 @@ class RunRestoreView(ApiView):
         _retention_execute(run)
         result = archives.maintenance_archive_restore(run=run, author=caller.label)
         return Response(RestoreSerializer(result).data)
+
+
+class RunRevertView(ApiView):
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("mode", str, enum=Mode.values, description="Default: preview."),
+            OpenApiParameter(
+                "confirm",
+                {"type": "integer", "minimum": 0, "maximum": COUNT_MAX},
+                description="execute only: the number of memories you expect it to put back "
+                "(the preview's counts.reverted); if that has changed, nothing is (409 "
+                "CONFIRMATION_MISMATCH)",
+            ),
+        ],
+        request=None,
+        responses={
+            200: RevertSerializer,
+            409: OpenApiResponse(
+                ErrorSerializer,
+                description="NOT_REVERTIBLE (`details.reason`: preview, sweep — retention "
+                "and reembed runs —, nothing_changed, or not_recorded — executed before runs "
+                "recorded the values they change), RUN_NOT_FINISHED, ALREADY_REVERTED, "
+                "NOTHING_TO_REVERT (every memory changed since or gone) or "
+                "CONFIRMATION_MISMATCH; nothing was changed.",
+            ),
+        },
+        summary="Preview or execute the revert of an executed run; operators only",
+        description="Puts back the values an expiry, decay, promotion or dedup execute changed, "
+        "on each memory that has not changed since; the others are skipped with why "
+        "(deleted, erased, changed_since, not_recorded). A preview writes nothing; an execute "
+        "does it in one transaction with one `maintenance.reverted` event. A run is reverted "
+        "once; a retention run's deleted memories come back from its archive (`.../restore`).",
+    )
+    def post(self, request: Request, run_id: str) -> Response:
+        caller = self.caller(request)
+        params = request.query_params
+        mode = params.get("mode") or Mode.PREVIEW
+        services.mode_check(mode)
+        confirm = _count(params.get("confirm"), "confirm")
+        run = _run(caller, run_id, required=Role.OPERATOR)
+        if mode == Mode.EXECUTE:
+            plan = reverts.maintenance_revert(run=run, author=caller.label, confirm=confirm)
+        else:
+            plan = reverts.maintenance_revert_preview(run=run)
+        return Response(RevertSerializer(revert_data(plan)).data)
 
 
 class MemoryLifecycleView(ApiView):

@@ -300,6 +300,15 @@ class ActorEraseSerializer(StrictSerializer):
     )
 
 
+class MemoryReactivateSerializer(StrictSerializer):
+    expiresAt = serializers.DateTimeField(
+        required=False,
+        allow_null=True,
+        help_text="A new expiry, in the future; null clears it. Without it, an expiry already "
+        "past is cleared and one still ahead is kept.",
+    )
+
+
 class ErasureSerializer(serializers.Serializer):
     actorId = serializers.CharField(source="actor_id")
     erasedAt = serializers.DateTimeField(source="erased_at")

@@ -30,4 +30,9 @@ urlpatterns = [
         views.MemoryRestoreView.as_view(),
         name="api-memory-restore",
     ),
+    path(
+        "memory/memories/<str:memory_id>/reactivate",
+        views.MemoryReactivateView.as_view(),
+        name="api-memory-reactivate",
+    ),
 ]

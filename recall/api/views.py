@@ -37,6 +37,7 @@ from recall.api.serializers import (
     InjectionSerializer,
     MemoryInputSerializer,
     MemoryPatchSerializer,
+    MemoryReactivateSerializer,
     MemorySerializer,
     RecallRequestSerializer,
     ReplayRequestSerializer,
@@ -202,6 +203,40 @@ class MemorySuppressView(ApiView):
 
 class MemoryRestoreView(MemorySuppressView):
     target = LifecycleStatus.ACTIVE
+
+
+class MemoryReactivateView(ApiView):
+    @extend_schema(
+        request=MemoryReactivateSerializer,
+        responses={
+            200: MemorySerializer,
+            409: OpenApiResponse(
+                ErrorSerializer,
+                description="NOT_REACTIVATABLE: the memory is neither stale nor expired "
+                "(`details.lifecycleStatus` says what it is); nothing was changed.",
+            ),
+        },
+        summary="Make a stale or expired memory active again; operators only",
+        description="Clears its `staleSince`. Without `expiresAt`, an expiry already past is "
+        "cleared (left past, it would keep the memory out of recall and the next expiry sweep "
+        "would expire it again) and one still ahead is kept; `expiresAt` sets a new one (in the "
+        "future), `null` clears it. One `memory.changed` event, action `reactivated`. A "
+        "reactivated memory not recalled for long is due again at the next decay sweep "
+        "unless it is recalled or made long-term first.",
+    )
+    def post(self, request: Request, memory_id: str) -> Response:
+        caller = self.caller(request)
+        memory = memory_for(caller, memory_id, required=Role.OPERATOR)
+        serializer = MemoryReactivateSerializer(data=json_object_or_empty(request))
+        serializer.is_valid(raise_exception=True)
+        given = serializer.validated_data
+        memory = services.memory_reactivate(
+            memory=memory,
+            author=caller.label,
+            expires_at=given.get("expiresAt"),
+            clear_expiry="expiresAt" in given and given["expiresAt"] is None,
+        )
+        return Response(MemorySerializer(memory).data)
 
 
 class RecallView(ApiView):

@@ -238,6 +238,30 @@ class ExecuteFromThePageTests:
         assert again.status_code == 422
         assert MaintenanceRun.objects.filter(mode="execute").count() == 1
 
+    @pytest.mark.parametrize(
+        ("sweep", "state", "undo"),
+        [
+            ("expiry", {"expires_at": ago(hours=1)}, "You can undo this: “Revert this run”"),
+            ("decay", {"created_at": ago(days=10)}, "You can undo this: “Revert this run”"),
+            (
+                "retention",
+                {"lifecycle_status": "stale", "stale_since": ago(days=40)},
+                "You can undo this while the archive is kept (90 days): “Restore these memories”",
+            ),
+            ("reembed", {"embedding_model": "old-model-384"}, "This cannot be undone"),
+        ],
+    )
+    def test_the_confirmation_says_whether_and_how_it_can_be_undone(
+        self, operator, workspace_a, sweep, state, undo
+    ):
+        memory(workspace_a, "the memory", **state)
+        for n in range(20):  # a retention run under the allowed share needs no typed count
+            memory(workspace_a, f"other {n}")
+        shown = preview(workspace_a, sweep)
+        assert shown.total == 1
+        text = text_of(client_for(operator).get(url("execute", shown.pk)))
+        assert "Can it be undone? " + undo in text
+
     def test_a_stale_preview_says_why_it_cannot_be_executed(self, operator, expired, workspace_a):
         shown = preview(workspace_a, "expiry")
         services.lifecycle_settings_patch(
@@ -430,17 +454,101 @@ class MemoryPageTests:
         assert f'href="{url("run", run.pk)}">expiry run #{run.pk}</a>' in html
 
 
+class ReactivatePageTests:
+    def test_the_memory_page_offers_it_and_the_confirmation_says_what_happens(
+        self, operator, workspace_a
+    ):
+        pk = memory(workspace_a, "always answer in French", created_at=ago(days=10),
+                    lifecycle_status="stale", stale_since=ago(days=2))  # fmt: skip
+        client = client_for(operator)
+        memory_page = client.get(reverse("recall:memory", args=["team-a", pk])).content.decode()
+        assert url("reactivate", pk) in memory_page
+
+        confirm = client.get(url("reactivate", pk))
+
+        assert confirm.status_code == 200
+        text = text_of(confirm)
+        assert "Make this stale memory active again" in text
+        assert "always answer in French" in text
+        assert "Its retention clock" in text
+        # never recalled for ten days: decay would list it again at once
+        assert "the next decay sweep lists it again unless it is recalled first" in text
+        assert "Can it be undone? Yes: suppress the memory" in text
+        assert MemoryRecord.objects.get(pk=pk).lifecycle_status == "stale"
+
+        done = client.post(url("reactivate", pk), {"expires_at": ""})
+
+        assert done.status_code == 302
+        assert done["Location"] == reverse("recall:memory", args=["team-a", pk])
+        assert any(f"Reactivated memory {pk}" in m for m in flashes(done))
+        row = MemoryRecord.objects.get(pk=pk)
+        assert (row.lifecycle_status, row.stale_since) == ("active", None)
+        event = AuditEvent.objects.filter(type=EventType.MEMORY_CHANGED).latest("id")
+        assert (event.payload["action"], event.author) == ("reactivated", "user:olga")
+        assert url("reactivate", pk) not in client.get(done["Location"]).content.decode()
+
+    def test_an_expired_memory_takes_a_new_expiry_and_a_past_one_is_refused(
+        self, operator, workspace_a
+    ):
+        pk = memory(workspace_a, "spring offer", lifecycle_status="expired",
+                    expires_at=ago(hours=3))  # fmt: skip
+        client = client_for(operator)
+        assert "Its expiry" in text_of(client.get(url("reactivate", pk)))
+        before = snapshot(workspace_a), AuditEvent.objects.count()
+
+        past = client.post(url("reactivate", pk), {"expires_at": "2001-01-01T10:00"})
+
+        assert past.status_code == 422
+        assert "Give a time in the future" in text_of(past)
+        assert (snapshot(workspace_a), AuditEvent.objects.count()) == before
+        done = client.post(url("reactivate", pk), {"expires_at": "2999-01-01T10:00"})
+        assert done.status_code == 302
+        row = MemoryRecord.objects.get(pk=pk)
+        assert (row.lifecycle_status, row.expires_at.year) == ("active", 2999)
+
+    def test_a_memory_that_is_neither_stale_nor_expired_is_not_reactivated(
+        self, operator, workspace_a
+    ):
+        pk = memory(workspace_a, "note", lifecycle_status="suppressed")
+        client = client_for(operator)
+        assert (
+            url("reactivate", pk)
+            not in client.get(reverse("recall:memory", args=["team-a", pk])).content.decode()
+        )
+        assert "a suppressed one is restored" in text_of(client.get(url("reactivate", pk)))
+        before = snapshot(workspace_a)
+        response = client.post(url("reactivate", pk), {"expires_at": ""})
+        assert response.status_code == 409
+        assert "Only a stale or expired memory can be reactivated" in text_of(response)
+        assert snapshot(workspace_a) == before
+
+    @pytest.mark.parametrize("who", ["editor", "viewer"])
+    def test_only_operators_are_offered_it_or_may_do_it(self, request, who, workspace_a):
+        pk = memory(workspace_a, "note", lifecycle_status="stale", stale_since=ago(days=1))
+        client = client_for(request.getfixturevalue(who))
+        memory_page = client.get(reverse("recall:memory", args=["team-a", pk])).content.decode()
+        assert url("reactivate", pk) not in memory_page
+        assert client.get(url("reactivate", pk)).status_code == 403
+        assert client.post(url("reactivate", pk)).status_code == 403
+        assert MemoryRecord.objects.get(pk=pk).lifecycle_status == "stale"
+
+
 class OutsiderTests:
     def test_every_maintenance_page_of_another_workspace_is_not_found(
         self, outsider, operator, expired, workspace_a
     ):
         run = preview(workspace_a, "expiry")
         client = client_for(outsider)
+        stale = memory(workspace_a, "stale", lifecycle_status="stale")
         before = snapshot(workspace_a), MaintenanceRun.objects.count()
-        gets = [url("index"), url("settings"), url("run", run.pk), url("execute", run.pk)]
+        gets = [
+            url("index"), url("settings"), url("run", run.pk), url("execute", run.pk),
+            url("revert", run.pk), url("reactivate", stale),
+        ]  # fmt: skip
         posts = [
             url("start", "expiry"), url("execute", run.pk), url("cancel", run.pk),
-            url("restore", run.pk), url("settings"),
+            url("restore", run.pk), url("settings"), url("revert", run.pk),
+            url("reactivate", stale),
         ]  # fmt: skip
         for path in gets:
             assert client.get(path).status_code == 404, path

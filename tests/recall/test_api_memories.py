@@ -621,6 +621,7 @@ class MemoryAccessTests:
             ("delete", memory_url(memory), None),
             ("post", memory_url(memory, "suppress"), None),
             ("post", memory_url(memory, "restore"), None),
+            ("post", memory_url(memory, "reactivate"), None),
         ]
 
         for client in (token, session):

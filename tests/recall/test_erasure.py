@@ -309,6 +309,8 @@ class ErasePageTests:
         page = client.get(self.url(operator.workspace))
         assert page.status_code == 200
         assert "Delete all 4 memories of user:ada" in page.content.decode()
+        text = " ".join(re.sub(r"<[^>]+>", " ", page.content.decode()).split())
+        assert "This cannot be undone. No revert, restore or archive brings" in text
 
         wrong = client.post(self.url(operator.workspace), {"actor": "user:ada", "confirm": "3"})
 
