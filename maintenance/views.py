@@ -57,7 +57,7 @@ from maintenance.words import (
     setting_value,
     undo_words,
 )
-from policies import algebra
+from policies import algebra, labels
 from portal.errors import DomainError, ValidationFailed
 from portal.form_errors import add_domain_error
 from portal.http import HtmxHttpRequest
@@ -366,6 +366,7 @@ def revert(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
             ).values_list("pk", "content")
         )
         context.update(
+            fields=", ".join(labels.value_label(name) for name in plan.fields),
             restore_rows=[
                 {
                     "item": items[pk],

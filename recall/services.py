@@ -27,7 +27,7 @@ from policies.selectors import (
     effective_policy_remembered,
 )
 from portal.db.cursors import StoredVector
-from portal.errors import ConflictError, ValidationFailed
+from portal.errors import ConflictError, DomainError, ValidationFailed
 from portal.models import Workspace
 from portal.tasks import eager, enqueue
 from portal.tokens import TokenCheck
@@ -701,6 +701,25 @@ def memory_set_status(*, memory: MemoryRecord, status: str, author: str) -> Memo
     return memory
 
 
+class ExpiryPast(DomainError):
+    """A new expiry that is not in the future: well formed, but it would undo the reactivation
+    at once (a fact of the clock, not of the request's shape)."""
+
+    status = 422
+
+    def __init__(self) -> None:
+        super().__init__(
+            "EXPIRY_PAST",
+            "The new expiry is not in the future; nothing was changed.",
+            {
+                "fields": {
+                    "expiresAt": "Give a time in the future: a memory past its expiry is not"
+                    " recalled, and the next expiry sweep would expire it again."
+                }
+            },
+        )
+
+
 # The statuses the lifecycle sweeps leave a memory in, which an operator may undo one by one.
 REACTIVATABLE = (LifecycleStatus.STALE, LifecycleStatus.EXPIRED)
 
@@ -721,15 +740,6 @@ def memory_reactivate(
 
     Any other status is a 409 naming it (a suppressed memory is restored, not reactivated).
     """
-    now = timezone.now()
-    if expires_at is not None and expires_at <= now:
-        raise ValidationFailed(
-            {
-                "expiresAt": "Give a time in the future: a memory past its expiry is not"
-                " recalled, and the next expiry sweep would expire it again."
-            },
-            "The new expiry is not in the future; nothing was changed.",
-        )
     # Locked and read again: a sweep or another operator may have moved it since it was read.
     locked = MemoryRecord.objects.select_for_update(no_key=True).get(pk=memory.pk)
     previous = locked.lifecycle_status
@@ -741,6 +751,9 @@ def memory_reactivate(
             {"lifecycleStatus": previous},
             code="NOT_REACTIVATABLE",
         )
+    now = timezone.now()
+    if expires_at is not None and expires_at <= now:
+        raise ExpiryPast()
     expiry = locked.expires_at
     if expires_at is not None:
         expiry = expires_at

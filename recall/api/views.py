@@ -215,6 +215,10 @@ class MemoryReactivateView(ApiView):
                 description="NOT_REACTIVATABLE: the memory is neither stale nor expired "
                 "(`details.lifecycleStatus` says what it is); nothing was changed.",
             ),
+            422: OpenApiResponse(
+                ErrorSerializer,
+                description="EXPIRY_PAST: `expiresAt` is not in the future; nothing was changed.",
+            ),
         },
         summary="Make a stale or expired memory active again; operators only",
         description="Clears its `staleSince`. Without `expiresAt`, an expiry already past is "

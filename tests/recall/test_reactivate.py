@@ -107,7 +107,6 @@ class ReactivateTests:
         "body",
         [
             {"expiresAt": "yesterday"},
-            {"expiresAt": "2001-01-01T00:00:00Z"},
             {"expires_at": None},
             ["expiresAt"],
         ],
@@ -116,6 +115,14 @@ class ReactivateTests:
         pk = memory(workspace_a, "offer", lifecycle_status="expired", expires_at=ago(hours=2))
         before = state(workspace_a)
         error_of(reactivate(operator, pk, body), 400, "INVALID_REQUEST")
+        assert state(workspace_a) == before
+
+    def test_a_new_expiry_in_the_past_is_a_422_and_changes_nothing(self, operator, workspace_a):
+        pk = memory(workspace_a, "offer", lifecycle_status="expired", expires_at=ago(hours=2))
+        before = state(workspace_a)
+        error = error_of(reactivate(operator, pk, {"expiresAt": "2001-01-01T00:00:00Z"}), 422,
+                         "EXPIRY_PAST")  # fmt: skip
+        assert "in the future" in error["details"]["fields"]["expiresAt"]
         assert state(workspace_a) == before
 
     @pytest.mark.parametrize("who", ["editor", "viewer"])
