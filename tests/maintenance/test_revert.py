@@ -19,6 +19,7 @@ from recall.engine import read as recall_read
 from recall.models import FunnelCache, MemoryRecord
 from tests.helpers import error_of, recall
 from tests.maintenance.helpers import SNAPSHOT_FIELDS, ago, memory, snapshot
+from tests.maintenance.test_pages import text_of
 
 pytestmark = pytest.mark.django_db
 
@@ -361,12 +362,6 @@ def client_for(persona) -> Client:
 
 def page_url(name: str, *args: Any, slug: str = "team-a") -> str:
     return reverse(f"maintenance:{name}", args=[slug, *args])
-
-
-def text_of(response) -> str:
-    from tests.maintenance.test_pages import text_of as page_text
-
-    return page_text(response)
 
 
 class RevertPageTests:
