@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('audit', '0016_chain_lanes'),
+        ('audit', '0018_queries_beside_events'),
     ]
 
     operations = [
