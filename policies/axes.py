@@ -53,7 +53,8 @@ _AXIS_LIST: tuple[Axis, ...] = (
         "recall",
         "min_number",
         None,
-        "Lowest confidence (0 to 1) a recalled memory may have.",
+        "Lowest confidence (0 to 1) an inferred or observed memory may have to be recalled;"
+        " other confirmation statuses are not held to it.",
     ),
     Axis(
         "sensitivityCeiling",

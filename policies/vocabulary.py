@@ -9,6 +9,11 @@ from __future__ import annotations
 SENSITIVITY_ORDER: tuple[str, ...] = ("public", "internal", "confidential", "restricted")
 VERBOSITY_ORDER: tuple[str, ...] = ("none", "summary", "full")
 SEGMENT_KINDS: tuple[str, ...] = ("system_policy", "memory", "retrieval", "tool_result")
+# The confirmation statuses ``confidenceMin`` applies to: seed 001 calls it the "minimum
+# confidence for inferred or observed memory". A memory a user or an operator confirmed, or
+# one imported or of unknown confirmation, is not held to it (``confirmationStatusAllowed``
+# decides whether those are recalled at all).
+CONFIDENCE_GATED: tuple[str, ...] = ("observed", "inferred")
 
 VOCABULARIES: dict[str, tuple[str, ...]] = {
     "memoryType": (

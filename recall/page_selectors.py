@@ -45,7 +45,7 @@ DECISION_WORDS: dict[str, str] = {
     "memory_type_not_allowed": "Filtered: memory type not allowed",
     "source_kind_not_allowed": "Filtered: source kind not allowed",
     "confirmation_status_not_allowed": "Filtered: confirmation status not allowed",
-    "confidence_below_min": "Filtered: confidence below the minimum",
+    "confidence_below_min": "Filtered: inferred or observed, confidence below the minimum",
     "sensitivity_above_ceiling": "Filtered: more sensitive than the ceiling",
     "consent_not_allowed": "Filtered: consent basis not allowed",
     "older_than_max_age": "Filtered: older than the maximum age",
@@ -114,6 +114,12 @@ def memory_rows(
     return rows.annotate(recall_code=_recall_code(policy, now or timezone.now()))
 
 
+def _gated_confidence(status: str, confidence: float) -> str:
+    """A memory the confidence minimum holds, in words: "inferred, confidence 0.38" (only
+    inferred and observed memories are held to it, so the status is half the reason)."""
+    return f"{labels.value_label(status)}, confidence {confidence:g}"
+
+
 def recall_reason(memory: MemoryRecord) -> str:
     """Why a row is or is not recallable, with the row's own value where it helps."""
     code = getattr(memory, "recall_code", None)
@@ -126,7 +132,7 @@ def recall_reason(memory: MemoryRecord) -> str:
         "memory_type_not_allowed": memory.memory_type,
         "source_kind_not_allowed": memory.source_kind,
         "confirmation_status_not_allowed": memory.confirmation_status,
-        "confidence_below_min": f"{memory.confidence:g}",
+        "confidence_below_min": _gated_confidence(memory.confirmation_status, memory.confidence),
         "sensitivity_above_ceiling": memory.sensitivity,
         "consent_not_allowed": memory.consent_policy,
     }.get(code)
@@ -323,11 +329,12 @@ class SandboxDecisions:
 def failed_value(
     code: str, row: Mapping[str, Any], policy: Mapping[str, Any], now: datetime
 ) -> str:
-    """The row's value that failed a filter, against the policy's: "confidence 0.38 < 0.5"."""
+    """The row's value that failed a filter, against the policy's: "inferred, confidence 0.38 <
+    0.5"."""
     axis = FILTER_AXES[code]
     limit = policy.get(axis)
     if code == "confidence_below_min":
-        return f"confidence {row['confidence']:g} < {limit:g}"
+        return f"{_gated_confidence(row['confirmation_status'], row['confidence'])} < {limit:g}"
     if code == "sensitivity_above_ceiling":
         return f"sensitivity {row['sensitivity']} > {limit}"
     if code == "older_than_max_age":

@@ -165,9 +165,9 @@ def _setup(at: Clock) -> list[Step]:
             OPERATOR,
             _floor_changes(),
             "Acme's floor: only memories with a consent basis we can name (explicit, "
-            "contractual, legitimate interest), confidence 0.5 or more, at most a year old, "
-            "nothing restricted. Agents may narrow memory types, raise the confidence and ask "
-            "for full diagnostics.",
+            "contractual, legitimate interest), inferred or observed ones at confidence 0.5 "
+            "or more, at most a year old, nothing restricted. Agents may narrow memory types, "
+            "raise the confidence and ask for full diagnostics.",
         ),
         CreateWorkload(
             at(0, 8.9), EDITOR, "support-assistant", "Answers customers in the help widget"

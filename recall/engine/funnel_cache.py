@@ -52,9 +52,12 @@ REJECTIONS_NOT = "('passes_policy', 'lifecycle_excluded', 'embedding_pending')"
 
 
 def filter_key(params: dict[str, Any]) -> str:
-    """What the funnel depends on besides the rows and the clock: the policy's filter values."""
+    """What the funnel depends on besides the rows and the clock: the policy's filter values,
+    and the filter itself, so that a funnel stored under rules since changed (a new release)
+    is never read as this code's."""
     relevant = {k: v for k, v in params.items() if k not in ("now", "min_created")}
-    return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()
+    keyed = {"rules": _DECISION, "values": relevant}
+    return hashlib.sha256(json.dumps(keyed, sort_keys=True).encode()).hexdigest()
 
 
 # Common table expressions of the recall statement, after ``actor``: the actor's cached funnel

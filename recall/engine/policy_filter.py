@@ -27,7 +27,7 @@ from django.db.models import BooleanField, CharField, Field, Model
 from django.db.models.expressions import RawSQL
 
 from policies.axes import PolicyDocument
-from policies.vocabulary import SEGMENT_KINDS, SENSITIVITY_ORDER
+from policies.vocabulary import CONFIDENCE_GATED, SEGMENT_KINDS, SENSITIVITY_ORDER
 from recall.runtime import embedder
 
 # Every column the filter reads: the covering index (``memory_recall_cover_idx``) includes
@@ -62,13 +62,24 @@ FAIL_CLOSED_WHY = (
 # query: counted as ``embedding_pending``, never listed, like lifecycle-excluded rows.
 EMBEDDED = "{m}embedding_model = {model}"
 
+# ``confidenceMin`` holds inferred and observed memories only (``CONFIDENCE_GATED``, seed
+# 001); every other confirmation status passes it whatever its confidence. A NULL confirmation
+# status or confidence still fails it: the IS NOT NULL tests keep ``NOT IN`` and ``OR`` from
+# turning a NULL into a pass.
+CONFIDENCE_CHECK = (
+    "{m}confirmation_status IS NOT NULL AND {m}confidence IS NOT NULL"
+    " AND ({m}confirmation_status NOT IN ("
+    + ", ".join(f"'{status}'" for status in CONFIDENCE_GATED)
+    + ") OR {m}confidence >= {confidence_min})"
+)
+
 # The policy's axes in the order their decision codes are reported. NULLs never pass
 # (``= ANY`` and ``>=`` yield NULL, which is not true).
 POLICY_CHECKS: tuple[tuple[str, str], ...] = (
     ("memory_type_not_allowed", "{m}memory_type = ANY({memory_types})"),
     ("source_kind_not_allowed", "{m}source_kind = ANY({source_kinds})"),
     ("confirmation_status_not_allowed", "{m}confirmation_status = ANY({confirmations})"),
-    ("confidence_below_min", "{m}confidence >= {confidence_min}"),
+    ("confidence_below_min", CONFIDENCE_CHECK),
     ("sensitivity_above_ceiling", "{m}sensitivity = ANY({sensitivities})"),
     ("consent_not_allowed", "{m}consent_policy = ANY({consents})"),
     (

@@ -89,7 +89,14 @@ def crowd(workspace_a, workload_a):
         {"content": "Ada prefers concise release summaries", "memory_type": "preference"},
         {"content": "Ada decided release notes go out on Fridays", "memory_type": "decision"},
         {"content": "Ada attended the release retro", "memory_type": "episode"},
-        *({"content": f"Ada might like release note {i}", "confidence": 0.38} for i in range(40)),
+        *(
+            {
+                "content": f"Ada might like release note {i}",
+                "confidence": 0.38,
+                "confirmation_status": "inferred",
+            }
+            for i in range(40)
+        ),
         *({"content": f"Ada's payroll note {i}", "sensitivity": "restricted"} for i in range(3)),
         {"content": "Ada's old release summary preference", "lifecycle_status": "suppressed"},
     )
@@ -192,7 +199,7 @@ class SandboxDecisionsBrowserTests:
         assert low.locator("h4 .group-count").inner_text() == "40"
         visible = low.locator("tbody tr:visible")
         assert visible.count() == 5
-        assert visible.first.locator("td.why").inner_text() == "confidence 0.38 < 0.5"
+        assert visible.first.locator("td.why").inner_text() == "inferred, confidence 0.38 < 0.5"
         restricted = page.locator("#decisions-sensitivity_above_ceiling td.why")
         assert restricted.all_inner_texts() == ["sensitivity restricted > confidential"] * 3
         counted = page.locator("#decisions-counted").inner_text()

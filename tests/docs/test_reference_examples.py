@@ -182,13 +182,15 @@ def check_recall_request(document: dict[str, Any]) -> None:
 def check_rows_are_eligible(policy: dict[str, Any], example: dict[str, Any]) -> None:
     """The example's story holds together: its rows pass the policy, its funnel adds up."""
     from policies.algebra import SENSITIVITY_ORDER
+    from policies.vocabulary import CONFIDENCE_GATED
 
     ceiling = SENSITIVITY_ORDER.index(policy["sensitivityCeiling"])
     for row in example["rows"]:
         assert row["memoryType"] in policy["memoryTypeAllowed"], row["id"]
         assert row["sourceKind"] in policy["sourceKindAllowed"], row["id"]
         assert row["confirmationStatus"] in policy["confirmationStatusAllowed"], row["id"]
-        assert row["confidence"] >= policy["confidenceMin"], row["id"]
+        held = row["confirmationStatus"] in CONFIDENCE_GATED
+        assert not held or row["confidence"] >= policy["confidenceMin"], row["id"]
         assert SENSITIVITY_ORDER.index(row["sensitivity"]) <= ceiling, row["id"]
     funnel = example["funnel"]
     assert funnel["afterPolicy"] == len(example["rows"])

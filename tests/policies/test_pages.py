@@ -291,6 +291,7 @@ class FloorPageTests:
                     content="x",
                     memory_type="fact",
                     source_kind="user",
+                    confirmation_status="inferred",  # held to the confidence minimum
                     sensitivity=sensitivity,
                     confidence=confidence,
                     consent_policy="explicit",

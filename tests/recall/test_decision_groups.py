@@ -13,6 +13,8 @@ from recall.page_selectors import FILTER_AXES, decision_groups, failed_value
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 POLICY = {**default_floor(), "confidenceMin": 0.5, "maxAgeSeconds": 30 * 86_400}
+# A filtered row's values, as memory_policy_fields reads them: below the confidence minimum.
+LOW = {"confirmation_status": "observed", "confidence": 0.1, "segment_kind": "memory"}
 
 
 def ranked(pk: str, code: str, kind: str = "memory", score: float = 0.3) -> dict[str, Any]:
@@ -33,7 +35,8 @@ class FailedValueTests:
     @pytest.mark.parametrize(
         ("code", "row", "words"),
         [
-            ("confidence_below_min", {"confidence": 0.38}, "confidence 0.38 < 0.5"),
+            ("confidence_below_min", {"confirmation_status": "inferred", "confidence": 0.38},
+             "inferred, confidence 0.38 < 0.5"),
             ("sensitivity_above_ceiling", {"sensitivity": "restricted"},
              "sensitivity restricted > confidential"),
             ("older_than_max_age", {"created_at": NOW - timedelta(days=45, hours=3)},
@@ -76,7 +79,7 @@ class DecisionGroupTests:
         result = decision_groups(
             envelope=envelope(decisions, reasons),
             policy=POLICY,
-            fields={"4": {"confidence": 0.2, "segment_kind": "memory"}},
+            fields={"4": {**LOW, "confidence": 0.2}},
             now=NOW,
         )
 
@@ -90,7 +93,7 @@ class DecisionGroupTests:
         assert included.rows[0].content == "content 1" and included.ranked
         assert budget.rows[0].why == "its kind is cut first under budget pressure (drop order)"
         assert forbidden.ranked and forbidden.rows[0].why == "segment kind retrieval is forbidden"
-        assert not low.ranked and low.rows[0].why == "confidence 0.2 < 0.5"
+        assert not low.ranked and low.rows[0].why == "observed, confidence 0.2 < 0.5"
         assert low.rows[0].content is None  # a filtered memory's content is never shown
         assert [(c.code, c.n) for c in result.counted] == [
             ("below_top_k", 3),
@@ -99,7 +102,7 @@ class DecisionGroupTests:
 
     def test_a_capped_report_counts_what_it_does_not_list(self):
         decisions = [{"id": str(n), "code": "confidence_below_min"} for n in range(8)]
-        fields = {str(n): {"confidence": 0.1, "segment_kind": "memory"} for n in range(8)}
+        fields = {str(n): LOW for n in range(8)}
 
         (group,) = decision_groups(
             envelope=envelope(decisions, {"confidence_below_min": 300}),
@@ -113,7 +116,7 @@ class DecisionGroupTests:
 
     def test_without_the_policy_or_the_row_no_value_is_guessed(self):
         decisions = [{"id": pk, "code": "confidence_below_min"} for pk in ("1", "2")]
-        fields = {"1": {"confidence": 0.1, "segment_kind": "memory"}}  # 2 was deleted since
+        fields = {"1": LOW}  # 2 was deleted since
 
         known = decision_groups(
             envelope=envelope(decisions, {}), policy=POLICY, fields=fields, now=NOW
@@ -122,6 +125,6 @@ class DecisionGroupTests:
             envelope=envelope(decisions, {}), policy=None, fields=fields, now=NOW
         )
 
-        assert [r.why for r in known.groups[0].rows] == ["confidence 0.1 < 0.5", ""]
+        assert [r.why for r in known.groups[0].rows] == ["observed, confidence 0.1 < 0.5", ""]
         assert [r.why for r in unknown.groups[0].rows] == ["", ""]
         assert known.groups[0].count == 2  # no reasons given: the rows are the count

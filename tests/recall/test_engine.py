@@ -9,11 +9,16 @@ from importlib import import_module
 from typing import Any
 
 import pytest
+from django.db import connection
 from django.utils import timezone
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from policies.algebra import VOCABULARIES, default_floor
 from policies.selectors import effective_policy_for
 from portal.db.cursors import prepared_statement, prepared_statements
 from recall.engine import funnel_cache, policy_filter, read
+from recall.engine.impact import memory_policy_impact
 from recall.models import FunnelCache, MemoryRecord
 from recall.page_selectors import recall_preview
 from recall.runtime import embedder
@@ -68,6 +73,57 @@ class PolicyFilterTests:
             values[name] for name in re.findall(r"%\((\w+)\)s", named)
         ]
         assert '"recall_memoryrecord".lifecycle_status' in expression.sql
+
+
+def held_to_confidence_min(status: str | None, confidence: float | None, minimum: float) -> bool:
+    """Seed 001's words, apart from the SQL: ``confidenceMin`` is the "minimum confidence for
+    inferred or observed memory"; a NULL never passes a rule."""
+    if status is None or confidence is None:
+        return False
+    return status not in ("inferred", "observed") or confidence >= minimum
+
+
+@pytest.mark.django_db
+class ConfidenceRuleTests:
+    @settings(max_examples=120, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(
+        status=st.none() | st.sampled_from(VOCABULARIES["confirmationStatus"]),
+        confidence=st.none() | st.floats(0.0, 1.0),
+        minimum=st.floats(0.0, 1.0),
+    )
+    def test_the_sql_holds_inferred_and_observed_memories_only_and_fails_nulls(
+        self, status, confidence, minimum
+    ):
+        check = dict(policy_filter.POLICY_CHECKS)["confidence_below_min"]
+        sql = check.format(m="m.", confidence_min="%s")
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT {sql} FROM (VALUES (%s::text, %s::float8)) AS m(confirmation_status,"
+                " confidence)",
+                [minimum, status, confidence],
+            )
+            [(passed,)] = cursor.fetchall()
+
+        assert passed is held_to_confidence_min(status, confidence, minimum)
+
+    def test_the_impact_preview_counts_only_inferred_and_observed_memories_as_stopped(
+        self, workspace_a
+    ):
+        statuses = VOCABULARIES["confirmationStatus"]
+        factories.memories(
+            workspace_a,
+            *({"content": f"{s} note", "confirmation_status": s, "confidence": 0.3}
+              for s in statuses),
+        )  # fmt: skip
+        floor = default_floor()
+
+        [(recallable, stopped)] = memory_policy_impact(
+            workspace=workspace_a,
+            pairs=[(floor, {**floor, "confidenceMin": 0.5})],
+            now=timezone.now(),
+        )
+
+        assert (recallable, stopped) == (len(statuses), 2)
 
 
 class FunnelCacheTriggerTests:

@@ -58,12 +58,14 @@ def hnsw_index_rebuilt(db: None) -> None:
 STRICT = {
     "memoryTypeAllowed": ["fact", "decision"],
     "sensitivityCeiling": "internal",
+    "confidenceMin": 0.5,
 }
 
 
 @pytest.fixture
 def strict(workload_a: Workload) -> Workload:
-    """Facts and decisions only, nothing above internal: two ways for a row to fail."""
+    """Facts and decisions only, nothing above internal, no inferred or observed memory below
+    confidence 0.5: three ways for a row to fail."""
     workload_policy_save(
         workload=workload_a, environment="prod", document=STRICT, author="system:test"
     )
@@ -201,6 +203,16 @@ class FunnelCacheTests:
         assert answer(read(strict)) == answer(fresh_scan(strict))
         assert answer(read(other)) == answer(fresh_scan(other))
         assert read(strict).funnel.after_policy != read(other).funnel.after_policy
+
+    def test_a_funnel_stored_under_other_rules_is_never_read(self, monkeypatch, strict, ada_rows):
+        read(strict)
+        # A release that changes the filter (as confidenceMin's did) finds the funnels the
+        # rules before it stored, keyed by the same policy values.
+        changed = funnel_cache._DECISION.replace("'passes_policy'", "'passes_every_rule'")
+        monkeypatch.setattr(funnel_cache, "_DECISION", changed)
+
+        assert not read(strict).funnel_cached
+        assert FunnelCache.objects.filter(actor=ada()).count() == 2
 
     def test_an_actor_keeps_only_its_most_recent_funnels(self, strict, ada_rows):
         policy = effective_policy_for(workload=strict, environment="prod").policy
@@ -656,6 +668,9 @@ class FunnelCacheTests:
             "memory_type": ["fact", "decision", "preference"],
             "sensitivity": ["public", "internal", "confidential"],
             "lifecycle_status": ["active", "active", "suppressed"],
+            # the confidence minimum holds inferred and observed memories only
+            "confirmation_status": ["user_confirmed", "inferred", "observed"],
+            "confidence": [0.3, 0.9],
         }
         now = timezone.now()
         # the HNSW variant starts above three eligible rows, so that it ranks by the index

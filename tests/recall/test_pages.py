@@ -477,7 +477,14 @@ def crowd(workspace_a):
         workspace_a,
         {"content": "Ada prefers concise release summaries", "memory_type": "preference"},
         {"content": "Ada decided release notes go out on Fridays", "memory_type": "decision"},
-        *({"content": f"Ada maybe likes release note {i}", "confidence": 0.38} for i in range(12)),
+        *(
+            {
+                "content": f"Ada maybe likes release note {i}",
+                "confidence": 0.38,
+                "confirmation_status": "inferred",
+            }
+            for i in range(12)
+        ),
         {"content": "Ada salary band and release bonus", "sensitivity": "restricted"},
         {"content": "Ada's release retro, long ago", "created_at": old},
         {"content": "Ada's release habit, unknown consent", "consent_policy": "unknown"},
@@ -499,7 +506,7 @@ class SandboxDecisionGroupTests:
         assert "Filtered by policy: Minimum confidence" in low
         assert '<code class="api-name">confidenceMin</code>' in low
         assert '<span class="group-count">12</span>' in low
-        assert low.count("confidence 0.38 &lt; 0.5") == 12
+        assert low.count("inferred, confidence 0.38 &lt; 0.5") == 12
         shown, rest = low.split('<details class="group-rest">')
         assert shown.count('<tr id="decision-') == 5 and rest.count('<tr id="decision-') == 7
         assert "Show the other 7" in rest
@@ -524,7 +531,8 @@ class SandboxDecisionGroupTests:
         client.post("/w/team-a/sandbox/", recall_form(workload_a))  # warm the session
         with django_assert_num_queries(NUM_RUN_QUERIES):
             client.post("/w/team-a/sandbox/", recall_form(workload_a))
-        seed(workspace_a, *({"content": f"weak {i}", "confidence": 0.1} for i in range(40)))
+        weak = {"confidence": 0.1, "confirmation_status": "observed"}
+        seed(workspace_a, *({"content": f"weak {i}", **weak} for i in range(40)))
         with django_assert_num_queries(NUM_RUN_QUERIES):
             html = client.post("/w/team-a/sandbox/", recall_form(workload_a)).content.decode()
         assert '<span class="group-count">52</span>' in section(
@@ -538,7 +546,8 @@ class SandboxDecisionGroupTests:
         html = client_for(editor).post("/w/team-a/sandbox/", recall_form(workload_a)).content
         html = html.decode()
         assert "decisions-confidence_below_min" not in html
-        assert 'Filtered: confidence below the minimum <code class="api-name">' in html
+        words = "Filtered: inferred or observed, confidence below the minimum"
+        assert f'{words} <code class="api-name">' in html
 
 
 # One run of the sandbox page at full diagnostics, pinned: the page, the recall and its append
@@ -611,6 +620,24 @@ class MemoryBrowserTests:
         assert "more sensitive than the ceiling (restricted)" in row_of(html, medical)
         assert "lifecycle status is not active (suppressed)" in row_of(html, coffee)
         assert "Fail closed: consent withdrawn" in row_of(html, withdrawn)
+
+    def test_the_recallable_column_holds_only_inferred_and_observed_to_the_confidence_minimum(
+        self, viewer, workspace_a, workload_a
+    ):
+        set_floor(workspace_a, confidenceMin=0.5)
+        confirmed, inferred = seed(
+            workspace_a,
+            {"content": "Ada confirmed this", "confirmation_status": "operator_confirmed",
+             "confidence": 0.3},
+            {"content": "Ada might like this", "confirmation_status": "inferred",
+             "confidence": 0.3},
+        )  # fmt: skip
+        html = client_for(viewer).get("/w/team-a/memories/?actor=user:ada").content.decode()
+        assert "Passes the fail-closed rules and every policy axis" in row_of(html, confirmed)
+        assert (
+            "Filtered: inferred or observed, confidence below the minimum"
+            " (inferred, confidence 0.3)"
+        ) in row_of(html, inferred)
 
     def test_the_recallable_column_follows_the_chosen_workload_policy(
         self, viewer, workload_a, browse

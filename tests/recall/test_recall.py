@@ -108,8 +108,15 @@ AXIS_CASES = {
     ),
     "confidenceMin": (
         {"confidenceMin": 0.7},
-        [{"confidence": 0.7}, {"confidence": 1.0}],
-        [{"confidence": 0.69}, {"confidence": 0.0}],
+        [
+            {"confidence": 0.7, "confirmation_status": "inferred"},
+            {"confidence": 1.0, "confirmation_status": "observed"},
+            {"confidence": 0.1, "confirmation_status": "user_confirmed"},  # not held to it
+        ],
+        [
+            {"confidence": 0.69, "confirmation_status": "inferred"},
+            {"confidence": 0.0, "confirmation_status": "observed"},
+        ],
         "confidence_below_min",
     ),
     "sensitivityCeiling": (
@@ -166,6 +173,34 @@ class RecallAxisTests:
         assert {pk: decided[pk] for pk in ids(dropped)} == dict.fromkeys(ids(dropped), code)
         assert {pk: decided[pk] for pk in ids(kept)} == dict.fromkeys(ids(kept), "included")
         assert "DROPPED" not in json.dumps(envelope)
+
+    @pytest.mark.parametrize(
+        ("status", "recalled"),
+        [
+            ("user_confirmed", True),
+            ("operator_confirmed", True),
+            ("imported", True),
+            ("unknown", True),
+            ("inferred", False),
+            ("observed", False),
+        ],
+    )
+    def test_confidence_min_holds_inferred_and_observed_memories_only(
+        self, editor, workload_a, full_floor, status, recalled
+    ):
+        # Seed 001: confidenceMin is the "minimum confidence for inferred or observed memory".
+        set_workload(workload_a, confidenceMin=0.5)
+        [row] = factories.memories(
+            editor.workspace,
+            {"content": "Ada's release summary", "confirmation_status": status, "confidence": 0.3},
+        )
+
+        envelope = recall(editor, workload_a)
+
+        code = "included" if recalled else "confidence_below_min"
+        decided = {d["id"]: d["code"] for d in envelope["diagnostics"]["decisions"]}
+        assert decided == {str(row.pk): code}
+        assert entry_ids(envelope) == ({str(row.pk)} if recalled else set())
 
     def test_a_row_failing_several_axes_is_reported_under_the_first(
         self, editor, workload_a, full_floor
@@ -360,7 +395,12 @@ class OverrideTests:
             workspace_a,
             {"content": "sure fact", "memory_type": "fact", "confidence": 0.9},
             {"content": "sure preference", "memory_type": "preference", "confidence": 0.9},
-            {"content": "unsure fact", "memory_type": "fact", "confidence": 0.6},
+            {
+                "content": "unsure fact",
+                "memory_type": "fact",
+                "confidence": 0.6,
+                "confirmation_status": "inferred",
+            },
         )
         return {row.content: row for row in rows}
 

@@ -92,7 +92,9 @@ class ReplayTests:
         self, editor, workspace_a, recorded
     ):
         event, rows = recorded
-        MemoryRecord.objects.filter(pk=rows[0].pk).update(confidence=0.6)
+        MemoryRecord.objects.filter(pk=rows[0].pk).update(
+            confidence=0.6, confirmation_status="inferred"
+        )
         # the update above predates nothing: make it look old, as if it was so at the recall
         MemoryRecord.objects.filter(pk=rows[0].pk).update(updated_at=event.occurred_at)
         set_floor(workspace_a, confidenceMin=0.7)
