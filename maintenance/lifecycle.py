@@ -70,11 +70,18 @@ WEIGHT_NAMES = ("age", "access", "confidence", "connections")
 
 
 class LifecycleSettingsInvalid(Exception):
-    """A settings document that breaks a rule; ``fields`` maps each key to its problem."""
+    """A settings document that breaks a rule; ``fields`` maps each key to its problem.
+    ``malformed`` is False when every value is well formed and only a rule across values
+    fails (promotion weights that do not add up to 1)."""
 
-    def __init__(self, fields: dict[str, str]):
+    def __init__(self, fields: dict[str, str], *, malformed: bool = True):
         super().__init__("The lifecycle settings are not valid.")
         self.fields = fields
+        self.malformed = malformed
+
+
+class WeightsUnbalanced(ValueError):
+    """Promotion weights, each well formed, that do not add up to 1."""
 
 
 @dataclass(frozen=True)
@@ -208,7 +215,8 @@ def default_settings() -> dict[str, Any]:
 def normalize_settings(document: Any) -> dict[str, Any]:
     """A complete, checked settings document: missing keys take their defaults.
 
-    Raises ``LifecycleSettingsInvalid`` naming every key that breaks a rule.
+    Raises ``LifecycleSettingsInvalid`` naming every key that breaks a rule (``malformed``
+    False when only the promotion weights' sum does).
     """
     if not isinstance(document, Mapping):
         raise LifecycleSettingsInvalid({"settings": "Send the settings as a JSON object."})
@@ -216,14 +224,17 @@ def normalize_settings(document: Any) -> dict[str, Any]:
     for key in sorted(set(document) - set(SETTINGS_BY_NAME)):
         errors[key] = "Unknown setting."
     result: dict[str, Any] = {}
+    unbalanced: set[str] = set()
     for setting in SETTINGS:
         raw = document.get(setting.name, setting.default)
         try:
             result[setting.name] = _CHECKS[setting.kind](setting, raw)
         except ValueError as exc:
             errors[setting.name] = str(exc)
+            if isinstance(exc, WeightsUnbalanced):
+                unbalanced.add(setting.name)
     if errors:
-        raise LifecycleSettingsInvalid(errors)
+        raise LifecycleSettingsInvalid(errors, malformed=set(errors) != unbalanced)
     return result
 
 
@@ -261,7 +272,9 @@ def _weights(setting: Setting, raw: Any) -> dict[str, float]:
             raise ValueError(f"The {name} weight must be a number from 0 to 1.")
         weights[name] = float(value)
     if abs(sum(weights.values()) - 1.0) > 1e-6:
-        raise ValueError(f"The weights must add up to 1; they add up to {sum(weights.values()):g}.")
+        raise WeightsUnbalanced(
+            f"The weights must add up to 1; they add up to {sum(weights.values()):g}."
+        )
     return weights
 
 

@@ -50,7 +50,7 @@ from maintenance.selectors import archive_manifest, lifecycle_settings_current
 from maintenance.sweeps import SWEEP_CLASSES, apply_batch
 from policies import algebra
 from policies.services import change_comment
-from portal.errors import DomainError, NotFoundError, ValidationFailed
+from portal.errors import DomainError, NotFoundError, UnprocessableError, ValidationFailed
 from portal.models import Workspace
 from portal.tasks import TRANSIENT_ERRORS, QueueUnavailable, enqueue
 from portal.versioning import versioned_save
@@ -83,7 +83,13 @@ def lifecycle_settings_save(
     try:
         normalized = lifecycle.normalize_settings(document)
     except LifecycleSettingsInvalid as exc:
-        raise ValidationFailed(exc.fields, "The lifecycle settings are not valid.") from None
+        if exc.malformed:
+            raise ValidationFailed(exc.fields, "The lifecycle settings are not valid.") from None
+        raise UnprocessableError(
+            "PROMOTION_WEIGHTS_UNBALANCED",
+            "The promotion weights must add up to 1; nothing was saved.",
+            {"fields": exc.fields},
+        ) from None
     comment = change_comment(comment)
 
     def locked_document() -> dict[str, Any]:

@@ -58,7 +58,7 @@ from maintenance.words import (
     undo_words,
 )
 from policies import algebra, labels
-from portal.errors import DomainError, ValidationFailed
+from portal.errors import DomainError, UnprocessableError, ValidationFailed
 from portal.form_errors import add_domain_error
 from portal.http import HtmxHttpRequest
 from portal.models import Role
@@ -478,7 +478,7 @@ def settings_page(request: HttpRequest, slug: str) -> HttpResponse:
                 )
             except LifecycleSettingsInvalid as exc:
                 form.add_rule_errors(exc.fields)
-            except ValidationFailed as exc:
+            except (ValidationFailed, UnprocessableError) as exc:
                 form.add_rule_errors(exc.details.get("fields", {}))
             else:
                 if version.version == current.version:

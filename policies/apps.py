@@ -2,10 +2,12 @@ from __future__ import annotations
 
 from django.apps import AppConfig
 
-# HTTP status per policy-algebra error code (the algebra itself knows nothing of HTTP).
+# HTTP status per policy-algebra error code (the algebra itself knows nothing of HTTP): a
+# malformed policy is a 400; a well-formed one that breaks a rule across its axes (a budget
+# the planner cannot honour, a workload wider than the floor) is a 422.
 POLICY_ERROR_STATUS = {
     "INVALID_POLICY": 400,
-    "BUDGET_NOT_HONOURABLE": 400,
+    "BUDGET_NOT_HONOURABLE": 422,
     "WORKLOAD_RELAXES_OPERATOR_FLOOR": 422,
     "USER_OVERRIDE_NOT_PERMITTED": 403,
 }

@@ -46,6 +46,14 @@ class ConflictError(DomainError):
         super().__init__(code, message, details)
 
 
+class UnprocessableError(DomainError):
+    """A well-formed request the data or a rule across its values refuses (a budget the
+    planner cannot honour, weights that do not add up, a query the workspace never kept):
+    422, as opposed to a malformed request (400)."""
+
+    status = 422
+
+
 class VersionConflict(DomainError):
     """A save based on a version that is no longer the current one (someone saved since)."""
 

@@ -14,6 +14,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from portal.database_url import parse_database_url
 from portal.env import env_bool, env_int, env_keyring, env_list, env_str
+from portal.ids import ID_SCHEMA
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -238,6 +239,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # Ids in paths (``<id:...>``, portal.ids.IdConverter) are integers.
+    "PATH_CONVERTER_OVERRIDES": {"id": ID_SCHEMA},
 }
 
 # --- Recall -----------------------------------------------------------------------------------

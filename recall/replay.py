@@ -22,7 +22,7 @@ from policies.algebra import PolicyError
 from policies.axes import PolicyDocument
 from policies.models import Workload
 from policies.selectors import effective_policy_for
-from portal.errors import ConflictError, DomainError, NotFoundError, ValidationFailed
+from portal.errors import ConflictError, DomainError, NotFoundError, UnprocessableError
 from portal.models import Workspace
 from recall.envelope import Counts, query_hash
 from recall.models import Actor
@@ -203,9 +203,16 @@ def _query(event: AuditEvent, payload: dict[str, Any], query: str | None) -> tup
     if stored is not None and not query:
         return stored, "stored", True
     if not query or not query.strip():
-        raise ValidationFailed(
-            {"query": "This workspace does not store queries: paste the recall's query."},
-            "The query is needed to run the recall again.",
+        # A well-formed request the data cannot serve: the event kept no query to run again.
+        raise UnprocessableError(
+            "QUERY_REQUIRED",
+            "The query is needed to run the recall again: this workspace does not store "
+            "queries. Paste the recall's query.",
+            {
+                "fields": {
+                    "query": "This workspace does not store queries: paste the recall's query."
+                }
+            },
         )
     recorded = payload.get("queryHash")
     if recorded is None:

@@ -1,7 +1,8 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -27,7 +28,7 @@ from policies.selectors import (
     effective_policy_remembered,
 )
 from portal.db.cursors import StoredVector
-from portal.errors import ConflictError, DomainError, ValidationFailed
+from portal.errors import ConflictError, DomainError, UnprocessableError, ValidationFailed
 from portal.models import Workspace
 from portal.tasks import eager, enqueue
 from portal.tokens import TokenCheck
@@ -622,29 +623,44 @@ def memory_import(
 
 
 def _check_restorable_ids(ids: Sequence[int]) -> None:
-    """Ids an import may restore: free, distinct, and issued by the database before (an id
-    beyond the sequence would collide with a memory created later)."""
+    """Ids an import may restore: distinct within the batch (else 400), held by no memory now
+    (else 409 MEMORY_ID_TAKEN), and issued by the database before (else 422
+    MEMORY_ID_NOT_ISSUED: an id beyond the sequence would collide with a memory created
+    later)."""
     if not ids:
         return
+
+    def listed(refused: Iterable[int]) -> list[int]:
+        return sorted(set(refused))[:20]
+
+    def words(refused: list[int]) -> str:
+        return ", ".join(str(pk) for pk in refused)
+
+    leave_out = "Leave id out to import these as new memories."
+    repeated = listed(pk for pk, n in Counter(ids).items() if n > 1)
+    if repeated:
+        raise ValidationFailed(
+            {"id": f"Id {words(repeated)} is named more than once in this batch."},
+            "Some memories name the same id; nothing was saved.",
+        )
+    taken = listed(MemoryRecord.objects.filter(pk__in=ids).values_list("pk", flat=True))
+    if taken:
+        raise ConflictError(
+            f"A memory holds id {words(taken)} now; nothing was saved. {leave_out}",
+            {"ids": taken, "fields": {"id": f"Id {words(taken)} is in use. {leave_out}"}},
+            code="MEMORY_ID_TAKEN",
+        )
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT last_value, is_called FROM {MemoryRecord._meta.db_table}_id_seq")
         last_value, is_called = cursor.fetchone()
     issued = last_value if is_called else last_value - 1
-    taken = set(MemoryRecord.objects.filter(pk__in=ids).values_list("pk", flat=True))
-    seen: set[int] = set()
-    refused = []
-    for pk in ids:
-        if pk in taken or pk > issued or pk in seen:
-            refused.append(pk)
-        seen.add(pk)
-    if refused:
-        listed = ", ".join(str(pk) for pk in sorted(set(refused))[:20])
-        raise ValidationFailed(
-            {
-                "id": f"Cannot restore under id {listed}: an id in use, repeated, or never "
-                "issued. Leave id out to import these as new memories."
-            },
-            "Some memories cannot be restored under their id; nothing was saved.",
+    never = listed(pk for pk in ids if pk > issued)
+    if never:
+        raise UnprocessableError(
+            "MEMORY_ID_NOT_ISSUED",
+            f"This database never issued id {words(never)}: a memory restored under it would"
+            f" collide with one created later; nothing was saved. {leave_out}",
+            {"ids": never, "fields": {"id": f"Id {words(never)} was never issued. {leave_out}"}},
         )
 
 

@@ -7,7 +7,7 @@ from audit.api import views
 urlpatterns = [
     path("audit/events/", views.AuditEventListView.as_view(), name="api-audit-events"),
     path(
-        "audit/events/<int:event_id>", views.AuditEventDetailView.as_view(), name="api-audit-event"
+        "audit/events/<id:event_id>", views.AuditEventDetailView.as_view(), name="api-audit-event"
     ),
     path("audit/verify", views.AuditVerifyView.as_view(), name="api-audit-verify"),
 ]

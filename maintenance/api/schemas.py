@@ -2,7 +2,7 @@
 
 ``maintenance.lifecycle.normalize_settings`` checks every document; this states the same
 per-key rules for the OpenAPI schema. That the promotion weights add up to 1 is the one rule
-it cannot state (a 400 naming promotionWeights).
+it cannot state (a 422 PROMOTION_WEIGHTS_UNBALANCED naming promotionWeights).
 """
 
 from __future__ import annotations

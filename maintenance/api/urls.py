@@ -25,41 +25,39 @@ urlpatterns = [
         views.SweepStartView.as_view(),
         name="api-maintenance-start",
     ),
+    path("maintenance/runs/<id:run_id>", views.RunDetailView.as_view(), name="api-maintenance-run"),
     path(
-        "maintenance/runs/<str:run_id>", views.RunDetailView.as_view(), name="api-maintenance-run"
-    ),
-    path(
-        "maintenance/runs/<str:run_id>/items",
+        "maintenance/runs/<id:run_id>/items",
         views.RunItemsView.as_view(),
         name="api-maintenance-run-items",
     ),
     path(
-        "maintenance/runs/<str:run_id>/cancel",
+        "maintenance/runs/<id:run_id>/cancel",
         views.RunCancelView.as_view(),
         name="api-maintenance-run-cancel",
     ),
     path(
-        "maintenance/runs/<str:run_id>/archive",
+        "maintenance/runs/<id:run_id>/archive",
         views.RunArchiveView.as_view(),
         name="api-maintenance-run-archive",
     ),
     path(
-        "maintenance/runs/<str:run_id>/archive/manifest",
+        "maintenance/runs/<id:run_id>/archive/manifest",
         views.RunManifestView.as_view(),
         name="api-maintenance-run-manifest",
     ),
     path(
-        "maintenance/runs/<str:run_id>/restore",
+        "maintenance/runs/<id:run_id>/restore",
         views.RunRestoreView.as_view(),
         name="api-maintenance-run-restore",
     ),
     path(
-        "maintenance/runs/<str:run_id>/revert",
+        "maintenance/runs/<id:run_id>/revert",
         views.RunRevertView.as_view(),
         name="api-maintenance-run-revert",
     ),
     path(
-        "memory/memories/<str:memory_id>/lifecycle",
+        "memory/memories/<id:memory_id>/lifecycle",
         views.MemoryLifecycleView.as_view(),
         name="api-memory-lifecycle",
     ),

@@ -74,6 +74,13 @@ def _choice(raw: str | None, name: str, allowed: list[str]) -> str | None:
     return raw
 
 
+WEIGHTS_UNBALANCED_RESPONSE = OpenApiResponse(
+    ErrorSerializer,
+    description="PROMOTION_WEIGHTS_UNBALANCED: the promotion weights, each well formed, do not "
+    "add up to 1 (`details.fields.promotionWeights`); nothing was saved.",
+)
+
+
 class LifecycleSettingsView(ApiView):
     @extend_schema(
         responses=LifecycleSettingsSerializer, summary="The workspace's lifecycle settings"
@@ -85,7 +92,7 @@ class LifecycleSettingsView(ApiView):
 
     @extend_schema(
         request={"application/json": lifecycle_settings_schema()},
-        responses=LifecycleSettingsSerializer,
+        responses={200: LifecycleSettingsSerializer, 422: WEIGHTS_UNBALANCED_RESPONSE},
         summary="Replace the lifecycle settings (a new version; missing keys take defaults)",
         description='`{"settings": {...}, "comment": "..."}` or the settings object itself.',
     )
@@ -100,7 +107,7 @@ class LifecycleSettingsView(ApiView):
 
     @extend_schema(
         request={"application/json": lifecycle_settings_schema()},
-        responses=LifecycleSettingsSerializer,
+        responses={200: LifecycleSettingsSerializer, 422: WEIGHTS_UNBALANCED_RESPONSE},
         summary="Change some lifecycle settings (a new version)",
     )
     def patch(self, request: Request, slug: str) -> Response:
@@ -211,7 +218,7 @@ class RunListView(ApiView):
 
 class RunDetailView(ApiView):
     @extend_schema(responses=RunSerializer, summary="One maintenance run")
-    def get(self, request: Request, run_id: str) -> Response:
+    def get(self, request: Request, run_id: int) -> Response:
         return Response(RunSerializer(_run(self.caller(request), run_id)).data)
 
 
@@ -221,7 +228,7 @@ class RunItemsView(ApiView):
         responses=ItemSerializer(many=True),
         summary="The memories a run lists, with why and what happened to each",
     )
-    def get(self, request: Request, run_id: str) -> Response:
+    def get(self, request: Request, run_id: int) -> Response:
         run = _run(self.caller(request), run_id)
         items = run.items.order_by("memory_id")
         outcome = _choice(request.query_params.get("outcome"), "outcome", Outcome.values)
@@ -234,7 +241,7 @@ class RunItemsView(ApiView):
 
 class RunCancelView(ApiView):
     @extend_schema(request=None, responses=RunSerializer, summary="Cancel a queued or running run")
-    def post(self, request: Request, run_id: str) -> Response:
+    def post(self, request: Request, run_id: int) -> Response:
         caller = self.caller(request)
         run = _run(caller, run_id, required=Role.OPERATOR)
         return Response(
@@ -254,7 +261,7 @@ class RunArchiveView(ApiView):
         description="Each line is a memory in the import's shape, with its id and actorId: "
         "the memory import (or POST .../restore) takes it back.",
     )
-    def get(self, request: Request, run_id: str) -> StreamingHttpResponse:
+    def get(self, request: Request, run_id: int) -> StreamingHttpResponse:
         run = _run(self.caller(request), run_id, required=Role.OPERATOR)
         _retention_execute(run)
         response = StreamingHttpResponse(
@@ -271,7 +278,7 @@ class RunManifestView(ApiView):
     @extend_schema(
         responses=OpenApiTypes.OBJECT, summary="A retention archive's counts and SHA-256"
     )
-    def get(self, request: Request, run_id: str) -> Response:
+    def get(self, request: Request, run_id: int) -> Response:
         run = _run(self.caller(request), run_id)
         _retention_execute(run)
         return Response(archive_manifest(run))
@@ -283,7 +290,7 @@ class RunRestoreView(ApiView):
         responses=RestoreSerializer,
         summary="Put a retention run's deleted memories back, under their own ids",
     )
-    def post(self, request: Request, run_id: str) -> Response:
+    def post(self, request: Request, run_id: int) -> Response:
         caller = self.caller(request)
         run = _run(caller, run_id, required=Role.OPERATOR)
         _retention_execute(run)
@@ -322,7 +329,7 @@ class RunRevertView(ApiView):
         "does it in one transaction with one `maintenance.reverted` event. A run is reverted "
         "once; a retention run's deleted memories come back from its archive (`.../restore`).",
     )
-    def post(self, request: Request, run_id: str) -> Response:
+    def post(self, request: Request, run_id: int) -> Response:
         caller = self.caller(request)
         params = request.query_params
         mode = params.get("mode") or Mode.PREVIEW
@@ -341,7 +348,7 @@ class MemoryLifecycleView(ApiView):
         responses=MemoryLifecycleSerializer,
         summary="Where a memory stands: tier, decay score, when it turns stale, promotion",
     )
-    def get(self, request: Request, memory_id: str) -> Response:
+    def get(self, request: Request, memory_id: int) -> Response:
         memory = memory_for(self.caller(request), memory_id)
         state = memory_lifecycle(memory=memory)
         return Response(

@@ -2,18 +2,21 @@
 
 The policy algebra validates every document; these schemas state the same per-axis rules
 (types, vocabularies, bounds, no unknown axis) so a client, or the fuzzer, can read them.
-What no schema can state stays the algebra's: a budget the planner cannot honour
-(BUDGET_NOT_HONOURABLE) and a workload policy wider than the floor (422).
+What no schema can state stays the algebra's: a budget the planner cannot honour and a
+workload policy wider than the floor, each a 422 (:data:`BUDGET_NOT_HONOURABLE_RESPONSE`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import OpenApiResponse
+
 from policies.algebra import MAX_AGE_SECONDS, MAX_TOKENS, RELAXABLE_KEY
 from policies.axes import AXES, Axis
 from policies.services import COMMENT_MAX
 from policies.vocabulary import SEGMENT_KINDS, VOCABULARIES
+from portal.api.errors import ErrorSerializer
 from portal.api.versioning import BASE_VERSION_SCHEMA
 
 COMMENT_SCHEMA = {
@@ -22,6 +25,17 @@ COMMENT_SCHEMA = {
     "nullable": True,
     "description": "Change comment.",
 }
+
+
+BUDGET_NOT_HONOURABLE = (
+    "BUDGET_NOT_HONOURABLE: the planner cannot honour the budget (reservations past "
+    "`totalTokenBudget`, a reservation above its ceiling, a kind both pinned and forbidden); "
+    "`details.fields` names the axes"
+)
+# For the operations that take a budget (a floor, an override): the body is well formed.
+BUDGET_NOT_HONOURABLE_RESPONSE = OpenApiResponse(
+    ErrorSerializer, description=BUDGET_NOT_HONOURABLE + "; nothing was saved or run."
+)
 
 
 def _labels(axis: Axis) -> dict[str, Any]:

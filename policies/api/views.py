@@ -12,7 +12,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from policies import algebra, services
-from policies.api.schemas import policy_save_schema
+from policies.api.schemas import (
+    BUDGET_NOT_HONOURABLE,
+    BUDGET_NOT_HONOURABLE_RESPONSE,
+    policy_save_schema,
+)
 from policies.api.serializers import (
     EffectivePolicySerializer,
     WorkloadPolicySerializer,
@@ -180,7 +184,11 @@ class WorkspacePolicyView(ApiView):
     @extend_schema(
         parameters=[IF_MATCH_PARAM, ETAG_HEADER],
         request={"application/json": policy_save_schema(floor=True)},
-        responses={200: WorkspacePolicySerializer, 409: VERSION_CONFLICT_RESPONSE},
+        responses={
+            200: WorkspacePolicySerializer,
+            409: VERSION_CONFLICT_RESPONSE,
+            422: BUDGET_NOT_HONOURABLE_RESPONSE,
+        },
         summary="Replace the operator floor (a new version)",
         description=POLICY_BODY_DOC + " Every axis is required." + BASE_VERSION_DOC,
     )
@@ -303,7 +311,7 @@ class WorkloadPolicyView(ApiView):
             422: OpenApiResponse(
                 ErrorSerializer,
                 description="WORKLOAD_RELAXES_OPERATOR_FLOOR: `details` lists the axes wider "
-                "than the floor; nothing was saved.",
+                f"than the floor; or {BUDGET_NOT_HONOURABLE}. Nothing was saved.",
             ),
         },
         summary="Save the workload's policy for an environment (a new version)",

@@ -11,6 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from audit.selectors import memory_injections, with_events
+from policies.api.schemas import BUDGET_NOT_HONOURABLE_RESPONSE
 from policies.models import Workload
 from portal.access import Caller, scoped_get, workspace_for
 from portal.api.errors import ErrorSerializer
@@ -133,7 +134,20 @@ class ActorMemoriesView(ApiView):
     @extend_schema(
         parameters=[WORKSPACE_PARAM],
         request=MEMORY_IMPORT_REQUEST,
-        responses={201: MEMORY_IMPORT_RESPONSE},
+        responses={
+            201: MEMORY_IMPORT_RESPONSE,
+            409: OpenApiResponse(
+                ErrorSerializer,
+                description="MEMORY_ID_TAKEN: a memory restored under its `id` (an archive "
+                "line) finds another memory holding it (`details.ids`); or the actor was "
+                "erased (ACTOR_ERASED). Nothing was saved.",
+            ),
+            422: OpenApiResponse(
+                ErrorSerializer,
+                description="MEMORY_ID_NOT_ISSUED: a memory restored under an `id` this "
+                "database never issued (`details.ids`); nothing was saved.",
+            ),
+        },
         summary='Add one memory, or up to 1,000 as {"memories": [...]} (all or nothing)',
     )
     def post(self, request: Request, actor_id: str) -> Response:
@@ -155,11 +169,11 @@ class ActorMemoriesView(ApiView):
 
 class MemoryDetailView(ApiView):
     @extend_schema(responses=MemorySerializer)
-    def get(self, request: Request, memory_id: str) -> Response:
+    def get(self, request: Request, memory_id: int) -> Response:
         return Response(MemorySerializer(memory_for(self.caller(request), memory_id)).data)
 
     @extend_schema(request=MemoryPatchSerializer(partial=True), responses=MemorySerializer)
-    def patch(self, request: Request, memory_id: str) -> Response:
+    def patch(self, request: Request, memory_id: int) -> Response:
         caller = self.caller(request)
         memory = memory_for(caller, memory_id, required=Role.EDITOR)
         serializer = MemoryPatchSerializer(data=json_object(request), partial=True)
@@ -170,7 +184,7 @@ class MemoryDetailView(ApiView):
         return Response(MemorySerializer(memory).data)
 
     @extend_schema(responses={204: None})
-    def delete(self, request: Request, memory_id: str) -> Response:
+    def delete(self, request: Request, memory_id: int) -> Response:
         caller = self.caller(request)
         memory = memory_for(caller, memory_id, required=Role.EDITOR)
         services.memory_delete(memory=memory, author=caller.label)
@@ -182,7 +196,7 @@ class MemoryInjectionsView(ApiView):
         responses=InjectionSerializer(many=True),
         summary="The envelopes that carried this memory, newest first (from the audit trail)",
     )
-    def get(self, request: Request, memory_id: str) -> Response:
+    def get(self, request: Request, memory_id: int) -> Response:
         memory = memory_for(self.caller(request), memory_id)
         paginator = self.pagination_class()
         rows = memory_injections(workspace=memory.workspace, memory_id=memory.pk)
@@ -194,7 +208,7 @@ class MemorySuppressView(ApiView):
     target = LifecycleStatus.SUPPRESSED
 
     @extend_schema(request=None, responses=MemorySerializer)
-    def post(self, request: Request, memory_id: str) -> Response:
+    def post(self, request: Request, memory_id: int) -> Response:
         caller = self.caller(request)
         memory = memory_for(caller, memory_id, required=Role.EDITOR)
         memory = services.memory_set_status(memory=memory, status=self.target, author=caller.label)
@@ -228,7 +242,7 @@ class MemoryReactivateView(ApiView):
         "reactivated memory not recalled for long is due again at the next decay sweep "
         "unless it is recalled or made long-term first.",
     )
-    def post(self, request: Request, memory_id: str) -> Response:
+    def post(self, request: Request, memory_id: int) -> Response:
         caller = self.caller(request)
         memory = memory_for(caller, memory_id, required=Role.OPERATOR)
         serializer = MemoryReactivateSerializer(data=json_object_or_empty(request))
@@ -261,6 +275,7 @@ class RecallView(ApiView):
                 "empty envelope, every count 0, with the warning `actor_unknown` in "
                 "`diagnostics.warnings` (left out, as every warning, at verbosity none).",
             ),
+            422: BUDGET_NOT_HONOURABLE_RESPONSE,
             404: OpenApiResponse(
                 ErrorSerializer,
                 description="NOT_FOUND: no workload `workloadId` (or no workspace "
@@ -405,7 +420,8 @@ class EventReplayView(ApiView):
             200: ReplaySerializer,
             422: OpenApiResponse(
                 ErrorSerializer,
-                description="QUERY_MISMATCH: the query sent is not the one the event recorded.",
+                description="QUERY_MISMATCH: the query sent is not the one the event recorded; "
+                "or QUERY_REQUIRED: no query sent, and the workspace did not store the event's.",
             ),
         },
         summary="Run a context.assembled event's recall again now (recording nothing) and "

@@ -7,7 +7,14 @@ import uuid
 
 from django.urls import URLPattern, URLResolver, get_resolver, resolve, reverse
 
-SAMPLES = {"int": 7, "string": "user:ada", "slug": "acme", "uuid": uuid.UUID(int=5), "path": "a/b"}
+SAMPLES = {
+    "int": 7,
+    "id": 7,
+    "string": "user:ada",
+    "slug": "acme",
+    "uuid": uuid.UUID(int=5),
+    "path": "a/b",
+}
 
 
 def _routes(patterns, namespace=""):

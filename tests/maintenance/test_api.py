@@ -234,7 +234,20 @@ class ArchiveTests:
         again = editor.api().post(
             "/v1/memory/actors/user:ada/memories", {"memories": lines}, format="json"
         )
-        assert "id" in error_of(again, 400)["details"]["fields"]
+        error = error_of(again, 409, "MEMORY_ID_TAKEN")
+        assert error["details"]["ids"] == [self.doomed]
+        assert "in use" in error["details"]["fields"]["id"]
+
+    def test_an_import_that_names_one_id_twice_is_malformed(self, operator, editor, retention_run):
+        text = b"".join(operator.api().get(retention_run["links"]["archive"]).streaming_content)
+        line = json.loads(text.decode().splitlines()[0])
+        before = MemoryRecord.objects.count()
+        response = editor.api().post(
+            "/v1/memory/actors/user:ada/memories", {"memories": [line, line]}, format="json"
+        )
+        error = error_of(response, 400, "INVALID_REQUEST")
+        assert "more than once" in error["details"]["fields"]["id"]
+        assert MemoryRecord.objects.count() == before
 
     def test_an_import_line_of_another_actor_is_refused(self, editor, retention_run):
         line = {"content": "x", "memoryType": "fact", "sourceKind": "user",
@@ -247,9 +260,13 @@ class ArchiveTests:
     def test_an_import_cannot_choose_a_fresh_id(self, editor, workspace_a):
         line = {"content": "x", "memoryType": "fact", "sourceKind": "user", "id": "9000000000"}
         error = error_of(
-            editor.api().post("/v1/memory/actors/user:ada/memories", line, format="json"), 400
+            editor.api().post("/v1/memory/actors/user:ada/memories", line, format="json"),
+            422,
+            "MEMORY_ID_NOT_ISSUED",
         )
+        assert error["details"]["ids"] == [9000000000]
         assert "never issued" in error["details"]["fields"]["id"]
+        assert not MemoryRecord.objects.filter(workspace=workspace_a).exists()
 
     def test_a_preview_has_no_archive(self, operator):
         run = start(operator, "retention").json()
@@ -298,6 +315,28 @@ class LifecycleSettingsTests:
         )
         fields = error_of(response, 400, "INVALID_REQUEST")["details"]["fields"]
         assert set(fields) == {"decayThreshold", "schedule"}
+
+    @pytest.mark.parametrize("method", ["put", "patch"])
+    def test_promotion_weights_that_do_not_add_up_to_1_are_a_422(self, operator, method):
+        weights = {"age": 0.5, "access": 0.5, "confidence": 0.5, "connections": 0}
+        events = AuditEvent.objects.count()
+
+        response = getattr(operator.api(), method)(
+            self.URL, {"promotionWeights": weights}, format="json"
+        )
+
+        error = error_of(response, 422, "PROMOTION_WEIGHTS_UNBALANCED")
+        assert "add up to 1; they add up to 1.5" in error["details"]["fields"]["promotionWeights"]
+        assert operator.api().get(self.URL).json()["version"] == 0
+        assert AuditEvent.objects.count() == events
+
+    def test_a_malformed_setting_beside_unbalanced_weights_is_a_400_naming_both(self, operator):
+        weights = {"age": 0.5, "access": 0.5, "confidence": 0.5, "connections": 0}
+        response = operator.api().patch(
+            self.URL, {"promotionWeights": weights, "retentionDays": "thirty"}, format="json"
+        )
+        fields = error_of(response, 400, "INVALID_REQUEST")["details"]["fields"]
+        assert set(fields) == {"promotionWeights", "retentionDays"}
 
     @pytest.mark.parametrize("who", ["editor", "viewer"])
     def test_only_operators_change_the_settings(self, request, who):

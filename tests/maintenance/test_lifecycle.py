@@ -75,6 +75,17 @@ class SettingsTests:
         assert "above 0" in fields["decayThreshold"]
         assert "add up to 1" in fields["promotionWeights"]
         assert fields["decayRate"] == "Unknown setting."
+        assert caught.value.malformed
+
+    def test_weights_that_only_fail_to_add_up_to_1_are_well_formed(self):
+        unbalanced = {"age": 0.5, "access": 0.5, "confidence": 0.5, "connections": 0}
+        with pytest.raises(LifecycleSettingsInvalid) as caught:
+            normalize_settings({"promotionWeights": unbalanced})
+        assert set(caught.value.fields) == {"promotionWeights"}
+        assert not caught.value.malformed
+        with pytest.raises(LifecycleSettingsInvalid) as caught:
+            normalize_settings({"promotionWeights": {**unbalanced, "age": "half"}})
+        assert caught.value.malformed
 
     def test_a_schedule_names_known_sweeps_only(self):
         with pytest.raises(LifecycleSettingsInvalid) as caught:

@@ -212,19 +212,6 @@ class WorkloadPolicyValidationTests:
                 ["perSegmentReservation"],
             ),
             ({"dropOrder": ["memory", "memory"]}, "INVALID_POLICY", ["dropOrder"]),
-            (
-                {
-                    "pinned": ["system_policy", "tool_result"],
-                    "forbiddenSegmentKinds": ["tool_result"],
-                },
-                "BUDGET_NOT_HONOURABLE",
-                ["pinned", "forbiddenSegmentKinds"],
-            ),
-            (
-                {"totalTokenBudget": 2000},
-                "BUDGET_NOT_HONOURABLE",
-                ["perSegmentReservation"],
-            ),
             ({"comment": "c" * 501}, "INVALID_REQUEST", ["comment"]),
             ({"comment": ["not", "text"]}, "INVALID_REQUEST", ["comment"]),
             ({"policy": ["memory"]}, "INVALID_REQUEST", ["policy"]),
@@ -246,6 +233,30 @@ class WorkloadPolicyValidationTests:
         error = error_of(response, 400, code)
         for field in fields:
             assert field in error["details"]["fields"], error
+        assert state(editor.workspace) == before
+
+    @pytest.mark.parametrize(
+        ("body", "fields"),
+        [
+            (
+                {
+                    "pinned": ["system_policy", "tool_result"],
+                    "forbiddenSegmentKinds": ["tool_result"],
+                },
+                ["pinned", "forbiddenSegmentKinds"],
+            ),
+            ({"totalTokenBudget": 2000}, ["perSegmentReservation"]),  # reservations past it
+        ],
+    )
+    def test_a_well_formed_policy_whose_budget_cannot_be_honoured_is_a_422(
+        self, editor, workload_a, body, fields
+    ):
+        before = state(editor.workspace)
+
+        response = editor.api().put(policy_url(workload_a), body, format="json")
+
+        error = error_of(response, 422, "BUDGET_NOT_HONOURABLE")
+        assert set(error["details"]["fields"]) == set(fields)
         assert state(editor.workspace) == before
 
     @pytest.mark.parametrize(
@@ -579,5 +590,5 @@ class OvercommittedWorkloadTests:
             format="json",
         )  # fmt: skip
 
-        error_of(response, 400, "BUDGET_NOT_HONOURABLE")
+        error_of(response, 422, "BUDGET_NOT_HONOURABLE")
         assert not workload_a.policy_versions.exists()

@@ -400,21 +400,6 @@ class WorkspacePolicyTests:
                 ["perSegmentReservation"],
             ),
             (full_floor(relaxableAxes=["colour"]), "INVALID_POLICY", ["relaxableAxes"]),
-            (
-                full_floor(totalTokenBudget=1000),
-                "BUDGET_NOT_HONOURABLE",
-                ["perSegmentReservation"],
-            ),
-            (
-                full_floor(perSegmentCeiling={"memory": 100}),
-                "BUDGET_NOT_HONOURABLE",
-                ["perSegmentReservation"],
-            ),
-            (
-                full_floor(forbiddenSegmentKinds=["system_policy"]),
-                "BUDGET_NOT_HONOURABLE",
-                ["pinned", "forbiddenSegmentKinds"],
-            ),
             ({**full_floor(), "comment": "c" * 501}, "INVALID_REQUEST", ["comment"]),
             ({**full_floor(), "comment": 42}, "INVALID_REQUEST", ["comment"]),
             ({"policy": "everything", "comment": "x"}, "INVALID_REQUEST", ["policy"]),
@@ -430,6 +415,28 @@ class WorkspacePolicyTests:
         error = error_of(response, 400, code)
         for field in fields:
             assert field in error["details"]["fields"], error
+        assert state(operator.workspace) == before
+
+    @pytest.mark.parametrize(
+        ("body", "fields"),
+        [
+            (full_floor(totalTokenBudget=1000), ["perSegmentReservation"]),  # past the total
+            (full_floor(perSegmentCeiling={"memory": 100}), ["perSegmentReservation"]),
+            (
+                full_floor(forbiddenSegmentKinds=["system_policy"]),
+                ["pinned", "forbiddenSegmentKinds"],
+            ),
+        ],
+    )
+    def test_a_well_formed_floor_whose_budget_cannot_be_honoured_is_a_422(
+        self, operator, body, fields
+    ):
+        before = state(operator.workspace)
+
+        response = operator.api().put(FLOOR_URL, body, format="json")
+
+        error = error_of(response, 422, "BUDGET_NOT_HONOURABLE")
+        assert set(error["details"]["fields"]) == set(fields)
         assert state(operator.workspace) == before
 
     def test_it_rejects_a_body_that_is_not_an_object(self, operator):

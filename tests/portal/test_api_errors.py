@@ -70,6 +70,29 @@ class UnknownPathTests:
         assert response["Content-Type"].startswith("text/html")
 
 
+class PathIdTests:
+    """Ids in paths (``portal.ids.IdConverter``): 1 to 10^18 - 1 in ASCII digits, as the
+    schema says; anything else names nothing, a 404, never a query bigint cannot hold."""
+
+    @pytest.mark.parametrize(
+        ("method", "path"),
+        [
+            ("get", "/v1/memory/memories/{id}"),
+            ("get", "/v1/memory/memories/{id}/lifecycle"),
+            ("post", "/v1/memory/memories/{id}/suppress"),
+            ("get", "/v1/audit/events/{id}"),
+            ("post", "/v1/audit/events/{id}/replay"),
+            ("get", "/v1/maintenance/runs/{id}"),
+            ("post", "/v1/maintenance/runs/{id}/cancel"),
+        ],
+    )
+    @pytest.mark.parametrize("raw", ["0", "9" * 19, "9" * 30, "12a", "%EF%BC%91"])
+    def test_an_id_out_of_range_or_not_in_digits_is_a_json_404(self, operator, method, path, raw):
+        response = getattr(operator.api(), method)(path.format(id=raw), format="json")
+
+        error_of(response, 404, "NOT_FOUND")
+
+
 class WrongMethodTests:
     def test_a_wrong_method_on_an_api_view_is_a_json_405(self, debug, viewer):
         response = viewer.api().delete("/v1/policy/axes")

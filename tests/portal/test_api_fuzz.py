@@ -54,8 +54,10 @@ CONFIG = schemathesis.Config.from_dict(
         "generation": {"max-examples": MAX_EXAMPLES, "deterministic": True},
         "checks": {
             # 422 is this API's answer to a well-formed request that breaks a domain rule no
-            # schema can state (a workload policy wider than the floor, a replayed query
-            # whose hash differs from the recorded one); a 400 for valid data still fails.
+            # schema can state (a workload policy wider than the floor, a budget the planner
+            # cannot honour, promotion weights that do not add up to 1, a replayed query whose
+            # hash differs from the recorded one), 409 to one the data's state refuses (a
+            # memory restored under an id another holds); a 400 for valid data still fails.
             "positive_data_acceptance": {
                 "expected-statuses": ["2xx", "401", "403", "404", "409", "422", "429"]
             },
@@ -79,20 +81,6 @@ def error_shape(ctx: Any, response: Any, case: Any) -> bool | None:
     return True
 
 
-# Rules across fields that no JSON Schema states: a body valid field by field may still
-# break one, and the 400 that says so names only the fields the rule spans.
-CROSS_FIELD_RULES = {
-    "BUDGET_NOT_HONOURABLE": {"pinned", "forbiddenSegmentKinds", "perSegmentReservation"},
-    "INVALID_REQUEST": {"promotionWeights"},  # the lifecycle weights add up to 1
-}
-
-
-def breaks_only_a_cross_field_rule(response: Any) -> bool:
-    error = json.loads(response.content)["error"]
-    fields = set(error["details"].get("fields", {}))
-    return bool(fields) and fields <= CROSS_FIELD_RULES.get(error["code"], set())
-
-
 def only_the_yaml_text_is_refused(case: Any, response: Any) -> bool:
     """A layout configuration sent as YAML text is a string to JSON Schema: what the text
     holds is checked once parsed, and a 400 names it under ``config``."""
@@ -103,22 +91,20 @@ def only_the_yaml_text_is_refused(case: Any, response: Any) -> bool:
     return bool(fields) and all(name.startswith("config") for name in fields)
 
 
-def only_a_restored_id_is_refused(case: Any, response: Any) -> bool:
-    """A memory import restores an archived memory under its ``id``, which must be one the
-    database issued and no memory holds now: a fact of the data, not of the request's
-    shape. (It is a 400 naming ``id``; a 409 would say so better.)"""
+def only_a_repeated_id_is_refused(case: Any, response: Any) -> bool:
+    """A memory import batch that restores two memories under one ``id``: that the ids of
+    the items differ is a rule across them no JSON Schema states (a 400 naming ``id``)."""
     if not case.operation.path.endswith("/memories"):
         return False
     fields = json.loads(response.content)["error"]["details"].get("fields", {})
-    return bool(fields) and all(name == "id" or name.endswith(".id") for name in fields)
+    return set(fields) == {"id"} and "more than once" in fields["id"]
 
 
 def valid_data_accepted(ctx: Any, response: Any, case: Any) -> bool | None:
     """Schemathesis's positive_data_acceptance, except for the 400s above."""
     if response.status_code == 400 and (
-        breaks_only_a_cross_field_rule(response)
-        or only_the_yaml_text_is_refused(case, response)
-        or only_a_restored_id_is_refused(case, response)
+        only_the_yaml_text_is_refused(case, response)
+        or only_a_repeated_id_is_refused(case, response)
     ):
         return None
     return positive_data_acceptance(ctx, response, case)

@@ -8,6 +8,7 @@ from django.core.management import call_command
 
 pytestmark = pytest.mark.django_db
 
+IDS = {"memory_id", "event_id", "run_id"}
 VERSIONED = [
     "/v1/workspaces/{slug}/policy",
     "/v1/workloads/{workload_id}/policy",
@@ -58,3 +59,48 @@ class SchemaTests:
         assert "actor_unknown" in responses["200"]["description"]
         assert "workloadId" in responses["404"]["description"]
         assert "An unknown actor is not a 404" in responses["404"]["description"]
+
+    def test_path_ids_of_memories_events_and_runs_are_integers(self, schema):
+        ids = {
+            (path, method, parameter["name"]): parameter["schema"]
+            for path, operations in schema["paths"].items()
+            for method, operation in operations.items()
+            for parameter in operation.get("parameters", [])
+            if parameter["in"] == "path" and parameter["name"] in IDS
+        }
+
+        assert {name for _, _, name in ids} == IDS
+        assert len(ids) >= 15  # every operation on a memory, an event or a run
+        for where, parameter in ids.items():
+            assert parameter == {
+                "type": "integer", "format": "int64", "minimum": 1, "maximum": 10**18 - 1,
+            }, where  # fmt: skip
+
+    @pytest.mark.parametrize(
+        ("path", "method", "status", "codes"),
+        [
+            ("/v1/workspaces/{slug}/policy", "put", "422", ["BUDGET_NOT_HONOURABLE"]),
+            (
+                "/v1/workloads/{workload_id}/policy",
+                "put",
+                "422",
+                ["WORKLOAD_RELAXES_OPERATOR_FLOOR", "BUDGET_NOT_HONOURABLE"],
+            ),
+            ("/v1/memory/actors/{actor_id}/recall", "post", "422", ["BUDGET_NOT_HONOURABLE"]),
+            ("/v1/workspaces/{slug}/lifecycle", "put", "422", ["PROMOTION_WEIGHTS_UNBALANCED"]),
+            ("/v1/workspaces/{slug}/lifecycle", "patch", "422", ["PROMOTION_WEIGHTS_UNBALANCED"]),
+            ("/v1/audit/events/{event_id}/replay", "post", "422", ["QUERY_REQUIRED"]),
+            ("/v1/memory/actors/{actor_id}/memories", "post", "422", ["MEMORY_ID_NOT_ISSUED"]),
+            ("/v1/memory/actors/{actor_id}/memories", "post", "409", ["MEMORY_ID_TAKEN"]),
+        ],
+    )
+    def test_an_operation_documents_the_codes_of_its_409_and_422(
+        self, schema, path, method, status, codes
+    ):
+        response = schema["paths"][path][method]["responses"][status]
+
+        for code in codes:
+            assert code in response["description"], (path, method, status)
+        assert response["content"]["application/json"]["schema"] == {
+            "$ref": "#/components/schemas/Error"
+        }

@@ -466,7 +466,7 @@ class OverrideTests:
             editor, workload_a, policyOverride={"perSegmentReservation": too_much}
         )
 
-        error = error_of(response, 400, "BUDGET_NOT_HONOURABLE")
+        error = error_of(response, 422, "BUDGET_NOT_HONOURABLE")
         assert "4300" in error["details"]["fields"]["perSegmentReservation"]
         assert state(editor.workspace) == before
         # Taken as written when it fits: 3200 tokens reserved of 3200.

@@ -15,7 +15,7 @@ from recall.envelope import query_hash
 from recall.hits import hits_fold
 from recall.models import MemoryRecord
 from recall.services import memory_delete, memory_set_status, memory_update
-from tests.helpers import QUERY, recall
+from tests.helpers import QUERY, error_of, recall
 from tests.recall import factories
 from tests.recall.test_recall import set_floor
 
@@ -158,11 +158,13 @@ class ReplayQueryTests:
         assert response.status_code == 422
         assert response.json()["error"]["code"] == "QUERY_MISMATCH"
 
-    def test_without_a_stored_query_one_must_be_pasted(self, editor, recorded):
+    @pytest.mark.parametrize("query", [None, "", "   "])
+    def test_without_a_stored_query_one_must_be_pasted_a_422(self, editor, recorded, query):
+        # The request is well formed: the workspace did not keep the query it needs.
         event, _ = recorded
-        response = replay(editor, event)
-        assert response.status_code == 400
-        assert "query" in response.json()["error"]["details"]["fields"]
+        response = replay(editor, event) if query is None else replay(editor, event, query=query)
+        error = error_of(response, 422, "QUERY_REQUIRED")
+        assert "does not store queries" in error["details"]["fields"]["query"]
 
     def test_a_workspace_storing_queries_replays_without_one(
         self, editor, workspace_a, workload_a, recorded
