@@ -24,12 +24,12 @@ from policies import labels
 from policies.axes import PolicyDocument
 from policies.models import Workload
 from portal.models import Workspace
+from recall.assembly import DECISIONS_MAX, RecallRequest, recall_plan
 from recall.engine.policy_filter import POLICY_CODES, policy_filter_expression
 from recall.engine.read import RankedRow
 from recall.envelope import ACTOR_UNKNOWN, Budget, Counts, Envelope
 from recall.models import Actor, MemoryRecord
 from recall.selectors import memory_list
-from recall.services import DECISIONS_MAX, RecallRequest, recall_plan
 
 # --- decision codes in words -------------------------------------------------------------------
 

@@ -19,9 +19,10 @@ from portal.api.fields import (
     StrictUUIDField,
 )
 from portal.api.strict import StrictSerializer
+from recall.assembly import TOP_K_MAX
 from recall.models import LifecycleStatus, MemoryRecord, Tier
 from recall.selectors import embedder_model
-from recall.services import ACTOR_KEY, TOP_K_MAX
+from recall.services import ACTOR_KEY
 
 MEMORY_BATCH_MAX = 1000
 

@@ -28,7 +28,7 @@ from portal.errors import NotFoundError, ValidationFailed
 from portal.ids import numeric_id
 from portal.models import Role, Workspace
 from portal.tokens import TokenChanged, TokenCheck
-from recall import erasure, replay, services
+from recall import assembly, erasure, replay, services
 from recall.api.serializers import (
     MEMORY_BATCH_MAX,
     MEMORY_IMPORT_REQUEST,
@@ -373,8 +373,8 @@ def recall_envelope(
     workload = Workload(id=data["workloadId"], workspace=workspace)
     environment = data["environment"]  # checked with the policy, in one query
     override = data.get("policyOverride")
-    return services.recall_assemble(
-        request=services.RecallRequest(
+    return assembly.recall_assemble(
+        request=assembly.RecallRequest(
             workspace=workspace,
             workload=workload,
             environment=environment,

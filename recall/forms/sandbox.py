@@ -19,7 +19,7 @@ from policies.axis_fields import OVERRIDE_INPUTS, BoundAxis, bind_axis, parse_ax
 from policies.labels import axis_value
 from policies.models import Workload
 from recall.api.serializers import QUERY_REQUIRED
-from recall.services import TOP_K_MAX
+from recall.assembly import TOP_K_MAX
 
 # The recall request's wire names (services' errors use them) -> this form's fields.
 REQUEST_FIELDS = {"actorId": "actor", "workloadId": "workload", "topK": "top_k"}

@@ -24,7 +24,7 @@ from portal.form_errors import add_domain_error
 from portal.http import HtmxHttpRequest
 from portal.models import Role, Workspace
 from portal.pages import PageAccess, workspace_page
-from recall import services
+from recall import assembly, services
 from recall.compare import RecallOutcome, recall_compare
 from recall.envelope import ACTOR_UNKNOWN, Budget, Counts, Envelope
 from recall.forms.sandbox import SandboxForm
@@ -161,12 +161,12 @@ def _sandbox_run(form: SandboxForm, access: PageAccess) -> dict[str, Any]:
                 recall_preview(**args, override=None),
                 recall_preview(**args, override=override or None),
             )
-        recorded = services.recall_assemble(
-            request=services.RecallRequest(
+        recorded = assembly.recall_assemble(
+            request=assembly.RecallRequest(
                 **args,
                 override=None if comparing else (override or None),
                 author=access.caller.label,
-                origin=services.SANDBOX,
+                origin=assembly.SANDBOX,
             )
         )
         envelope, event_id = recorded.envelope, recorded.event.pk

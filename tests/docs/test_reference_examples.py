@@ -206,9 +206,9 @@ def build_envelope(example: dict[str, Any]) -> dict[str, Any]:
     """The envelope recall builds from these rows: recall_plan's steps after its one read."""
     from policies.algebra import default_floor, effective_policy, normalize_floor, policy_hashes
     from policies.selectors import EffectivePolicy
+    from recall.assembly import RecallRequest, _envelope, _rescore
     from recall.engine.read import Funnel, RankedRow
     from recall.planner import BudgetPolicy, Candidate, plan_budget
-    from recall.services import RecallRequest, _envelope, _rescore
 
     now = datetime.fromisoformat(example["now"])
     floor, relaxable = normalize_floor({**default_floor(), **example["floorChanges"]})

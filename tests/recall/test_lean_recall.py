@@ -27,7 +27,7 @@ from console.services import api_token_revoke
 from portal import throttling
 from portal.models import ApiToken, Workspace
 from portal.throttling import COUNTED
-from recall import services
+from recall import assembly
 from recall.api import lean
 from recall.api.lean import LeanRecall
 from tests.helpers import error_of, recall_body
@@ -410,7 +410,7 @@ class AfterTheWriteTests:
             Workspace.objects.filter(pk=workspace_id).update(store_queries=True)
             raise RuntimeError("can't start new thread")
 
-        monkeypatch.setattr(services, "hits_fold_due", fails)
+        monkeypatch.setattr(assembly, "hits_fold_due", fails)
         before = _assembled()
 
         answer = taught.post(editor.token, recall_body(workload_a))

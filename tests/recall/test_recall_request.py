@@ -17,7 +17,7 @@ from rest_framework.renderers import JSONRenderer
 
 from portal.api.renderers import FastJSONRenderer
 from recall.api.serializers import RecallRequestSerializer, recall_request_plain
-from recall.services import TOP_K_MAX
+from recall.assembly import TOP_K_MAX
 
 WORKLOAD = "3ce644fd-4c3a-44b1-82e2-e7e6fe75456e"
 PLAIN = {"workloadId": WORKLOAD, "environment": "prod", "query": "release notes", "topK": 5}

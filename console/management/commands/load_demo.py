@@ -39,15 +39,14 @@ from policies import services
 from policies.models import Workload
 from policies.selectors import workspace_policy_current
 from portal.models import Membership, Role, Workspace
+from recall.assembly import RecallRequest, recall_assemble
 from recall.models import Actor, MemoryRecord
 from recall.services import (
-    RecallRequest,
     actor_parse,
     memory_embed,
     memory_import,
     memory_set_status,
     memory_update,
-    recall_assemble,
 )
 
 DEMO_PASSWORD = "acme-demo-pass"
