@@ -319,11 +319,16 @@ class MemoryFacts:
     hit_count: int
     expires_at: datetime | None = None
     stale_since: datetime | None = None
+    reactivated_at: datetime | None = None
 
     @property
     def last_touched(self) -> datetime:
-        """The last recall, or the creation of a memory never recalled."""
-        return self.last_accessed_at or self.created_at
+        """Where the decay clock starts: the last recall (the creation of a memory never
+        recalled), or an operator's reactivation since."""
+        touched = self.last_accessed_at or self.created_at
+        if self.reactivated_at is not None and self.reactivated_at > touched:
+            return self.reactivated_at
+        return touched
 
 
 def _decays(memory: MemoryFacts, settings: Mapping[str, Any]) -> bool:
@@ -336,7 +341,8 @@ def _decays(memory: MemoryFacts, settings: Mapping[str, Any]) -> bool:
 
 
 def decay_score(memory: MemoryFacts, settings: Mapping[str, Any], now: datetime) -> float:
-    """``exp(−rate × hours since the last recall)``: 1.0 just after a recall, falling."""
+    """``exp(−rate × hours since the last recall)`` (or since a reactivation): 1.0 just after
+    one, falling."""
     hours = hours_between(memory.last_touched, now)
     return lifecycle_decay(1.0, hours, settings["decayRatePerHour"])
 

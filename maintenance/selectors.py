@@ -117,9 +117,11 @@ class MemoryLifecycle:
     settings_version: int
     settings: dict[str, Any]
     embedded: bool
-    # Whether the decay sweep would list it if it were active now: a stale memory
-    # reactivated is stale again at the next decay sweep unless recalled or made long-term.
+    # Whether the decay sweep would list it if it were active now, without a reactivation
+    # restarting its decay clock (a revert of its decay does not).
     due_if_active: bool = False
+    # When it would be due for the decay sweep again if it were reactivated now.
+    stale_at_if_reactivated: datetime | None = None
 
 
 def memory_lifecycle(*, memory: MemoryRecord, now: datetime | None = None) -> MemoryLifecycle:
@@ -139,6 +141,7 @@ def memory_lifecycle(*, memory: MemoryRecord, now: datetime | None = None) -> Me
         hit_count=memory.hits,
         expires_at=memory.expires_at,
         stale_since=memory.stale_since,
+        reactivated_at=memory.reactivated_at,
     )
     model = embedder_model()
     embedded = memory.embedding_model == model
@@ -146,6 +149,7 @@ def memory_lifecycle(*, memory: MemoryRecord, now: datetime | None = None) -> Me
         memory.pk, model, settings["connectionSimilarity"], settings["connectionsFull"]
     )
     signals = lifecycle.promotion_signals(facts, connections, settings, now)
+    active = dataclasses.replace(facts, lifecycle_status="active", stale_since=None)
     return MemoryLifecycle(
         tier=memory.tier,
         decay_score=lifecycle.decay_score(facts, settings, now),
@@ -158,10 +162,10 @@ def memory_lifecycle(*, memory: MemoryRecord, now: datetime | None = None) -> Me
         settings_version=version.version,
         settings=settings,
         embedded=embedded,
-        due_if_active=lifecycle.decay_due(
-            dataclasses.replace(facts, lifecycle_status="active", stale_since=None), settings, now
-        )
-        is not None,
+        due_if_active=lifecycle.decay_due(active, settings, now) is not None,
+        stale_at_if_reactivated=lifecycle.stale_at(
+            dataclasses.replace(active, reactivated_at=now), settings
+        ),
     )
 
 

@@ -51,7 +51,8 @@ FINGERPRINT_SQL = (
 FACTS_SQL = f"""
 SELECT m.id, a.kind || ':' || a.name, m.tier, m.lifecycle_status, m.is_current, m.confidence,
        m.created_at, m.last_accessed_at, m.hit_count, m.expires_at,
-       coalesce(m.stale_since, m.updated_at), m.embedding_model, {FINGERPRINT_SQL}, m.actor_id
+       coalesce(m.stale_since, m.updated_at), m.embedding_model, {FINGERPRINT_SQL}, m.actor_id,
+       m.reactivated_at
 FROM {TABLE} m JOIN recall_actor a ON a.id = m.actor_id
 WHERE m.workspace_id = %(workspace)s AND {{after}} AND ({{prefilter}})
 ORDER BY {{order}}
@@ -120,11 +121,11 @@ def _rows(
 
 def _row(values: Sequence[Any]) -> Row:
     (pk, actor, tier, status, current, confidence, created, accessed, hits, expires, stale,
-     model, fingerprint, actor_pk) = values  # fmt: skip
+     model, fingerprint, actor_pk, reactivated) = values  # fmt: skip
     facts = lifecycle.MemoryFacts(
         id=pk, tier=tier, lifecycle_status=status, is_current=current, confidence=confidence,
         created_at=created, last_accessed_at=accessed, hit_count=hits, expires_at=expires,
-        stale_since=stale if status == "stale" else None,
+        stale_since=stale if status == "stale" else None, reactivated_at=reactivated,
     )  # fmt: skip
     return Row(facts, actor, model, fingerprint, actor_pk)
 
@@ -198,7 +199,8 @@ class Decay(Sweep):
             "m.lifecycle_status = 'active' AND m.is_current"
             " AND (m.tier = 'short_term' OR %(long)s)"
             " AND m.created_at <= %(old_enough)s"
-            " AND coalesce(m.last_accessed_at, m.created_at) <= %(untouched_since)s"
+            " AND greatest(coalesce(m.last_accessed_at, m.created_at), m.reactivated_at)"
+            " <= %(untouched_since)s"
         )
         params = {
             "long": bool(s["decayLongTerm"]),

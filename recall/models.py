@@ -119,6 +119,9 @@ class MemoryRecord(models.Model):
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField(auto_now=True)
     last_accessed_at = models.DateTimeField(null=True, blank=True)
+    # When an operator last reactivated the memory: its decay clock starts again from here
+    # (the decay sweep counts from the later of this and its last recall).
+    reactivated_at = models.DateTimeField(null=True, blank=True)
     hit_count = models.PositiveIntegerField(default=0)
     token_count = models.PositiveIntegerField(default=0)
     # Written by the embedding job (recall.services.memory_embed) once the row is committed,

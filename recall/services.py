@@ -404,10 +404,17 @@ def memory_reactivate(
         changed.append("expires_at")
     # Through an UPDATE of the filtered columns: the funnel cache's triggers see the change
     # (recall.engine.funnel_cache), so no cached recall leaves the memory out.
+    # Its decay clock starts again now, or the next decay sweep would make it stale at once.
+    changed.append("reactivated_at")
     memory.lifecycle_status = LifecycleStatus.ACTIVE
     memory.stale_since = None
     memory.expires_at = expiry
-    memory.save(update_fields=["lifecycle_status", "stale_since", "expires_at", "updated_at"])
+    memory.reactivated_at = now
+    memory.save(
+        update_fields=[
+            "lifecycle_status", "stale_since", "expires_at", "reactivated_at", "updated_at",
+        ]
+    )  # fmt: skip
     _memory_event(memory, "reactivated", author, changed, {"previousStatus": previous})
     return memory
 

@@ -471,8 +471,8 @@ class ReactivatePageTests:
         assert "Make this stale memory active again" in text
         assert "always answer in French" in text
         assert "Its retention clock" in text
-        # never recalled for ten days: decay would list it again at once
-        assert "the next decay sweep lists it again unless it is recalled first" in text
+        # never recalled for ten days: its decay clock restarts with the reactivation
+        assert "reactivating restarts its decay clock" in text
         assert "Can it be undone? Yes: suppress the memory" in text
         assert MemoryRecord.objects.get(pk=pk).lifecycle_status == "stale"
 

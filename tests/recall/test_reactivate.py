@@ -12,6 +12,7 @@ import pytest
 from django.utils import timezone
 
 from audit.models import AuditEvent
+from maintenance.services import maintenance_start
 from recall.engine import read as recall_read
 from recall.models import FunnelCache, MemoryRecord
 from tests.helpers import error_of, recall
@@ -59,10 +60,27 @@ class ReactivateTests:
         assert event.payload == {
             "action": "reactivated",
             "ids": [str(pk)],
-            "fields": ["lifecycle_status", "stale_since"],
+            "fields": ["lifecycle_status", "stale_since", "reactivated_at"],
             "previousStatus": "stale",
         }
         assert "French" not in str(event.payload)
+
+    def test_its_decay_clock_starts_again(self, operator, workspace_a):
+        pk = memory(workspace_a, "always answer in French", lifecycle_status="stale",
+                    stale_since=ago(days=20), created_at=ago(days=30))  # fmt: skip
+        reactivate(operator, pk)
+
+        def decay_lists() -> set[int]:
+            run = maintenance_start(
+                workspace=workspace_a, sweep="decay", mode="preview", author="system:test"
+            )
+            return set(run.items.values_list("memory_id", flat=True))
+
+        # never recalled in thirty days, yet not due: the clock starts at the reactivation
+        assert pk not in decay_lists()
+        # a week later, not recalled meanwhile, its score has fallen below the threshold again
+        MemoryRecord.objects.filter(pk=pk).update(reactivated_at=ago(days=7))
+        assert pk in decay_lists()
 
     def test_an_expired_memory_past_its_expiry_loses_it_so_it_is_not_expired_again_at_once(
         self, operator, workspace_a
@@ -72,7 +90,9 @@ class ReactivateTests:
         body = reactivate(operator, pk).json()
 
         assert (body["lifecycleStatus"], body["expiresAt"]) == ("active", None)
-        assert last_event(workspace_a).payload["fields"] == ["lifecycle_status", "expires_at"]
+        assert last_event(workspace_a).payload["fields"] == [
+            "lifecycle_status", "expires_at", "reactivated_at",
+        ]  # fmt: skip
 
     def test_a_new_expiry_replaces_it_and_one_still_ahead_is_kept(self, operator, workspace_a):
         later = timezone.now() + timedelta(days=30)
