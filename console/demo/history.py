@@ -344,7 +344,7 @@ def _recalls(
                 if actor in present or arrived.get(actor, now) < when
             }
             actor = rng.choices(list(actors), weights=list(actors.values()))[0]
-            query = rng.choice(data.queries[caller.workload][actor])
+            query = rng.choice(data.queries[caller.workload][actor]).text
             steps.append(
                 Recall(
                     when,

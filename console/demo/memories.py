@@ -104,21 +104,37 @@ class Arrival:
 
 
 @dataclass(frozen=True)
+class DemoQuery:
+    """What a workload asks about an actor, and words of the memory it is asked for."""
+
+    text: str
+    finds: str
+
+
+@dataclass(frozen=True)
 class DemoData:
     personas: tuple[Persona, ...]
     arrivals: tuple[Arrival, ...]
-    queries: dict[str, dict[str, tuple[str, ...]]]  # workload -> actor -> queries
+    queries: dict[str, dict[str, tuple[DemoQuery, ...]]]  # workload -> actor -> queries
 
     def persona(self, actor_id: str) -> Persona:
         return next(p for p in self.personas if p.actor_id == actor_id)
 
-    def memory(self, actor_id: str, start: str) -> Memory:
-        """The actor's hand-written memory whose text starts so (for the week's edits)."""
+    def memories(self, actor_id: str) -> tuple[Memory, ...]:
+        """The actor's hand-written memories: imported, then arrived during the week."""
         memories = self.persona(actor_id).memories
         for arrival in self.arrivals:
             if arrival.actor_id == actor_id:
                 memories += arrival.memories
-        return next(m for m in memories if m.text.startswith(start))
+        return memories
+
+    def memory(self, actor_id: str, start: str) -> Memory:
+        """The actor's hand-written memory whose text starts so (for the week's edits)."""
+        return next(m for m in self.memories(actor_id) if m.text.startswith(start))
+
+    def found_by(self, actor_id: str, query: DemoQuery) -> list[Memory]:
+        """The actor's memories a query is asked for (exactly one in well-formed data)."""
+        return [m for m in self.memories(actor_id) if query.finds in m.text]
 
 
 def _memory(entry: list[Any]) -> Memory:
@@ -145,7 +161,10 @@ def demo_data() -> DemoData:
         for a in raw["arrivals"]
     )
     queries = {
-        workload: {actor: tuple(texts) for actor, texts in by_actor.items()}
+        workload: {
+            actor: tuple(DemoQuery(text, finds) for text, finds in pairs)
+            for actor, pairs in by_actor.items()
+        }
         for workload, by_actor in raw["queries"].items()
     }
     return DemoData(personas, arrivals, queries)

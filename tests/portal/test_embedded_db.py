@@ -147,15 +147,16 @@ def run_folder() -> Iterator[Path]:
 class Run:
     """``manage.py run_portal`` as ``make run`` starts it, on a free port."""
 
-    def __init__(self, pgdata: Path, log: Path) -> None:
+    def __init__(self, pgdata: Path, log: Path, *, demo: bool = False, **env: str) -> None:
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             self.port = probe.getsockname()[1]
         self.log = log
         self.process = subprocess.Popen(
-            [sys.executable, "manage.py", "run_portal", "--no-demo", "--port", str(self.port)],
+            [sys.executable, "manage.py", "run_portal", "--port", str(self.port)]
+            + ([] if demo else ["--no-demo"]),
             cwd=REPO,
-            env={**environment(pgdata), "DJANGO_DEBUG": "true"},
+            env={**environment(pgdata), "DJANGO_DEBUG": "true", **env},
             stdout=log.open("w"),
             stderr=subprocess.STDOUT,
             preexec_fn=signals_as_a_terminal_leaves_them,

@@ -1,5 +1,6 @@
-"""What ``make run`` does: migrate, load the demo, say how to log in, then serve with
-Django's autoreloading development server until the run is ended.
+"""What ``make run`` does: check the embedder's model files, migrate, load the demo, embed
+again what another embedder embedded (``console/reembed.py``), say how to log in, then serve
+with Django's autoreloading development server until the run is ended.
 
 This process holds the embedded PostgreSQL for the whole run: it starts it for the
 migration and stays on its list of users while the development server runs. Whatever ends
@@ -29,6 +30,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import connections
 
 from console.management.commands.load_demo import DEMO_PASSWORD, SLUG
+from console.reembed import memories_reembed
 from portal import embedded_db
 
 # How long the development server's processes get to exit after SIGTERM before SIGKILL.
@@ -51,7 +53,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--no-demo",
             action="store_true",
-            help="Serve the database as it is: no demo workspace, no API token",
+            help="Serve the database as it is: no demo workspace, no API token (memories "
+            "another embedder embedded are still embedded again)",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -61,8 +64,11 @@ class Command(BaseCommand):
         server: DevServer | None = None
         exit_code = 0
         try:
+            # A damaged model file stops the run here, with its message, before any work.
+            call_command("check", tags=["recall"], stdout=StringIO())
             call_command("migrate", interactive=False, verbosity=options["verbosity"])
             token = None if options["no_demo"] else self._demo()
+            memories_reembed(write=self._say)
             # The server's processes open their own connections; this one only holds the
             # embedded PostgreSQL (on its list of users) until the run ends.
             connections.close_all()
@@ -95,6 +101,10 @@ class Command(BaseCommand):
             stderr=StringIO(),
         )
         return out.getvalue().strip().splitlines()[-1]
+
+    def _say(self, line: str) -> None:
+        self.stdout.write(line)
+        self.stdout.flush()
 
     def _say_how_to_log_in(self, port: int, token: str | None) -> None:
         base = f"http://127.0.0.1:{port}"
