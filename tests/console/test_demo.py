@@ -125,3 +125,11 @@ class DemoMemoryTests:
         for caller in CALLERS:
             for actor in caller.actors:
                 assert queries[caller.workload][actor], (caller.workload, actor)
+
+    def test_every_query_names_exactly_one_memory_of_its_actor(self):
+        data = demo_data()
+        for workload, by_actor in data.queries.items():
+            for actor, queries in by_actor.items():
+                for query in queries:
+                    found = [m.text for m in data.found_by(actor, query)]
+                    assert len(found) == 1, (workload, actor, query.text, found)

