@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import socket
 import subprocess
 import sys
 import textwrap
@@ -256,42 +257,44 @@ class MiniLMOnnxLoadingTests:
         assert MiniLMOnnxEmbedder(384, threads=3).loaded() is loaded[0]
 
     def test_loading_opens_no_connection_and_asks_no_model_hub(self, tmp_path: Path) -> None:
-        """In a fresh process whose every socket connection fails and whose model hub
-        settings point nowhere, the model loads and embeds, and nothing was asked for."""
+        """In a fresh process where every connection and name lookup fails, and whose model
+        hub is a socket of this test's, the model loads and embeds; nothing was attempted."""
         hub = tmp_path / "hub"
         script = textwrap.dedent(
             """
-            import json, socket, sys
+            import json, sys
             attempts = []
 
-            def refuse(event, args):
-                if event.startswith(("socket.", "urllib.")):
+            def no_network(event, args):
+                if event.startswith("socket."):
                     attempts.append(event)
+                    if event in ("socket.connect", "socket.getaddrinfo", "socket.sendto"):
+                        raise OSError("no network in this test")
 
-            sys.addaudithook(refuse)
-
-            def no_network(*args, **kwargs):
-                raise OSError("no network in this test")
-
-            socket.socket.connect = no_network
-            socket.create_connection = no_network
+            sys.addaudithook(no_network)
             from recall.embedding_onnx import MiniLMOnnxEmbedder
             vector = MiniLMOnnxEmbedder(384).embed(["refund reply to Ada"])[0]
             print(json.dumps({"attempts": attempts, "dimensions": len(vector)}))
             """
         )
-        env = {
-            **os.environ,
-            "HF_HOME": str(hub),
-            "HF_HUB_CACHE": str(hub / "cache"),
-            "HF_ENDPOINT": "http://127.0.0.1:9",
-            "HF_HUB_OFFLINE": "0",
-            "TRANSFORMERS_OFFLINE": "0",
-        }
-        done = subprocess.run(
-            [sys.executable, "-c", script],
-            env=env, cwd=ROOT, capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
+        with socket.socket() as listener:
+            listener.bind(("127.0.0.1", 0))
+            listener.listen(8)
+            listener.setblocking(False)
+            env = {
+                **os.environ,
+                "HF_HOME": str(hub),
+                "HF_HUB_CACHE": str(hub / "cache"),
+                "HF_ENDPOINT": f"http://127.0.0.1:{listener.getsockname()[1]}",
+                "HF_HUB_OFFLINE": "0",
+                "TRANSFORMERS_OFFLINE": "0",
+            }
+            done = subprocess.run(
+                [sys.executable, "-c", script],
+                env=env, cwd=ROOT, capture_output=True, text=True, timeout=120,
+            )  # fmt: skip
+            with pytest.raises(BlockingIOError):
+                listener.accept()  # nobody asked the hub
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout) == {"attempts": [], "dimensions": 384}
         assert not hub.exists()
