@@ -2,13 +2,15 @@
 
 Agents ask the same questions again and again; embedding a query with a model costs a few
 milliseconds, a look-up here a microsecond. The cache keeps the ``size`` vectors used last
-(least recently used out first), keyed by the embedder's model name and the query's exact
-text, so a vector is never served to another embedder. It lives in the process's memory only
-(about 12 KB a 384-dimensional vector) and counts its hits and misses for the benchmarks.
+(least recently used out first), keyed by the embedder's model name and the SHA-256 of the
+query's exact text, so a vector is never served to another embedder and no query text is
+kept (an erasure has none to reach here). It lives in the process's memory only (about 12 KB
+a 384-dimensional vector) and counts its hits and misses for the benchmarks.
 """
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -44,7 +46,7 @@ class QueryVectorCache:
         if size < 0:
             raise ValueError(f"size must be >= 0, got {size}")
         self.size = size
-        self._vectors: OrderedDict[tuple[str, str], tuple[float, ...]] = OrderedDict()
+        self._vectors: OrderedDict[tuple[str, bytes], tuple[float, ...]] = OrderedDict()
         self._lock = threading.Lock()
         self._hits = 0
         self._misses = 0
@@ -53,7 +55,7 @@ class QueryVectorCache:
         self, model: str, text: str, embed: Callable[[str], Sequence[float]]
     ) -> tuple[float, ...]:
         """The vector of ``text`` by ``model``: the cached one, else ``embed(text)`` kept."""
-        key = (model, text)
+        key = (model, hashlib.sha256(text.encode()).digest())
         with self._lock:
             found = self._vectors.get(key)
             if found is not None:

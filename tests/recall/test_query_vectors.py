@@ -43,6 +43,12 @@ class QueryVectorCacheTests:
             cache.vector("m", text, embed)
         assert embed.calls == ["Refund", "refund", "refund "]
 
+    def test_it_keeps_no_query_text(self) -> None:
+        cache = QueryVectorCache(8)
+        cache.vector("m", "what is Priya's first project", Counting())
+
+        assert "Priya" not in repr(cache.__dict__)
+
     def test_the_least_recently_used_vector_goes_first(self) -> None:
         cache, embed = QueryVectorCache(2), Counting()
         cache.vector("m", "a", embed)
