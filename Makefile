@@ -50,10 +50,14 @@ redis-deps:
 		else echo "Install Debian's redis-server package to run the worker tests"; exit 1; fi; \
 	fi
 
+# The suite runs in TEST_WORKERS processes (pytest-xdist), each on its own throw-away
+# database, with coverage; the slowest tests, the count and the coverage are printed last.
+TEST_WORKERS ?= 2
 test: test-install browser-deps redis-deps
 	$(PY) -m ruff check .
 	$(PY) -m mypy
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --durations=15 --cov --cov-report=
+	@echo "Coverage: $$($(PY) -m coverage report --format=total)% of the application's lines"
 
 # The production server: granian (portal/serve.py: SERVE_WORKERS workers, one request at a
 # time each, keep-alive) with static files collected and served by WhiteNoise, DEBUG off, an
