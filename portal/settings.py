@@ -45,6 +45,7 @@ INSTALLED_APPS = [
     "policies",
     "recall",
     "audit",
+    "chat",
     "maintenance",
     "console",
 ]

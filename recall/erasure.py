@@ -2,7 +2,8 @@
 
 Every memory of the actor goes, with what was derived from them (the cached recall funnels,
 the labels their deletes logged for them) and their lines in retention archives, and so do
-the query texts kept for the actor's recalls; the actor stays as a tombstone (``erased_at``)
+the query texts kept for the actor's recalls, and what the floors above keep about the actor
+(chat's sessions and their turns); the actor stays as a tombstone (``erased_at``)
 so the erasure is remembered and nothing is added back for it. One ``memory.erased`` event
 records the counts and the ids, never content. The audit trail's events hold no content
 (they name memories by id, and a query by its salted hash; its text lives beside the event),
@@ -12,7 +13,7 @@ so they are left whole and the chain still verifies.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.db import transaction
@@ -35,6 +36,9 @@ class Erasure:
     archive_lines: int  # retention-archive lines removed
     queries: int  # stored query texts removed
     event_id: int | None  # the memory.erased event (None when the actor was erased before)
+    # What the floors above deleted of the actor (``erasure_actor_data_register``), by the
+    # name the answer and the event give it: {"sessionsRemoved": 2, "turnsRemoved": 14}.
+    removed: dict[str, int] = field(default_factory=dict)
 
 
 # Copies of memories kept by the floors above (maintenance's retention archives) are purged
@@ -47,6 +51,18 @@ _COPY_PURGES: list[CopyPurge] = []
 def erasure_copies_register(purge: CopyPurge) -> CopyPurge:
     _COPY_PURGES.append(purge)
     return purge
+
+
+# Data about the actor that the floors above keep (chat's sessions and turns) is deleted by
+# functions they register here: (workspace, actor) -> {count name: n}, each name a key of the
+# erase answer and of the memory.erased event. They run inside the erasure's transaction.
+ActorDataErase = Callable[[Workspace, Actor], dict[str, int]]
+_ACTOR_DATA: list[ActorDataErase] = []
+
+
+def erasure_actor_data_register(erase: ActorDataErase) -> ActorDataErase:
+    _ACTOR_DATA.append(erase)
+    return erase
 
 
 def actor_erase_preview(*, workspace: Workspace, actor_id: str) -> tuple[Actor, int]:
@@ -86,6 +102,9 @@ def actor_erase(
     removed: dict[int, int] = {}
     for purge in _COPY_PURGES:
         removed.update(purge(workspace, actor.external_id))
+    data: dict[str, int] = {}
+    for erase in _ACTOR_DATA:
+        data.update(erase(workspace, actor))
     queries = stored_queries_erase(workspace=workspace, actor_id=actor.external_id)
     actor.erased_at = timezone.now()
     actor.erased_by = author
@@ -101,10 +120,13 @@ def actor_erase(
             "archiveLinesRemoved": sum(removed.values()),
             "archivesRewritten": sorted(removed),
             "queriesRemoved": queries,
+            **data,
         },
     )
     lines = sum(removed.values())
-    return Erasure(actor.external_id, actor.erased_at, author, len(ids), lines, queries, event.pk)
+    return Erasure(
+        actor.external_id, actor.erased_at, author, len(ids), lines, queries, event.pk, data
+    )
 
 
 def _actor(workspace: Workspace, actor_id: str, *, lock: bool = False) -> Actor:

@@ -319,8 +319,20 @@ class ErasureSerializer(serializers.Serializer):
     queriesRemoved = serializers.IntegerField(
         source="queries", help_text="Stored query texts of the actor's recalls deleted."
     )
+    sessionsRemoved = serializers.SerializerMethodField(
+        help_text="The actor's chat sessions deleted, with their turns and prompts."
+    )
+    turnsRemoved = serializers.SerializerMethodField(
+        help_text="The turns (messages) of those sessions deleted."
+    )
     eventId = serializers.IntegerField(source="event_id", allow_null=True)
     alreadyErased = serializers.SerializerMethodField()
+
+    def get_sessionsRemoved(self, done: Any) -> int:
+        return int(done.removed.get("sessionsRemoved", 0))
+
+    def get_turnsRemoved(self, done: Any) -> int:
+        return int(done.removed.get("turnsRemoved", 0))
 
     def get_alreadyErased(self, done: Any) -> bool:
         return done.event_id is None

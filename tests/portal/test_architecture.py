@@ -17,7 +17,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 # Bottom to top. A module may import its own app and the apps listed before it.
-FLOORS = ("portal", "audit", "policies", "recall", "maintenance", "console")
+FLOORS = ("portal", "audit", "policies", "recall", "chat", "maintenance", "console")
 # The domain rules (STYLE.md): dataclasses in and out, no framework.
 PURE = (
     "portal/canonical.py",

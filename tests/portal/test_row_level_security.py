@@ -18,6 +18,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from audit.services import audit_chain_check
+from chat.services import Message, session_create, turns_append
 from maintenance.services import maintenance_start
 from portal.db.scope import ALL, scope_include, scope_set
 from portal.models import Workspace
@@ -36,6 +37,7 @@ DIRECT = (
     *RLS.DIRECT,
     *import_module("recall.migrations.0017_hit_fold").DIRECT,
     *import_module("audit.migrations.0017_stored_queries").DIRECT,
+    *import_module("chat.migrations.0001_initial").DIRECT,
 )
 PROTECTED = (*DIRECT, *THROUGH)
 # Workspace-scoped, but read before the workspace is known (a token by its hash, a user's
@@ -47,7 +49,7 @@ POPULATED = {
     "policies_workloadpolicyversion", "recall_actor", "recall_memoryrecord", "recall_funnelcache",
     "audit_auditevent", "audit_auditchainhead", "audit_auditcheckpoint", "audit_injection",
     "maintenance_maintenancerun", "maintenance_maintenanceitem", "recall_memorychange",
-    "recall_hitfold", "audit_storedquery",
+    "recall_hitfold", "audit_storedquery", "chat_session", "chat_turn",
 }  # fmt: skip
 
 
@@ -92,6 +94,13 @@ def _populate(persona: Any, workload: Any) -> None:
     MemoryRecord.objects.filter(workspace=workspace, content="release notes for the canary").update(
         confidence=0.8
     )
+    session = session_create(
+        workspace=workspace, actor_id="user:ada", workload_id=workload.id,
+        environment="prod", author="t",
+    )  # fmt: skip
+    with transaction.atomic():
+        turns_append(session=session, messages=[Message("user", "hello")])
+        session.save()
     maintenance_start(workspace=workspace, sweep="expiry", mode="preview", author="t")
     audit_chain_check(workspace=workspace, full=True)
     hits_fold(workspace_id=workspace.pk)
