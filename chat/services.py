@@ -14,6 +14,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, QuerySet
 from django.utils import timezone
 
+from chat.assembly import turn_assemble
 from chat.models import Role, Session, SessionStatus, Turn, TurnContext
 from policies.models import Workload
 from policies.selectors import environment_check
@@ -241,6 +242,33 @@ def turns_append(*, session: Session, messages: Sequence[Message]) -> list[Turn]
     )
     session.turn_count = start + len(turns)
     return turns
+
+
+@dataclass(frozen=True)
+class Posted:
+    """What a turns request did: the session after it, the turns it appended and, when the
+    last was the user's, the context assembled for it."""
+
+    session: Session
+    turns: list[Turn]
+    context: TurnContext | None
+
+
+def session_turns_post(*, session: Session, messages: Any, author: str) -> Posted:
+    """Append the messages to an active session and, when the last one is the user's,
+    assemble the context for it (``chat.assembly``): all in one transaction, so a refusal
+    (an ended session, a workload archived since, a message not valid) appends nothing."""
+    checked = messages_check(messages)
+    with transaction.atomic():
+        locked = session_locked(session)
+        session_check_active(locked)
+        turns = turns_append(session=locked, messages=checked)
+        context = None
+        if turns[-1].role == Role.USER:
+            context = turn_assemble(session=locked, query=turns[-1], author=author)
+            locked.last_budget = context.budget_status
+        locked.save(update_fields=["turn_count", "last_budget", "updated_at"])
+    return Posted(locked, turns, context)
 
 
 # --- deletion -----------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ api_patterns: list[URLPattern | URLResolver] = [
     path("", include("audit.api.urls")),
     path("", include("recall.api.layout_urls")),
     path("", include("maintenance.api.urls")),
+    path("", include("chat.api.urls")),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     # The split view serves its start-up script at a URL of its own: no inline script (CSP).
     path("docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),

@@ -242,6 +242,8 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     # Ids in paths (``<id:...>``, portal.ids.IdConverter) are integers.
     "PATH_CONVERTER_OVERRIDES": {"id": ID_SCHEMA},
+    # "role" names both a member's role and a chat message's.
+    "ENUM_NAME_OVERRIDES": {"MessageRoleEnum": ["user", "assistant", "tool"]},
 }
 
 # --- Recall -----------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -82,6 +82,12 @@ class RecallRequest:
     # Who asked: an agent through the API (""), or the sandbox (``SANDBOX``), whose recall is
     # recorded like any but is a dry run: it counts no hits and touches no lifecycle field.
     origin: str = ""
+    # A recall that is one part of a larger context (a session's turn, ``chat.assembly``):
+    # its token budget is the smaller of the policy's and this cap (the event records both),
+    # and its event names the session and the turn it was assembled for.
+    token_budget_cap: int | None = None
+    session_id: str | None = None
+    turn_index: int | None = None
 
 
 SANDBOX = DRY_RUN_ORIGIN
@@ -170,9 +176,13 @@ def recall_plan(
     policy = effective.policy
     scored = _rescore(found.rows, now)
     ranked = scored[: request.top_k]
+    budget = BudgetPolicy.from_policy(policy)
+    if request.token_budget_cap is not None:
+        cap = max(0, request.token_budget_cap)
+        budget = replace(budget, total_token_budget=min(cap, budget.total_token_budget))
     plan = plan_budget(
         [Candidate(str(row.id), row.segment_kind, row.token_count, score) for row, score in ranked],
-        BudgetPolicy.from_policy(policy),
+        budget,
     )
     warnings = [ACTOR_UNKNOWN] if found.actor_pk is None else []
     envelope = _envelope(
@@ -248,6 +258,7 @@ def recall_assemble(*, request: RecallRequest) -> Recorded:
                 "workloadEnvironment": effective.workload_environment,
                 "override": effective.override,
             },
+            **_part_of_a_turn(request, effective),
         },
         # The event's injections are also its hits (a dry run's excepted): counted later
         # (recall/hits.py), without rewriting the memories now.
@@ -255,6 +266,21 @@ def recall_assemble(*, request: RecallRequest) -> Recorded:
     )
     hits_fold_due(workspace_id=request.workspace.pk)
     return Recorded(envelope, event)
+
+
+def _part_of_a_turn(request: RecallRequest, effective: EffectivePolicy) -> dict[str, Any]:
+    """What a recall made for a session's turn adds to its event: the session, the turn, and
+    the cap its token budget took (with the policy's own budget, so the smaller is seen)."""
+    extra: dict[str, Any] = {}
+    if request.session_id is not None:
+        extra["sessionId"] = request.session_id
+        extra["turn"] = request.turn_index
+    if request.token_budget_cap is not None:
+        extra["tokenBudgetCap"] = {
+            "cap": request.token_budget_cap,
+            "policy": effective.policy["totalTokenBudget"],
+        }
+    return extra
 
 
 def _rescore(rows: list[RankedRow], now: datetime) -> list[tuple[RankedRow, float]]:

@@ -59,3 +59,12 @@ def memory_list(*, actor: Actor, filters: Any) -> QuerySet[MemoryRecord]:
             "The memory filters are not valid.",
         )
     return with_hits(filterset.qs.defer("embedding").order_by("-created_at", "-id"))
+
+
+def memory_tiers(*, workspace: Workspace, ids: list[int]) -> dict[int, str]:
+    """The tier (short- or long-term) of each of these memories of the workspace."""
+    if not ids:
+        return {}
+    return dict(
+        MemoryRecord.objects.filter(workspace=workspace, pk__in=ids).values_list("pk", "tier")
+    )

@@ -45,6 +45,7 @@ PURE = (
     "recall/layout/planner.py",
     "recall/layout/monitor.py",
     "maintenance/lifecycle.py",
+    "chat/context.py",
 )
 FRAMEWORKS = ("django", "rest_framework", "drf_spectacular", "django_filters", "celery")
 MOST_LINES = 800

@@ -13,11 +13,12 @@ from tests.recall.test_api_memories import new_memory
 
 pytestmark = pytest.mark.django_db
 
-CONTENT, QUERY, SEARCH, PASSWORD = (
+CONTENT, QUERY, SEARCH, PASSWORD, TURN = (
     "CANARY-content-7Qx",
     "CANARY-query-7Qx",
     "CANARY-search-7Qx",
     "CANARY-password-7Qx",
+    "CANARY-turn-7Qx",
 )
 
 
@@ -45,6 +46,22 @@ def test_canaries_sent_everywhere_are_logged_nowhere(caplog, operator, editor, w
         b"{" + CONTENT.encode(),
         content_type="application/json",
     )
+    # a chat session's turns, their prompt, and refused turns
+    session = api.post(
+        "/v1/sessions",
+        {"actorId": "user:ada", "workloadId": str(workload_a.id), "environment": "prod",
+         "systemPrompt": TURN},
+        format="json",
+    ).json()  # fmt: skip
+    turns = f"/v1/sessions/{session['id']}/turns"
+    for messages in (
+        [{"role": "user", "content": TURN}],
+        [{"role": "assistant", "content": TURN}, {"role": "user", "content": TURN + CONTENT}],
+        [{"role": "narrator", "content": TURN}],
+        [{"role": "user", "content": TURN * 10_000}],
+    ):
+        api.post(turns, {"messages": messages}, format="json")
+    operator.api().get(f"/v1/sessions/{session['id']}/turns/1/prompt")
     Client().post("/login/", {"username": "olga", "password": PASSWORD})
     Client().get("/v1/workspaces/", HTTP_AUTHORIZATION="Bearer crp_" + PASSWORD)
     pages = Client()
@@ -59,5 +76,5 @@ def test_canaries_sent_everywhere_are_logged_nowhere(caplog, operator, editor, w
 
     assert caplog.records, "the run should have logged something (requests, warnings)"
     logged = "\n".join(f"{r.name} {r.getMessage()} {r.exc_text or ''}" for r in caplog.records)
-    for canary in (CONTENT, QUERY, SEARCH, PASSWORD, editor.token):
+    for canary in (CONTENT, QUERY, SEARCH, PASSWORD, TURN, editor.token):
         assert canary not in logged, canary

@@ -18,7 +18,6 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from audit.services import audit_chain_check
-from chat.services import Message, session_create, turns_append
 from maintenance.services import maintenance_start
 from portal.db.scope import ALL, scope_include, scope_set
 from portal.models import Workspace
@@ -49,7 +48,7 @@ POPULATED = {
     "policies_workloadpolicyversion", "recall_actor", "recall_memoryrecord", "recall_funnelcache",
     "audit_auditevent", "audit_auditchainhead", "audit_auditcheckpoint", "audit_injection",
     "maintenance_maintenancerun", "maintenance_maintenanceitem", "recall_memorychange",
-    "recall_hitfold", "audit_storedquery", "chat_session", "chat_turn",
+    "recall_hitfold", "audit_storedquery", "chat_session", "chat_turn", "chat_turncontext",
 }  # fmt: skip
 
 
@@ -94,13 +93,18 @@ def _populate(persona: Any, workload: Any) -> None:
     MemoryRecord.objects.filter(workspace=workspace, content="release notes for the canary").update(
         confidence=0.8
     )
-    session = session_create(
-        workspace=workspace, actor_id="user:ada", workload_id=workload.id,
-        environment="prod", author="t",
-    )  # fmt: skip
-    with transaction.atomic():
-        turns_append(session=session, messages=[Message("user", "hello")])
-        session.save()
+    session = persona.api().post(
+        "/v1/sessions",
+        {"actorId": "user:ada", "workloadId": str(workload.id), "environment": "prod"},
+        format="json",
+    )
+    assert session.status_code == 201, session.content
+    turned = persona.api().post(
+        f"/v1/sessions/{session.json()['id']}/turns",
+        {"messages": [{"role": "user", "content": "release notes?"}]},
+        format="json",
+    )
+    assert turned.status_code == 201, turned.content
     maintenance_start(workspace=workspace, sweep="expiry", mode="preview", author="t")
     audit_chain_check(workspace=workspace, full=True)
     hits_fold(workspace_id=workspace.pk)

@@ -17,10 +17,12 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from audit.models import AuditEvent, EventType, Injection, StoredQuery
 from audit.services import audit_chain_verify
+from chat.models import Session
 from maintenance import archives, services
 from maintenance.models import ArchiveChunk, MaintenanceRun
 from policies.services import workspace_store_queries_set
 from recall.models import Actor, FunnelCache, MemoryChange, MemoryRecord
+from tests.chat.helpers import started, turn
 from tests.helpers import recall
 from tests.maintenance.helpers import ago
 from tests.recall import factories
@@ -73,6 +75,12 @@ def ada(operator: Any, editor: Any, workload_a: Any) -> dict[str, Any]:
     recall(editor, workload_a, query=ADA_QUERY)
     recall(editor, workload_a, actor="user:bob", query="what bob asked")
     assert StoredQuery.objects.filter(actor_id="user:ada").count() == 1
+    # A chat session of Ada's whose turn holds the canary (its prompt holds her memories);
+    # its two recalls keep their queries too.
+    session = started(editor, workload_a)
+    turn(editor, session["id"], ("user", f"release summary {CANARY}"))
+    turn(editor, session["id"], ("assistant", "noted"), ("user", "release summary again"))
+    assert StoredQuery.objects.filter(actor_id="user:ada").count() == 3
     retention = services.maintenance_start(
         workspace=workspace, sweep="retention", mode="execute", author="system:test", confirm=2
     )
@@ -90,6 +98,7 @@ def ada(operator: Any, editor: Any, workload_a: Any) -> dict[str, Any]:
         "ids": sorted(m.pk for m in rows + stale),
         "bob": bob,
         "retention": retention,
+        "session": session["id"],
     }
 
 
@@ -104,7 +113,9 @@ class EraseApiTests:
         assert response.status_code == 200, response.content
         body = response.json()
         assert body["count"] == 4 and body["archiveLinesRemoved"] == 1
-        assert body["queriesRemoved"] == 1
+        assert body["queriesRemoved"] == 3
+        assert body["sessionsRemoved"] == 1 and body["turnsRemoved"] == 3
+        assert not Session.objects.filter(actor__name="ada").exists()
         assert body["actorId"] == "user:ada" and body["alreadyErased"] is False
         actor = Actor.objects.get(workspace=operator.workspace, name="ada")
         assert actor.erased_at is not None and actor.erased_by == "token:olga-token"
@@ -115,7 +126,8 @@ class EraseApiTests:
         assert chunk.count == 1 and CANARY not in chunk.lines and "of bob" in chunk.lines
         event = AuditEvent.objects.get(pk=body["eventId"])
         assert event.type == EventType.MEMORY_ERASED and event.actor_id == "user:ada"
-        assert event.payload["count"] == 4 and event.payload["queriesRemoved"] == 1
+        assert event.payload["count"] == 4 and event.payload["queriesRemoved"] == 3
+        assert event.payload["sessionsRemoved"] == 1 and event.payload["turnsRemoved"] == 3
         assert not StoredQuery.objects.filter(actor_id="user:ada").exists()
         assert StoredQuery.objects.get(actor_id="user:bob").text == "what bob asked"
         # the four left (the stale one was deleted, and archived, by the retention run)
@@ -252,6 +264,8 @@ class NothingShowsTheContentTests:
             "actor_id": ["user:ada"],
             "run_id": [str(pk) for pk in MaintenanceRun.objects.values_list("pk", flat=True)],
             "sweep": ["retention"],
+            "session_id": [ada["session"]],
+            "turn": ["1", "3"],
         }
         client = client_for(operator)
         query = f"?actor=user:ada&workspace={workspace.slug}&memory={ada['ids'][0]}"
@@ -265,6 +279,7 @@ class NothingShowsTheContentTests:
         assert any(path.startswith("!v1/audit/events/") and path[-1].isdigit() for path in before)
         assert any(path.endswith("/audit/export.csv") for path in before), before
         assert any(path.endswith("/audit/export.jsonl") for path in before), before
+        assert f"!v1/sessions/{ada['session']}/turns/1/prompt" in before, before
 
         erase(operator)
         values["event_id"] = [str(pk) for pk in workspace.audit_events.values_list("pk", flat=True)]

@@ -1,0 +1,209 @@
+"""Sessions over HTTP: start one, post its turns (the context assembled for the user's),
+read it, its turns' diagnostics and (operators) their prompts, end it.
+
+Roles are ``chat.access``'s: viewers read, editors and up write, operators read prompts.
+"""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import status
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from chat import services
+from chat.access import Action, session_for, sessions_workspace
+from chat.api.serializers import (
+    SessionCreateSerializer,
+    SessionSerializer,
+    TurnAnswerSerializer,
+    TurnDetailSerializer,
+    TurnPromptSerializer,
+    TurnsRequestSerializer,
+    turn_detail,
+    turn_prompt,
+    turns_answer,
+)
+from chat.filtersets import SessionFilterSet
+from chat.selectors import session_list, session_turn
+from portal.api.errors import ErrorSerializer
+from portal.api.views import (
+    WORKSPACE_PARAM,
+    ApiView,
+    filter_parameters,
+    json_object,
+    json_object_or_empty,
+    reject_unknown,
+)
+from portal.errors import NotFoundError
+
+SESSION_FILTER_PARAMS = filter_parameters(
+    SessionFilterSet,
+    {
+        "actor": "actor id (kind:name)",
+        "workload": "workload id",
+        "environment": "environment slug",
+        "status": "active or ended",
+    },
+)
+TURN_PARAM = OpenApiParameter(
+    "turn", int, OpenApiParameter.PATH, description="The turn's index (from 1)."
+)
+TURNS_DESCRIPTION = """\
+Append the messages in order (typically the assistant's previous reply, tool results, then
+the new user message). When the last one is the user's, the context for it is assembled and
+returned: the recall (the workload's effective policy for the session's environment, the
+user's message as the query, one `context.assembled` event naming the session and the turn)
+with its token budget capped at the turn's supporting-context budget, laid out under the
+workload's stored layout configuration (seed 000's accounting, sections and pruning
+cascade), rendered as chat-completions `messages`. More history than the configuration keeps
+does not fail: it is pruned. Nothing is appended when the call is refused.
+"""
+
+
+class SessionsView(ApiView):
+    """``POST /v1/sessions`` starts a session, ``GET /v1/sessions/`` lists them; each path
+    answers the other method too (the schema shows each under the path the API map gives)."""
+
+    @extend_schema(
+        parameters=[WORKSPACE_PARAM],
+        request=SessionCreateSerializer,
+        responses={
+            201: SessionSerializer,
+            409: OpenApiResponse(
+                ErrorSerializer,
+                description="SESSION_EXISTS: a session has this externalId (details.sessionId);"
+                " WORKLOAD_ARCHIVED; ACTOR_ERASED.",
+            ),
+        },
+        summary="Start a session of an actor with a workload in an environment",
+    )
+    def post(self, request: Request) -> Response:
+        caller = self.caller(request)
+        workspace = sessions_workspace(caller, request.query_params.get("workspace"), Action.WRITE)
+        serializer = SessionCreateSerializer(data=json_object(request))
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        session = services.session_create(
+            workspace=workspace,
+            actor_id=data["actorId"],
+            workload_id=data["workloadId"],
+            environment=data["environment"],
+            author=caller.label,
+            external_id=data.get("externalId", ""),
+            system_prompt=data.get("systemPrompt", ""),
+            system_prompt_tokens=data.get("systemPromptTokens"),
+            tool_schema_tokens=data["toolSchemaTokens"],
+        )
+        body = SessionSerializer(session).data
+        response = Response(body, status=status.HTTP_201_CREATED)
+        response["Location"] = body["links"]["self"]
+        return response
+
+    @extend_schema(
+        parameters=[WORKSPACE_PARAM, *SESSION_FILTER_PARAMS],
+        responses=SessionSerializer(many=True),
+        summary="The workspace's sessions, newest first",
+    )
+    def get(self, request: Request) -> Response:
+        workspace = sessions_workspace(
+            self.caller(request), request.query_params.get("workspace"), Action.READ
+        )
+        sessions = session_list(workspace=workspace, filters=request.query_params)
+        paginator = self.pagination_class()
+        page = paginator.paginate_queryset(sessions, request, view=self)
+        return paginator.get_paginated_response(SessionSerializer(page, many=True).data)
+
+
+class SessionCreateView(SessionsView):
+    @extend_schema(exclude=True)
+    def get(self, request: Request) -> Response:
+        return super().get(request)
+
+
+class SessionListView(SessionsView):
+    @extend_schema(exclude=True)
+    def post(self, request: Request) -> Response:
+        return super().post(request)
+
+
+class SessionDetailView(ApiView):
+    @extend_schema(responses=SessionSerializer, summary="A session: status, turns, last budget")
+    def get(self, request: Request, session_id: str) -> Response:
+        session = session_for(self.caller(request), session_id, Action.READ)
+        return Response(SessionSerializer(session).data)
+
+
+class SessionEndView(ApiView):
+    @extend_schema(
+        request=None,
+        responses=SessionSerializer,
+        summary="End a session (no turn can be added; its retention starts)",
+    )
+    def post(self, request: Request, session_id: str) -> Response:
+        session = session_for(self.caller(request), session_id, Action.WRITE)
+        json_object_or_empty(request)
+        return Response(SessionSerializer(services.session_end(session=session)).data)
+
+
+class SessionTurnsView(ApiView):
+    @extend_schema(
+        request=TurnsRequestSerializer,
+        responses={
+            201: TurnAnswerSerializer,
+            409: OpenApiResponse(
+                ErrorSerializer,
+                description="SESSION_ENDED: the session has ended; WORKLOAD_ARCHIVED.",
+            ),
+            413: OpenApiResponse(
+                ErrorSerializer,
+                description="MESSAGE_TOO_LARGE: a message over the size limit (details: "
+                "index, size, limit).",
+            ),
+        },
+        summary="Append turns; for a user message, assemble its context",
+        description=TURNS_DESCRIPTION,
+    )
+    def post(self, request: Request, session_id: str) -> Response:
+        caller = self.caller(request)
+        session = session_for(caller, session_id, Action.WRITE)
+        data = json_object(request)
+        reject_unknown(data, {"messages"})
+        posted = services.session_turns_post(
+            session=session, messages=data.get("messages"), author=caller.label
+        )
+        return Response(turns_answer(posted), status=status.HTTP_201_CREATED)
+
+
+class SessionTurnView(ApiView):
+    @extend_schema(
+        parameters=[TURN_PARAM],
+        responses=TurnDetailSerializer,
+        summary="A turn and, for an assembled one, its diagnostics (what was kept, pruned "
+        "and why; its recall; its budget status)",
+    )
+    def get(self, request: Request, session_id: str, turn: int) -> Response:
+        session = session_for(self.caller(request), session_id, Action.READ)
+        row, context = session_turn(session=session, index=turn)
+        return Response(turn_detail(row, context))
+
+
+class SessionTurnPromptView(ApiView):
+    @extend_schema(
+        parameters=[TURN_PARAM],
+        responses=TurnPromptSerializer,
+        summary="The formatted prompt of an assembled turn, as it was returned (operators "
+        "only: private content)",
+    )
+    def get(self, request: Request, session_id: str, turn: int) -> Response:
+        session = session_for(self.caller(request), session_id, Action.PROMPT)
+        row, context = session_turn(session=session, index=turn)
+        if context is None:
+            raise NotFoundError(
+                f"No context was assembled for turn {row.index} (a {row.role} message), so it "
+                "has no prompt.",
+                {"role": row.role},
+            )
+        response = Response(turn_prompt(context))
+        response["Cache-Control"] = "no-store, private"
+        return response
