@@ -11,7 +11,8 @@ Parsing, for a mapping or YAML text, with or without the top-level ``memory:`` k
    nested parsers (a list or a mapping); unknown keys are rejected with a suggestion
    (``vocabulary.suggested_name``) and missing keys take the seed's Chat defaults;
 3. every problem, at every level, is collected and raised together as one
-   ``LayoutConfigError`` keyed by dotted path (always rooted at ``memory``).
+   ``LayoutConfigError`` keyed by dotted path (always rooted at ``memory``);
+4. a key nothing reads yet (``NO_EFFECT``) set away from its default is refused, saying so.
 
 The tables (``MEMORY_SCALARS`` ...) are public so that the OpenAPI schema is read off them
 (``recall.api.layout_schemas``) instead of restating them.
@@ -380,10 +381,55 @@ def _memory_section(data: Any) -> Any:
     return data
 
 
-def parse_memory_config(data: Any) -> LayoutConfig:
+# Keys the seed names, which the parser accepts, but which nothing reads yet: set to anything
+# but its default, each is refused with the reason (seed 000: "a flexible dict accepting a
+# misspelled key does not mean the formatter uses it"). Every other key changes what a session
+# turn or the Layout tab gives (tests/chat/test_config_keys.py walks them all).
+_COMPACTION_RUN = (
+    "has no effect: automatic compaction does not run yet (the monitor only reports its "
+    "decision for each turn)"
+)
+NO_EFFECT: dict[str, str] = {
+    **{
+        f"compaction.{key}": _COMPACTION_RUN
+        for key in (
+            "llm_service",
+            "target_utilization",
+            "cooldown_turns",
+            "max_turns_per_summary",
+            "min_turns_to_summarize",
+            "compaction_recency_window",
+            "insight_dedup_enabled",
+            "insight_similarity_threshold",
+            "max_insights_to_check",
+        )
+    },
+    "compaction.critical_threshold": (
+        "has no effect: the severity classes are fixed (critical above 95 %, overage above "
+        "100 %), as in seed 000"
+    ),
+}
+
+
+def no_effect_errors(config: LayoutConfig) -> dict[str, str]:
+    """A problem for each key of ``NO_EFFECT`` set to another value than its default."""
+    errors: dict[str, str] = {}
+    defaults = LayoutConfig()
+    for key, reason in NO_EFFECT.items():
+        section, name = key.split(".")
+        value = getattr(getattr(config, section), name)
+        default = getattr(getattr(defaults, section), name)
+        if value != default:
+            errors[f"memory.{key}"] = f"{reason}; leave it out or at its default ({default!r})"
+    return errors
+
+
+def parse_memory_config(data: Any, *, accept_no_effect: bool = False) -> LayoutConfig:
     """Parse a ``memory:`` config (a mapping, YAML text or None) into a ``LayoutConfig``.
 
-    See the module docstring; raises ``LayoutConfigError`` keyed by dotted path.
+    See the module docstring; raises ``LayoutConfigError`` keyed by dotted path. A key of
+    ``NO_EFFECT`` away from its default is refused, unless ``accept_no_effect`` (a document
+    stored before it was found to have no effect, read back as it was saved).
     """
     if isinstance(data, str):
         data = load_yaml(data)
@@ -394,6 +440,8 @@ def parse_memory_config(data: Any) -> LayoutConfig:
     config, errors = _parse_object(
         _memory_section(data), "memory", LayoutConfig, MEMORY_SCALARS, MEMORY_NESTED
     )
+    if not errors and not accept_no_effect:
+        errors = no_effect_errors(config)
     if errors:
         raise LayoutConfigError(errors)
     return config

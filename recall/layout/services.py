@@ -135,8 +135,10 @@ def layout_config_current(*, workload: Workload) -> CurrentLayoutConfig:
     latest = layout_config_latest(workload=workload)
     if latest is None:
         return CurrentLayoutConfig(config=LayoutConfig(), version=None)
-    # Stored documents were validated on save; re-parsing gives the typed config back.
-    return CurrentLayoutConfig(config=parse_memory_config(latest.document), version=latest)
+    # Stored documents were validated on save; re-parsing gives the typed config back (one
+    # saved before a key was found to have no effect is read as it was saved).
+    config = parse_memory_config(latest.document, accept_no_effect=True)
+    return CurrentLayoutConfig(config=config, version=latest)
 
 
 def layout_config_versions(*, workload: Workload) -> QuerySet[WorkloadLayoutConfigVersion]:

@@ -641,7 +641,7 @@ def test_config_round_trips_through_dict_and_yaml() -> None:
         {
             "context_window": 128000,
             "supporting_context": {"section_priority": ["passages", "entities"]},
-            "compaction": {"enabled": True, "cooldown_turns": 1},
+            "compaction": {"enabled": True, "compaction_threshold": 0.7},
         }
     )
     assert parse_memory_config(layout_config_to_dict(config)) == config
