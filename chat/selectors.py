@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.db.models import QuerySet
 
 from chat.filtersets import SessionFilterSet
-from chat.models import Session, Turn, TurnContext
+from chat.models import Session, SessionStatus, Turn, TurnContext
 from portal.errors import NotFoundError, ValidationFailed
 from portal.models import Workspace
 
@@ -44,3 +48,55 @@ def session_turn(*, session: Session, index: Any) -> tuple[Turn, TurnContext | N
 def session_contexts(*, session: Session) -> QuerySet[TurnContext]:
     """The session's assembled contexts, in turn order, without their prompts."""
     return session.contexts.defer("prompt").order_by("turn")
+
+
+@dataclass(frozen=True)
+class EndedSession:
+    """An ended session as the ``sessions`` sweep lists it (no content)."""
+
+    pk: int
+    actor_id: str
+    ended_at: datetime | None  # never None: the sweep lists ended sessions
+    turns: int
+    fingerprint: str
+
+
+def _fingerprint(status: str, ended_at: datetime | None, turns: int, updated: datetime) -> str:
+    """A session's state, so that a sweep deletes only a session still as it was listed."""
+    ended = ended_at.isoformat() if ended_at else ""
+    return hashlib.md5(f"{status}|{ended}|{turns}|{updated.isoformat()}".encode()).hexdigest()
+
+
+def sessions_ended_before(
+    *, workspace_id: int, before: datetime, after_id: int, limit: int
+) -> list[EndedSession]:
+    """A page, in id order after ``after_id``, of the workspace's sessions that ended before
+    ``before``."""
+    rows = (
+        Session.objects.filter(
+            workspace_id=workspace_id,
+            status=SessionStatus.ENDED,
+            ended_at__lt=before,
+            pk__gt=after_id,
+        )  # fmt: skip
+        .order_by("pk")
+        .values_list(
+            "pk", "actor__kind", "actor__name", "status", "ended_at", "turn_count", "updated_at"
+        )[:limit]
+    )
+    return [
+        EndedSession(pk, f"{kind}:{name}", ended, turns, _fingerprint(status, ended, turns, upd))
+        for pk, kind, name, status, ended, turns, upd in rows
+    ]
+
+
+def sessions_locked(*, workspace_id: int, ids: Sequence[int]) -> dict[int, str]:
+    """The fingerprints of those of ``ids`` that still exist, their rows locked (in id
+    order) to the end of the caller's transaction."""
+    rows = (
+        Session.objects.select_for_update()
+        .filter(workspace_id=workspace_id, pk__in=list(ids))
+        .order_by("pk")
+        .values_list("pk", "status", "ended_at", "turn_count", "updated_at")
+    )
+    return {pk: _fingerprint(status, ended, n, upd) for pk, status, ended, n, upd in rows}

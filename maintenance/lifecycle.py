@@ -17,6 +17,8 @@ maintenance sweep asks one question of each memory, answered here from the memor
   above ``dedupSimilarity``, the seed's ``insight_similarity_threshold``), each older one is
   superseded by the newer one it repeats (:func:`dedup_plan`).
 * **reembed** — a memory not embedded by the configured embedder is embedded again.
+* **sessions** — a chat session ended longer ago than the session retention is deleted with
+  its turns and assembled prompts (turn content is personal data; nothing is archived).
 
 These are prioritisation heuristics, not estimates of factual reliability (seed 000).
 """
@@ -44,7 +46,15 @@ from recall.scoring import (
     promotion_score,
 )
 
-SWEEPS: tuple[str, ...] = ("expiry", "decay", "retention", "promotion", "dedup", "reembed")
+SWEEPS: tuple[str, ...] = (
+    "expiry",
+    "decay",
+    "retention",
+    "promotion",
+    "dedup",
+    "reembed",
+    "sessions",
+)
 SCHEDULE_MODES: tuple[str, ...] = ("off", "preview", "execute")
 
 # What each sweep does, in one line (the Maintenance page, the API schema, the command).
@@ -58,6 +68,8 @@ SWEEP_SUMMARY: dict[str, str] = {
     "dedup": "Of an actor's current insights that say the same thing, each older one is "
     "superseded by the newer one.",
     "reembed": "Memories not embedded by the configured embedder are embedded again.",
+    "sessions": "Chat sessions ended longer ago than the session retention are deleted, with "
+    "their turns and prompts.",
 }
 
 # The seed's insight dedup defaults (compaction config: insight_similarity_threshold,
@@ -66,6 +78,8 @@ INSIGHT_SIMILARITY_THRESHOLD = 0.90
 MAX_INSIGHTS_TO_CHECK = 50
 
 EXPIRABLE_STATUSES = ("active", "inactive")
+# Days an ended chat session (its turns are personal data) is kept.
+SESSION_RETENTION_DAYS = 30
 WEIGHT_NAMES = ("age", "access", "confidence", "connections")
 
 
@@ -107,6 +121,7 @@ DEFAULT_SCHEDULE: dict[str, str] = {
     "promotion": "preview",
     "dedup": "preview",
     "reembed": "off",
+    "sessions": "preview",
 }
 
 SETTINGS: tuple[Setting, ...] = (
@@ -187,6 +202,11 @@ SETTINGS: tuple[Setting, ...] = (
         "dedupMaxInsights", "integer", MAX_INSIGHTS_TO_CHECK, "Insights checked per actor",
         "The most recent current insights of each actor compared with each other.",
         "Dedup", 2, 1000,
+    ),
+    Setting(
+        "sessionRetentionDays", "number", SESSION_RETENTION_DAYS, "Retention of ended sessions",
+        "A chat session ended longer ago than this is deleted with its turns and prompts.",
+        "Sessions", 0.0, 3650, unit="days",
     ),
     Setting(
         "schedule", "schedule", DEFAULT_SCHEDULE, "Scheduled runs",
@@ -387,6 +407,17 @@ def retention_due(memory: MemoryFacts, settings: Mapping[str, Any], now: datetim
     if memory.lifecycle_status != "stale" or memory.stale_since is None:
         return False
     return is_past_retention(hours_between(memory.stale_since, now), settings["retentionDays"])
+
+
+def session_retention_due(
+    ended_at: datetime | None, settings: Mapping[str, Any], now: datetime
+) -> bool:
+    """An ended session (``ended_at`` set) that ended longer ago than the session retention.
+    Settings saved before the setting existed take its default."""
+    if ended_at is None:
+        return False
+    days = settings.get("sessionRetentionDays", SESSION_RETENTION_DAYS)
+    return is_past_retention(hours_between(ended_at, now), days)
 
 
 # --- promotion ----------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ def memory_runs(access: PageAccess, memory: MemoryRecord) -> Panel | None:
     items = list(
         MaintenanceItem.objects.filter(memory_id=memory.pk, run__workspace=access.workspace)
         .exclude(run__mode="preview")
+        .exclude(run__sweep="sessions")  # their ids are sessions' (maintenance.sweeps)
         .select_related("run")
         .order_by("-run_id")[:10]
     )

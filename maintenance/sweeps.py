@@ -1,4 +1,4 @@
-"""The six sweeps: what each lists, and how it applies one batch.
+"""The sweeps: what each lists, and how it applies one batch.
 
 Listing reads the workspace's memories in id order (promotion: actor by actor, so that each
 actor's vectors are read once for its connections), a page at a time, narrowed in SQL by a
@@ -28,6 +28,8 @@ from django.db import connection
 from django.db.models import F
 from django.utils import timezone
 
+from chat.selectors import sessions_ended_before, sessions_locked
+from chat.services import sessions_delete
 from maintenance import lifecycle
 from maintenance.connections import ConnectionCounter
 from maintenance.models import ArchiveChunk, MaintenanceItem, MaintenanceRun, Outcome
@@ -161,6 +163,18 @@ class Sweep:
 
     def change(self, run: MaintenanceRun, items: Sequence[MaintenanceItem], now: datetime) -> None:
         raise NotImplementedError
+
+    def current(self, run: MaintenanceRun, ids: Sequence[int]) -> dict[int, str]:
+        """The fingerprints of the rows ``ids`` that still exist, locked to the end of the
+        batch's transaction: memories, in id order, as recall's hit updates take them (no
+        lock cycle between the two)."""
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT m.id, {FINGERPRINT_SQL} FROM {TABLE} m"
+                " WHERE m.workspace_id = %s AND m.id = ANY(%s) ORDER BY m.id FOR UPDATE",
+                [run.workspace_id, list(ids)],
+            )
+            return dict(cursor.fetchall())
 
 
 class Expiry(Sweep):
@@ -521,8 +535,50 @@ class Reembed(Sweep):
             )
 
 
+class Sessions(Sweep):
+    """Chat sessions, not memories: an item's ``memory_id`` holds the session's id (and its
+    details say ``sessionId``); chat reads and deletes its own table."""
+
+    name = "sessions"
+
+    def drafts(self, run: MaintenanceRun) -> Iterator[list[Draft]]:
+        now = run.as_of or timezone.now()
+        days = run.settings.get("sessionRetentionDays", lifecycle.SESSION_RETENTION_DAYS)
+        before = _cutoff(now, days * 24)
+        after = 0
+        while True:
+            page = sessions_ended_before(
+                workspace_id=run.workspace_id, before=before, after_id=after, limit=PAGE
+            )
+            if not page:
+                return
+            yield [
+                Draft(
+                    session.pk,
+                    session.actor_id,
+                    "past_session_retention",
+                    session.fingerprint,
+                    details={
+                        "sessionId": str(session.pk),
+                        "endedAt": _iso(session.ended_at),
+                        "turns": session.turns,
+                    },
+                )
+                for session in page
+                if lifecycle.session_retention_due(session.ended_at, run.settings, now)
+            ]
+            after = page[-1].pk
+
+    def current(self, run: MaintenanceRun, ids: Sequence[int]) -> dict[int, str]:
+        return sessions_locked(workspace_id=run.workspace_id, ids=ids)
+
+    def change(self, run: MaintenanceRun, items: Sequence[MaintenanceItem], now: datetime) -> None:
+        sessions_delete(workspace=run.workspace, ids=[item.memory_id for item in items])
+
+
 SWEEP_CLASSES: dict[str, Sweep] = {
-    sweep.name: sweep for sweep in (Expiry(), Decay(), Retention(), Promotion(), Dedup(), Reembed())
+    sweep.name: sweep
+    for sweep in (Expiry(), Decay(), Retention(), Promotion(), Dedup(), Reembed(), Sessions())
 }
 assert tuple(SWEEP_CLASSES) == lifecycle.SWEEPS
 
@@ -534,14 +590,7 @@ def apply_batch(run: MaintenanceRun, items: Sequence[MaintenanceItem], now: date
     """
     sweep = SWEEP_CLASSES[run.sweep]
     ids = [item.memory_id for item in items]
-    with connection.cursor() as cursor:
-        # In id order, as recall's hit updates take them: no lock cycle between the two.
-        cursor.execute(
-            f"SELECT m.id, {FINGERPRINT_SQL} FROM {TABLE} m"
-            " WHERE m.workspace_id = %s AND m.id = ANY(%s) ORDER BY m.id FOR UPDATE",
-            [run.workspace_id, sorted({*ids, *sweep.partners(items)})],
-        )
-        current = dict(cursor.fetchall())
+    current = sweep.current(run, sorted({*ids, *sweep.partners(items)}))
     skipped: dict[int, str] = {}
     for item in items:
         if item.memory_id not in current:

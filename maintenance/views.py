@@ -177,10 +177,12 @@ def run_page(request: HtmxHttpRequest, slug: str, run_id: int) -> HttpResponse:
         items = items.filter(outcome=outcome)
     page = Paginator(items, ITEMS_PER_PAGE).get_page(request.GET.get("page"))
     listed: list[MaintenanceItem] = list(page)
+    # A sessions run lists sessions (their ids in memory_id): no memory content to show.
+    memory_ids = [] if run.sweep == "sessions" else [item.memory_id for item in listed]
     contents = dict(
-        MemoryRecord.objects.filter(
-            workspace=access.workspace, pk__in=[item.memory_id for item in listed]
-        ).values_list("pk", "content")
+        MemoryRecord.objects.filter(workspace=access.workspace, pk__in=memory_ids).values_list(
+            "pk", "content"
+        )
     )
     rows = [
         {

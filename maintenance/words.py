@@ -7,7 +7,7 @@ from typing import Any
 
 from django.utils.dateparse import parse_datetime
 
-from maintenance.lifecycle import SETTINGS_BY_NAME
+from maintenance.lifecycle import SESSION_RETENTION_DAYS, SETTINGS_BY_NAME
 from maintenance.models import MaintenanceItem, MaintenanceRun
 
 SWEEP_TITLES = {
@@ -17,6 +17,7 @@ SWEEP_TITLES = {
     "promotion": "Promotion",
     "dedup": "Insight dedup",
     "reembed": "Re-embedding",
+    "sessions": "Session retention",
 }
 
 # What executing a sweep does to n memories, as a button says it.
@@ -27,6 +28,7 @@ ACTIONS = {
     "promotion": "Promote {n} memor{ies} to long-term",
     "dedup": "Supersede {n} duplicate insight{s}",
     "reembed": "Re-embed {n} memor{ies}",
+    "sessions": "Delete {n} ended session{s}",
 }
 
 # What undoes an execute of each sweep, and how (its confirmation page). ``{archive_days}``:
@@ -59,6 +61,7 @@ SWEEP_SETTINGS = {
                   "promotionAccessFullHits", "connectionSimilarity", "connectionsFull"],
     "dedup": ["dedupSimilarity", "dedupMaxInsights"],
     "reembed": [],
+    "sessions": ["sessionRetentionDays"],
 }  # fmt: skip
 
 STATUS_BADGES = {
@@ -144,6 +147,13 @@ def item_words(run: MaintenanceRun, item: MaintenanceItem) -> str:
         )
     if item.reason == "duplicate_insight":
         return f"Repeats the newer insight #{d.get('supersededBy')} (similarity {item.score:.3f})"
+    if item.reason == "past_session_retention":
+        days = s.get("sessionRetentionDays", SESSION_RETENTION_DAYS)
+        turns = d.get("turns", 0)
+        return (
+            f"Session ended {_when(d.get('endedAt'))}, more than {days:g} days ago"
+            f" ({turns} turn{'s' if turns != 1 else ''})"
+        )
     if item.reason == "not_embedded":
         return "Not embedded yet"
     if item.reason == "other_embedder":

@@ -250,6 +250,10 @@ class ErasurePresenter(Presenter):
             facts.append(_memory_links(shown.workspace, payload["ids"], check=False))
         if "archiveLinesRemoved" in payload:
             facts.append(Fact("Archive lines removed", number(payload["archiveLinesRemoved"])))
+        # What the floors above erased with the actor (recall.erasure_actor_data_register).
+        for key, label in (("sessionsRemoved", "Sessions removed"), ("turnsRemoved", "Turns")):
+            if key in payload:
+                facts.append(Fact(label, number(payload[key])))
         if runs:
             facts.append(Fact("Archives rewritten", links=runs))
         return facts

@@ -96,7 +96,11 @@ class RunSerializer(serializers.Serializer):
 
 
 class ItemSerializer(serializers.Serializer):
-    memoryId = serializers.CharField(source="memory_id")
+    """An item of a run. A ``sessions`` run lists sessions: ``sessionId`` names each, and
+    ``memoryId`` is null (give the serializer ``context={"sweep": run.sweep}``)."""
+
+    memoryId = serializers.SerializerMethodField()
+    sessionId = serializers.SerializerMethodField()
     actorId = serializers.CharField(source="actor_id")
     reason = serializers.CharField()
     score = serializers.FloatField(allow_null=True)
@@ -123,6 +127,12 @@ class ItemSerializer(serializers.Serializer):
 
     class Meta:
         model = MaintenanceItem
+
+    def get_memoryId(self, item: MaintenanceItem) -> str | None:
+        return None if self.context.get("sweep") == "sessions" else str(item.memory_id)
+
+    def get_sessionId(self, item: MaintenanceItem) -> str | None:
+        return str(item.memory_id) if self.context.get("sweep") == "sessions" else None
 
 
 class RestoreSerializer(serializers.Serializer):

@@ -236,7 +236,8 @@ class RunItemsView(ApiView):
             items = items.filter(outcome=outcome)
         paginator = self.pagination_class()
         page = paginator.paginate_queryset(items, request, view=self)
-        return paginator.get_paginated_response(ItemSerializer(page, many=True).data)
+        items_data = ItemSerializer(page, many=True, context={"sweep": run.sweep}).data
+        return paginator.get_paginated_response(items_data)
 
 
 class RunCancelView(ApiView):

@@ -43,8 +43,8 @@ class SweepStartTests:
         assert items["count"] == 3
         assert {i["memoryId"] for i in items["results"]} == {str(pk) for pk in expired}
         assert set(items["results"][0]) == {
-            "memoryId", "actorId", "reason", "score", "details", "outcome", "note", "before",
-            "after", "revertOutcome", "revertReason",
+            "memoryId", "sessionId", "actorId", "reason", "score", "details", "outcome", "note",
+            "before", "after", "revertOutcome", "revertReason",
         }  # fmt: skip
 
     def test_preview_is_the_default_mode(self, editor, expired):

@@ -401,7 +401,9 @@ class ScheduleTests:
     def test_the_tick_previews_each_scheduled_sweep_once_per_interval(self, workspace_a):
         started = schedule.maintenance_tick()
         runs = MaintenanceRun.objects.filter(workspace=workspace_a)
-        assert {r.sweep for r in runs} == {"expiry", "decay", "retention", "promotion", "dedup"}
+        assert {r.sweep for r in runs} == {
+            "expiry", "decay", "retention", "promotion", "dedup", "sessions"
+        }  # fmt: skip
         assert {(r.mode, r.trigger, r.author) for r in runs} == {
             ("preview", "schedule", "system:schedule")
         }
@@ -431,9 +433,9 @@ class ScheduleTests:
         # Each workspace's own settings were read: team-b runs no decay, and sweeps every hour.
         runs = MaintenanceRun.objects.filter(pk__in=first)
         assert {r.sweep for r in runs.filter(workspace=workspace_b)} == {
-            "expiry", "retention", "promotion", "dedup"
+            "expiry", "retention", "promotion", "dedup", "sessions"
         }  # fmt: skip
-        assert len(first) == 9 and len(second) == 10
+        assert len(first) == 11 and len(second) == 12
         later = timezone.now() + timedelta(hours=2)
         again = MaintenanceRun.objects.filter(pk__in=schedule.maintenance_tick(now=later))
         assert {r.workspace_id for r in again} == {workspace_b.pk}
@@ -456,9 +458,9 @@ class ScheduleTests:
             started = MaintenanceRun.objects.filter(pk__in=schedule.maintenance_tick())
 
         assert {r.sweep for r in started.filter(workspace=workspace_a)} == {
-            "expiry", "retention", "promotion", "dedup"
+            "expiry", "retention", "promotion", "dedup", "sessions"
         }  # fmt: skip
-        assert started.filter(workspace=workspace_b).count() == 5
+        assert started.filter(workspace=workspace_b).count() == 6
         warnings = [r.getMessage() for r in caplog.records]
         assert len(warnings) == 2, warnings
         assert all(f"workspace {workspace_a.slug}" in w for w in warnings)
@@ -468,7 +470,8 @@ class ScheduleTests:
     def test_a_scheduled_execute_over_the_share_is_refused_and_shown(self, workspace_a):
         services.lifecycle_settings_patch(
             workspace=workspace_a,
-            changes={"schedule": {s: "off" for s in ("expiry", "decay", "promotion", "dedup")}
+            changes={"schedule": {s: "off" for s in ("expiry", "decay", "promotion", "dedup",
+                                                     "sessions")}
                      | {"retention": "execute"}},
             author=AUTHOR,
         )  # fmt: skip

@@ -128,6 +128,8 @@ class EraseApiTests:
         assert event.type == EventType.MEMORY_ERASED and event.actor_id == "user:ada"
         assert event.payload["count"] == 4 and event.payload["queriesRemoved"] == 3
         assert event.payload["sessionsRemoved"] == 1 and event.payload["turnsRemoved"] == 3
+        page = client_for(operator).get(f"/w/team-a/audit/{event.pk}/").content.decode()
+        assert "Sessions removed" in page
         assert not StoredQuery.objects.filter(actor_id="user:ada").exists()
         assert StoredQuery.objects.get(actor_id="user:bob").text == "what bob asked"
         # the four left (the stale one was deleted, and archived, by the retention run)
