@@ -11,11 +11,14 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
+from django.http import HttpRequest
+
 from chat.models import Session
 from portal.access import Caller, scoped_get, workspace_for
 from portal.errors import NotFoundError
 from portal.ids import numeric_id
-from portal.models import Role, Workspace
+from portal.models import Role, Workspace, role_at_least
+from portal.pages import PageAccess, workspace_page
 
 
 class Action(StrEnum):
@@ -44,3 +47,13 @@ def session_for(caller: Caller, session_id: Any, action: Action) -> Session:
         raise NotFoundError(f"No session {session_id!r}: session ids are ASCII digits.")
     rows = Session.objects.select_related("actor", "workload")
     return scoped_get(caller, rows, pk, what="session", required=REQUIRED_ROLE[action])
+
+
+def may(role: str | None, action: Action) -> bool:
+    """Whether ``role`` may do ``action`` (the pages show a control only when it may)."""
+    return role_at_least(role, REQUIRED_ROLE[action])
+
+
+def sessions_page(request: HttpRequest, slug: str, action: Action) -> PageAccess:
+    """A sessions page's workspace for the signed-in user, checked for the action's role."""
+    return workspace_page(request, slug, required=REQUIRED_ROLE[action])

@@ -21,7 +21,9 @@ def session_list(*, workspace: Workspace, filters: Any) -> QuerySet[Session]:
     filters are a 400."""
     filterset = SessionFilterSet(
         filters,
-        queryset=Session.objects.filter(workspace=workspace).select_related("actor", "workload"),
+        queryset=Session.objects.filter(workspace=workspace).select_related(
+            "workspace", "actor", "workload"
+        ),
     )
     if not filterset.is_valid():
         raise ValidationFailed(

@@ -48,6 +48,7 @@ urlpatterns = [
     path("w/<slug:slug>/", include("recall.urls")),
     path("w/<slug:slug>/", include("audit.urls")),
     path("w/<slug:slug>/", include("maintenance.urls")),
+    path("w/<slug:slug>/", include("chat.urls")),
 ]
 
 handler400 = "portal.views.bad_request"

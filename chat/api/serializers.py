@@ -69,6 +69,7 @@ def session_links(session: Session) -> dict[str, str]:
         "self": reverse("api-session", args=[session.pk]),
         "turns": reverse("api-session-turns", args=[session.pk]),
         "end": reverse("api-session-end", args=[session.pk]),
+        "page": reverse("chat:session", args=[session.workspace.slug, session.pk]),
     }
 
 

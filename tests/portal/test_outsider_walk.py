@@ -54,8 +54,24 @@ def workspace_a_data(operator, workload_a) -> dict[str, Any]:
     run = maintenance_start(
         workspace=operator.workspace, sweep="expiry", mode="preview", author="t"
     )
+    session = (
+        operator.api()
+        .post(
+            "/v1/sessions",
+            {"actorId": "user:ada", "workloadId": str(workload_a.id), "environment": "prod"},
+            format="json",
+        )
+        .json()
+    )
+    operator.api().post(
+        f"/v1/sessions/{session['id']}/turns",
+        {"messages": [{"role": "user", "content": CANARY}]},
+        format="json",
+    )
     event = operator.workspace.audit_events.order_by("-id").first()
     return {
+        "session_id": session["id"],
+        "turn": "1",
         "workload_id": str(workload_a.id),
         "memory_id": str(memory.pk),
         "event_id": str(event.pk),
@@ -86,7 +102,7 @@ def test_an_outsider_gets_nothing_of_workspace_a_from_any_page(outsider, workspa
     nothing either); with the outsider's own slug, every page naming one of A's objects is a
     404. No answer carries A's memory content or workload id."""
     client = outsider.session()
-    names_an_object = ("workload_id", "memory_id", "event_id", "run_id")
+    names_an_object = ("workload_id", "memory_id", "event_id", "run_id", "session_id")
     leaks = []
     for name, route in PAGES:
         url = _url(route, slug, workspace_a_data)

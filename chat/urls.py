@@ -1,0 +1,16 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from chat import views
+
+app_name = "chat"
+urlpatterns = [
+    path("sessions/", views.sessions, name="sessions"),
+    path("sessions/<str:session_id>/", views.session, name="session"),
+    path(
+        "sessions/<str:session_id>/turns/<int:turn>/prompt/",
+        views.turn_prompt,
+        name="turn-prompt",
+    ),
+]
