@@ -24,7 +24,7 @@ from recall.layout.monitor import (
 )
 
 WIDTH = 720
-HEIGHT = 240
+HEIGHT = 300
 LEFT = 48
 RIGHT = 96  # room for the band labels
 TOP = 16

@@ -20,8 +20,20 @@ def a_recalled_memory(editor: Any, workload: Any) -> tuple[MemoryRecord, AuditEv
     return memory, AuditEvent.objects.filter(type=EventType.ASSEMBLED).get()
 
 
-def portal_pages(slug: str, *, memory_id: int, event_id: int) -> list[str]:
-    """The paths of a workspace's pages, one of each kind (a memory's and an event's too)."""
+def a_session(editor: Any, workload: Any) -> int:
+    """A session of ada's with one assembled turn (call after ``a_recalled_memory``)."""
+    api = editor.api()
+    body = {"actorId": "user:ada", "workloadId": str(workload.id), "environment": "prod"}
+    session = api.post("/v1/sessions", body, format="json").json()
+    turn = {"messages": [{"role": "user", "content": "release summary"}]}
+    response = api.post(f"/v1/sessions/{session['id']}/turns", turn, format="json")
+    assert response.status_code == 201, response.content
+    return int(session["id"])
+
+
+def portal_pages(slug: str, *, memory_id: int, event_id: int, session_id: int) -> list[str]:
+    """The paths of a workspace's pages, one of each kind (a memory's, an event's and a
+    session's too)."""
     return [
         f"/w/{slug}/",
         f"/w/{slug}/policies/",
@@ -33,6 +45,9 @@ def portal_pages(slug: str, *, memory_id: int, event_id: int) -> list[str]:
         f"/w/{slug}/audit/{event_id}/",
         f"/w/{slug}/maintenance/",
         f"/w/{slug}/maintenance/settings/",
+        f"/w/{slug}/sessions/",
+        f"/w/{slug}/sessions/{session_id}/",
+        f"/w/{slug}/sessions/{session_id}/turns/1/prompt/",
     ]
 
 

@@ -8,7 +8,7 @@ from playwright.sync_api import expect
 
 from policies.services import workspace_create
 from portal.models import Membership, Role
-from tests.browser.pages import a_recalled_memory, portal_pages
+from tests.browser.pages import a_recalled_memory, a_session, portal_pages
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -30,13 +30,14 @@ def test_no_page_breaks_the_policy(page, live_server, login, operator, editor, w
     )
     page.on("pageerror", lambda e: violations.append(f"page error: {e}"))
     memory, event = a_recalled_memory(editor, workload_a)
+    session_id = a_session(editor, workload_a)
     other = workspace_create(slug="team-c", name="Team C", author="system:test")
     Membership.objects.create(user=operator.user, workspace=other, role=Role.VIEWER)
     slug = operator.workspace.slug
 
     login(page, "olga", "pw-olga")
     paths = [
-        *portal_pages(slug, memory_id=memory.pk, event_id=event.pk),
+        *portal_pages(slug, memory_id=memory.pk, event_id=event.pk, session_id=session_id),
         f"/w/{slug}/workloads/{workload_a.pk}/policy/",
         "/v1/docs/",
     ]

@@ -9,7 +9,7 @@ from rest_framework.test import APIClient
 
 from console.services import api_token_create
 from maintenance.services import maintenance_start
-from tests.browser.pages import a_recalled_memory, portal_pages, wider_than_its_card
+from tests.browser.pages import a_recalled_memory, a_session, portal_pages, wider_than_its_card
 from tests.recall import factories
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -26,11 +26,12 @@ def test_no_page_is_wider_than_a_phone(
     page, live_server, login, operator, editor, workload_a, shot
 ):
     memory, event = a_recalled_memory(editor, workload_a)
+    session_id = a_session(editor, workload_a)
     slug = operator.workspace.slug
     page.set_viewport_size(PHONE)
     login(page, "olga", "pw-olga")
     wider = {}
-    for path in portal_pages(slug, memory_id=memory.pk, event_id=event.pk):
+    for path in portal_pages(slug, memory_id=memory.pk, event_id=event.pk, session_id=session_id):
         response = page.goto(live_server.url + path)
         assert response is not None and response.status == 200, path
         extra = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
