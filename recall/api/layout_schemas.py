@@ -36,8 +36,19 @@ _NESTED: dict[Any, dict[str, Any]] = {
 }
 
 
-def _section(scalars: Mapping[str, Any], nested: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    properties = {key: _CHECKERS[check] for key, check in scalars.items()}
+def _no_effect(section: str, key: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """A key nothing reads yet (``config.NO_EFFECT``) takes its default only."""
+    reason = config.NO_EFFECT.get(f"{section}.{key}")
+    if reason is None:
+        return schema
+    default = getattr(getattr(config.LayoutConfig(), section), key)
+    return {**schema, "enum": [default], "description": f"{reason[0].upper()}{reason[1:]}."}
+
+
+def _section(
+    scalars: Mapping[str, Any], nested: Mapping[str, Any] | None = None, *, name: str = ""
+) -> dict[str, Any]:
+    properties = {key: _no_effect(name, key, _CHECKERS[check]) for key, check in scalars.items()}
     properties.update({key: _NESTED[parse] for key, parse in (nested or {}).items()})
     return {
         "type": "object",
@@ -52,7 +63,7 @@ def memory_config_schema() -> dict[str, Any]:
     sections = {
         "supporting_context": _section(config.SUPPORTING_SCALARS, config.SUPPORTING_NESTED),
         "priming": _section(config.PRIMING_SCALARS),
-        "compaction": _section(config.COMPACTION_SCALARS),
+        "compaction": _section(config.COMPACTION_SCALARS, name="compaction"),
     }
     schema = _section(config.MEMORY_SCALARS)
     schema["properties"].update(sections)

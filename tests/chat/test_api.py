@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from chat.models import Session, Turn, TurnContext
 from policies.services import workload_archive
@@ -283,3 +285,26 @@ class TurnReadTests:
         turn(editor, session["id"], ("assistant", "hello"))
 
         error_of(operator.api().get(f"/v1/sessions/{session['id']}/turns/1/prompt"), 404)
+
+
+class TurnQueryCountTests:
+    def test_a_turn_costs_the_same_statements_however_long_the_session(
+        self, editor, workload_a, session
+    ):
+        client = editor.api()
+        url = f"/v1/sessions/{session['id']}/turns"
+
+        def statements() -> int:
+            body = {"messages": [{"role": "assistant", "content": "ok"},
+                                 {"role": "user", "content": "release notes?"}]}  # fmt: skip
+            with CaptureQueriesContext(connection) as captured:
+                assert client.post(url, body, format="json").status_code == 201
+            return len(captured)
+
+        statements()  # the first turn is primed, and looks the token up
+        early = statements()
+        for _ in range(8):
+            statements()
+
+        assert statements() == early
+        assert early <= 20
