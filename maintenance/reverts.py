@@ -78,6 +78,12 @@ def revert_refusal(run: MaintenanceRun) -> MaintenanceConflict | None:
             "preview",
             f"Run {pk} is a preview: it changed no memory, so there is nothing to revert.",
         )
+    if run.sweep == "sessions":
+        return refused(
+            "sweep",
+            f"Run {pk} deleted ended sessions and their turns past their retention, which a"
+            " revert cannot bring back: nothing of them was archived.",
+        )
     if run.sweep == "retention":
         return refused(
             "sweep",

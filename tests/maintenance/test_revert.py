@@ -236,7 +236,7 @@ class RevertRefusalTests:
             assert error["details"]["revertedBy"] == "token:olga-token"
         assert state(workspace_a) == before
 
-    def test_a_preview_retention_or_reembed_run_is_refused_and_says_why(
+    def test_a_preview_retention_reembed_or_sessions_run_is_refused_and_says_why(
         self, operator, workspace_a
     ):
         decayed(workspace_a, 1)
@@ -249,9 +249,11 @@ class RevertRefusalTests:
             workspace=workspace_a, sweep="retention", mode="execute", author=AUTHOR, confirm=1
         )
         reembed = execute(workspace_a, "reembed")
+        sessions = execute(workspace_a, "sessions")
         before = state(workspace_a)
         cases = [(shown, "preview", "a preview"), (retention, "sweep", "archive"),
-                 (reembed, "sweep", "earlier vectors")]  # fmt: skip
+                 (reembed, "sweep", "earlier vectors"),
+                 (sessions, "sweep", "nothing of them was archived")]  # fmt: skip
         for run, reason, words in cases:
             error = error_of(
                 operator.api().post(revert_url(run.pk, "execute")), 409, "NOT_REVERTIBLE"
