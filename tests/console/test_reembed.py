@@ -70,10 +70,12 @@ class ReembedOnStartTests:
 
 
 class MakeRunReembedTests:
-    def test_make_run_on_a_demo_database_of_another_embedder_embeds_it_again_first(self, tmp_path):
+    def test_make_run_on_a_demo_database_of_another_embedder_embeds_it_again_first(
+        self, tmp_path, server_tmp
+    ):
         """A demo database loaded with the hashing embedder, then `make run` with the ONNX
         one: the run embeds its memories again, saying so, before it serves recalls."""
-        pgdata = tmp_path / "pg"
+        pgdata = server_tmp / "pg"
         before = Run(pgdata, tmp_path / "hashing.log", demo=True, RECALL_EMBEDDER="hashing")
         before.process.send_signal(signal.SIGTERM)
         assert before.ended() == 128 + signal.SIGTERM, before.output()

@@ -87,8 +87,10 @@ def _wait_until_ready(base: str, path: str) -> None:
     raise AssertionError(f"the server did not answer {path} within 90 s")
 
 
-def test_it_keeps_connections_alive_and_stops_the_embedded_database_it_used(tmp_path: Path):
-    pgdata = tmp_path / "pg"
+def test_it_keeps_connections_alive_and_stops_the_embedded_database_it_used(
+    tmp_path: Path, server_tmp: Path
+):
+    pgdata = server_tmp / "pg"
     env = {
         **{k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "DATABASE_OWNER_URL")},
         "EMBEDDED_PGDATA": str(pgdata),

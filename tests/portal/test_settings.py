@@ -131,17 +131,17 @@ class EmbeddedServerTests:
         with pytest.raises(ImproperlyConfigured, match="not a PostgreSQL data folder"):
             embedded_db.ensure_server(tmp_path)
 
-    def test_starting_twice_reuses_the_running_server(self, tmp_path):
-        pgdata = tmp_path / "pg"
+    def test_starting_twice_reuses_the_running_server(self, server_tmp):
+        pgdata = server_tmp / "pg"
         first = embedded_db.ensure_server(pgdata, temporary=True)
         second = embedded_db.ensure_server(pgdata, temporary=True)
         assert first == second
         assert (pgdata / "postmaster.pid").exists()
 
-    def test_shared_buffers_is_written_to_the_cluster_and_used(self, tmp_path):
+    def test_shared_buffers_is_written_to_the_cluster_and_used(self, server_tmp):
         import psycopg
 
-        pgdata = tmp_path / "tuned"
+        pgdata = server_tmp / "tuned"
         socket_dir = embedded_db.ensure_server(pgdata, temporary=True, shared_buffers="48MB")
         with psycopg.connect(host=socket_dir, user="postgres", dbname="postgres") as conn:
             assert conn.execute("SHOW shared_buffers").fetchone()[0] == "48MB"
