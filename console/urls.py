@@ -52,5 +52,6 @@ urlpatterns = [
 ]
 
 handler400 = "portal.views.bad_request"
+handler403 = "portal.views.permission_denied"
 handler404 = "portal.views.not_found"
 handler500 = "portal.views.server_error"

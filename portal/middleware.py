@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from django.conf import settings
 from django.core.exceptions import BadRequest, PermissionDenied, SuspiciousOperation
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 from django.http.multipartparser import MultiPartParserError
@@ -25,6 +26,7 @@ from portal.api.errors import (
     json_server_error,
     json_unavailable,
 )
+from portal.error_pages import PRODUCT_PAGE, forbidden_page, not_found_page
 
 # Django's own logger for failed requests, so 500s land where they always did. The record
 # carries the method, the path and the traceback; never the request (its body can hold
@@ -82,6 +84,37 @@ class ApiJsonErrorsMiddleware:
         )
         response = json_server_error(request)
         # Logged above: Django would log it again, with the request attached.
+        response._has_been_logged = True  # type: ignore[attr-defined]
+        return response
+
+
+class PageErrorsMiddleware:
+    """The portal's own error pages where Django would answer a person otherwise: a refusal
+    (``PermissionDenied``, e.g. a page needing a higher role) is a page that says why and who
+    may, logged in one line (it is expected, not a fault: no traceback); and in DEBUG
+    (``make run``), where Django answers a 404 with its technical page, the product's 404."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
+        response = self.get_response(request)
+        if (
+            settings.DEBUG
+            and response.status_code == 404
+            and not is_api_path(request)
+            and not getattr(response, PRODUCT_PAGE, False)
+            and response.get("Content-Type", "").startswith("text/html")
+        ):
+            return not_found_page(request)
+        return response
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if is_api_path(request) or not isinstance(exception, PermissionDenied):
+            return None
+        request_logger.warning("Forbidden: %s %s (%s)", request.method, request.path, exception)
+        response = forbidden_page(request, exception)
+        # Logged above, without the traceback Django would add for it.
         response._has_been_logged = True  # type: ignore[attr-defined]
         return response
 

@@ -12,11 +12,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest
 from django.utils.http import url_has_allowed_host_and_scheme
 
 from portal.access import Caller, caller_of, workspace_and_role
+from portal.error_pages import RoleRequired
 from portal.models import Role, Workspace, role_at_least
 
 
@@ -50,7 +50,7 @@ def workspace_page(request: HttpRequest, slug: str, *, required: str = Role.VIEW
         raise Http404("No such workspace.")
     workspace, role = found
     if not role_at_least(role, required):
-        raise PermissionDenied(f"This page needs the {required} role.")
+        raise RoleRequired(workspace=workspace, required=required, role=role)
     return PageAccess(caller=caller, workspace=workspace, role=role)
 
 

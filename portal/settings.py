@@ -56,6 +56,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     # First, so that it sees every response, whichever layer below produced it.
     "portal.middleware.ApiJsonErrorsMiddleware",
+    # The product's own 403 and 404 pages for people (never under /v1/).
+    "portal.middleware.PageErrorsMiddleware",
     # Before anything reads a parameter: control characters in a path or query are a 400.
     "portal.input_guard.ControlCharacterGuardMiddleware",
     "django.middleware.security.SecurityMiddleware",

@@ -17,6 +17,7 @@ from portal.api.errors import (
     json_not_found,
     json_server_error,
 )
+from portal.error_pages import forbidden_page, not_found_page
 from portal.middleware import unavailable_page
 
 
@@ -48,7 +49,11 @@ def readyz(request: HttpRequest) -> JsonResponse:
 def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     if request.path.startswith("/v1/"):
         return json_not_found(request, exception)
-    return render(request, "404.html", status=404)
+    return not_found_page(request)
+
+
+def permission_denied(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    return forbidden_page(request, exception)
 
 
 def bad_request(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:

@@ -194,7 +194,7 @@ class RunPortalTests:
 
         run.process.send_signal(signum)
 
-        assert run.ended() == 128 + signum, run.output()
+        assert run.ended() == 0, run.output()  # a stop asked for, not a failure
         assert not [p.pid for p in run.serving if p.is_running()], run.output()
         assert gone(server), run.output()
         assert handles(run_folder) == []

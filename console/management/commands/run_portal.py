@@ -144,13 +144,14 @@ class Command(BaseCommand):
 
 
 class RunEnded(BaseException):
-    """A signal ended the run; the exit code is the shell's for that signal. Not an
-    ``Exception``, so that no ``except Exception`` on the way (the embedded server's start
-    wraps its errors) mistakes it for a failure."""
+    """A signal ended the run: a stop someone asked for (Ctrl-C, a service manager's SIGTERM,
+    a closed terminal), so the run exits 0 once it has stopped everything, and make says
+    nothing of a failure. Not an ``Exception``, so that no ``except Exception`` on the way
+    (the embedded server's start wraps its errors) mistakes it for a failure."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signal.Signals(signum).name)
-        self.exit_code = 128 + signum
+        self.exit_code = 0
 
 
 def _end_run(signum: int, frame: FrameType | None) -> None:
