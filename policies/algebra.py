@@ -10,7 +10,9 @@ the rule is in ``policies.conflicts``), so an effective policy is always honoura
 Normalized form (what every function below expects and returns):
 - set axes are sorted lists of unique labels,
 - maps are ``{segmentKind: int}`` holding only the given keys,
-- ``confidenceMin`` is a float, ``dropOrder`` keeps its order.
+- ``confidenceMin`` is a float, ``dropOrder`` keeps its order;
+- ``similarityMin`` (an optional axis) is a float or None, and a complete document holds it
+  even where the stored floor left it out (absent is None: no floor).
 """
 
 from __future__ import annotations
@@ -113,6 +115,16 @@ def _norm_min_number(value: object, axis: Axis) -> float:
     return float(value)
 
 
+def _norm_optional_min(value: object, axis: Axis) -> float | None:
+    if value is None:
+        return None
+    if not _is_number(value) or not math.isfinite(value):
+        raise _FieldError("Expected a number between 0 and 1, or null for no floor.")
+    if not 0 <= value <= 1:
+        raise _FieldError(f"Must be between 0 and 1 (or null for no floor), got {value}.")
+    return float(value)
+
+
 def _norm_ordered_max(value: object, axis: Axis) -> str:
     vocab = _vocabulary(axis)
     if not isinstance(value, str) or value not in vocab:
@@ -162,6 +174,7 @@ _NORMALIZERS: dict[str, Callable[[object, Axis], Any]] = {
     "set": _norm_set,
     "superset": _norm_set,
     "min_number": _norm_min_number,
+    "optional_min": _norm_optional_min,
     "ordered_max": _norm_ordered_max,
     "max_age": _norm_max_age,
     "max_int": _norm_max_int,
@@ -187,7 +200,8 @@ def normalize_document(doc: object, *, partial: bool) -> dict[str, Any]:
     """Validate every axis of ``doc`` and return a normalized copy in registry order.
 
     All field errors are collected so a form can show them at once. With ``partial=False``
-    every axis must be present (a floor or a merged effective policy).
+    every axis must be present (a floor or a merged effective policy), except an optional
+    one, which is then None.
     """
     if not isinstance(doc, Mapping):
         raise _not_an_object()
@@ -195,7 +209,11 @@ def normalize_document(doc: object, *, partial: bool) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for name, axis in AXES.items():
         if name not in doc:
-            if not partial:
+            if partial:
+                continue
+            if axis.optional:
+                result[name] = None
+            else:
                 fields[name] = "This axis is required."
             continue
         try:
@@ -245,8 +263,12 @@ def normalize_floor(doc: object) -> tuple[PolicyDocument, list[str]]:
 
 
 def floor_document(document: Mapping[str, Any], relaxable: Iterable[str]) -> dict[str, Any]:
-    """A floor and its ``relaxableAxes`` as one document (versioned, diffed and saved together)."""
-    return {**document, RELAXABLE_KEY: list(relaxable)}
+    """A floor and its ``relaxableAxes`` as one document (versioned, diffed and saved together).
+
+    An optional axis the stored floor left out (saved before the axis existed) is there, at
+    None: absent and null are the same floor, so saving it again changes nothing."""
+    absent = {name: None for name, axis in AXES.items() if axis.optional and name not in document}
+    return {**document, **absent, RELAXABLE_KEY: list(relaxable)}
 
 
 # --- budget validation -------------------------------------------------------------------------
@@ -303,6 +325,19 @@ def _age_bound(value: int | None) -> float:
     return math.inf if value is None else value
 
 
+def _min_bound(value: float | None) -> float:
+    # null means "no floor", the widest: below any number.
+    return -math.inf if value is None else value
+
+
+def floor_value(document: Mapping[str, Any], name: str) -> Any:
+    """An axis of a stored document: an optional axis left out is None (no bound); any other
+    missing axis is a broken document (``KeyError``)."""
+    if name not in document and AXES[name].optional:
+        return None
+    return document[name]
+
+
 def _ceilings_relax(floor_caps: Mapping[str, int], caps: Mapping[str, int]) -> bool:
     # Dropping a cap the floor has is relaxing; adding a cap the floor lacks is narrowing.
     return any(kind not in caps or caps[kind] > cap for kind, cap in floor_caps.items())
@@ -312,6 +347,7 @@ _RELAXES: dict[str, Callable[[Axis, Any, Any], bool]] = {
     "set": lambda axis, floor, value: not set(value) <= set(floor),
     "superset": lambda axis, floor, value: not set(value) >= set(floor),
     "min_number": lambda axis, floor, value: value < floor,
+    "optional_min": lambda axis, floor, value: _min_bound(value) < _min_bound(floor),
     "ordered_max": lambda axis, floor, value: _rank(axis, value) > _rank(axis, floor),
     "max_age": lambda axis, floor, value: _age_bound(value) > _age_bound(floor),
     "max_int": lambda axis, floor, value: value > floor,
@@ -345,7 +381,7 @@ def _reservations_relax(floor: Mapping[str, Any], workload: Mapping[str, Any]) -
 def _axis_relaxes(axis: Axis, floor: Mapping[str, Any], workload: Mapping[str, Any]) -> bool:
     if axis.kind == "reservation_map":
         return _reservations_relax(floor, workload)
-    return _RELAXES[axis.kind](axis, floor[axis.name], workload[axis.name])
+    return _RELAXES[axis.kind](axis, floor_value(floor, axis.name), workload[axis.name])
 
 
 def check_workload(floor: Mapping[str, Any], workload: Mapping[str, Any]) -> list[str]:
@@ -395,6 +431,11 @@ def _narrow_age(floor: int | None, value: int | None) -> int | None:
     return min(bounds) if bounds else None
 
 
+def _narrow_optional_min(floor: float | None, value: float | None) -> float | None:
+    bounds = [float(v) for v in (floor, value) if v is not None]
+    return max(bounds) if bounds else None
+
+
 def _lower(axis: Axis, floor: str, value: str) -> str:
     return min(floor, value, key=lambda label: _rank(axis, label))
 
@@ -403,6 +444,7 @@ _NARROW: dict[str, Callable[[Axis, Any, Any], Any]] = {
     "set": lambda axis, floor, value: sorted(set(floor) & set(value)),
     "superset": lambda axis, floor, value: sorted(set(floor) | set(value)),
     "min_number": lambda axis, floor, value: float(max(floor, value)),
+    "optional_min": lambda axis, floor, value: _narrow_optional_min(floor, value),
     "ordered_max": _lower,
     "max_age": lambda axis, floor, value: _narrow_age(floor, value),
     "max_int": lambda axis, floor, value: min(floor, value),
@@ -436,9 +478,9 @@ def _narrow_axes(floor: Mapping[str, Any], workload: Mapping[str, Any]) -> Polic
         if axis.kind == "reservation_map":
             continue  # needs the narrowed ceilings, filled in below
         if name in workload:
-            result[name] = _NARROW[axis.kind](axis, floor[name], workload[name])
+            result[name] = _NARROW[axis.kind](axis, floor_value(floor, name), workload[name])
         else:
-            result[name] = copy.deepcopy(floor[name])
+            result[name] = copy.deepcopy(floor_value(floor, name))
     result["perSegmentReservation"] = _narrow_reservations(
         floor, workload, result["perSegmentCeiling"]
     )
@@ -571,7 +613,7 @@ def _canonical_value(name: str, value: Any) -> Any:
         return value
     if axis.kind in _SET_KINDS:
         return sorted(set(value))
-    if axis.kind == "min_number" and _is_number(value):
+    if axis.kind in ("min_number", "optional_min") and _is_number(value):
         # jsonb may return 1.0 as 1; both must hash alike.
         return float(value)
     if axis.kind in _MAP_KINDS:
@@ -579,9 +621,21 @@ def _canonical_value(name: str, value: Any) -> Any:
     return value
 
 
+def _left_out(name: str, value: Any) -> bool:
+    """An optional axis at null is no bound, the same as absent: the canonical form leaves it
+    out, so a policy hashes as it did before the axis existed."""
+    axis = AXES.get(name)
+    return axis is not None and axis.optional and value is None
+
+
 def canonical_policy(policy: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy with set axes sorted and numbers in one form, so equal policies hash alike."""
-    return {name: _canonical_value(name, value) for name, value in policy.items()}
+    """A copy with set axes sorted, numbers in one form and optional axes at null left out,
+    so equal policies hash alike."""
+    return {
+        name: _canonical_value(name, value)
+        for name, value in policy.items()
+        if not _left_out(name, value)
+    }
 
 
 def policy_hashes(policy: Mapping[str, Any]) -> tuple[str, str]:
@@ -633,6 +687,7 @@ def default_floor() -> PolicyDocument:
             "confidenceMin": 0.0,
             "sensitivityCeiling": "confidential",
             "maxAgeSeconds": None,
+            "similarityMin": None,
             "totalTokenBudget": 3200,
             "perSegmentCeiling": {"memory": 1200, "retrieval": 1200},
             "perSegmentReservation": {

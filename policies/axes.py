@@ -2,7 +2,9 @@
 
 Each axis has a name (the API's), a group (recall or budget), a kind (how it is written,
 narrowed and shown) and, for labelled axes, its vocabulary. ``PolicyDocument`` is a complete
-document: one key per axis, in registry order. ``policies.algebra`` narrows, overrides and
+document: one key per axis, in registry order. An axis of an *optional* kind may be left out
+of a stored floor: absent is null, no bound (so floors saved before the axis existed keep
+working, and keep their hashes). ``policies.algebra`` narrows, overrides and
 hashes documents; ``policies.axis_fields`` turns an axis into form inputs; the recall
 engine's SQL checks the recall axes.
 """
@@ -22,6 +24,14 @@ class Axis:
     vocabulary: str | None
     description: str
 
+    @property
+    def optional(self) -> bool:
+        """Absent from a floor means null (no bound); left out of the canonical form when null."""
+        return self.kind in OPTIONAL_KINDS
+
+
+# ``optional_min``: a number 0..1 or null (no floor); narrowing raises it.
+OPTIONAL_KINDS = frozenset({"optional_min"})
 
 _AXIS_LIST: tuple[Axis, ...] = (
     Axis(
@@ -69,6 +79,14 @@ _AXIS_LIST: tuple[Axis, ...] = (
         "max_age",
         None,
         "Oldest a recalled memory may be, in seconds; null means no limit.",
+    ),
+    Axis(
+        "similarityMin",
+        "recall",
+        "optional_min",
+        None,
+        "Lowest cosine similarity (0 to 1) to the query a recalled memory may have; null or"
+        " absent means no floor. Checked when ranking, since it depends on the query.",
     ),
     Axis(
         "totalTokenBudget",
@@ -137,6 +155,7 @@ class PolicyDocument(TypedDict):
     confidenceMin: float
     sensitivityCeiling: str
     maxAgeSeconds: int | None
+    similarityMin: float | None
     totalTokenBudget: int
     perSegmentCeiling: dict[str, int]
     perSegmentReservation: dict[str, int]

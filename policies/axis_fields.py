@@ -57,7 +57,7 @@ class AxisInputs:
     def widget(self, axis: Axis) -> str:
         if axis.kind in ("set", "superset"):
             return "checks"
-        if axis.kind in ("min_number", "max_int"):
+        if axis.kind in ("min_number", "optional_min", "max_int"):
             return "number"
         if axis.kind == "ordered_max":
             return "select"
@@ -187,7 +187,7 @@ class BoundAxis:
 
     @property
     def number_attrs(self) -> dict[str, str]:
-        if self.axis.kind == "min_number":
+        if self.axis.kind in ("min_number", "optional_min"):
             return {"min": "0", "max": "1", "step": "0.01"}
         if self.axis.kind == "max_age":
             return {"min": "0", "step": "any"}
@@ -280,14 +280,17 @@ def parse_axis(axis: Axis, data: FormData, inputs: AxisInputs) -> Any:
         unit = str(data.get(inputs.name(axis, "unit"), "second"))
         return _parse_duration(raw, unit, axis, inputs)
     if raw == "":
+        if axis.optional:
+            return None  # no bound
         raise AxisInputError(inputs.missing)
     if widget == "select":
         return raw
-    if axis.kind == "min_number":
+    if axis.kind in ("min_number", "optional_min"):
         try:
             return float(raw)
         except ValueError:
-            raise AxisInputError("Enter a number between 0 and 1.") from None
+            empty = ", or leave it empty for no floor" if axis.optional else ""
+            raise AxisInputError(f"Enter a number between 0 and 1{empty}.") from None
     try:
         return int(raw)
     except ValueError:

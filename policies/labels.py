@@ -19,6 +19,7 @@ AXIS_LABELS: dict[str, str] = {
     "confidenceMin": "Minimum confidence",
     "sensitivityCeiling": "Sensitivity ceiling",
     "maxAgeSeconds": "Maximum age",
+    "similarityMin": "Minimum similarity to the query",
     "totalTokenBudget": "Total token budget",
     "perSegmentCeiling": "Token ceiling per segment kind",
     "perSegmentReservation": "Tokens reserved per segment kind",
@@ -68,6 +69,9 @@ OTHER_LABELS: dict[str, str] = {"relaxableAxes": "Relaxable axes"}
 # page shows instead.
 AXIS_HINTS: dict[str, str] = {
     "maxAgeSeconds": "Oldest a recalled memory may be; empty means no limit.",
+    "similarityMin": "Lowest cosine similarity (0 to 1) between a memory and the query for the"
+    " memory to be recalled; empty means no floor. It depends on each query, so it is checked"
+    " when ranking.",
 }
 
 
@@ -132,6 +136,8 @@ def axis_value(name: str, value: Any) -> str:
         return "—" if value is None else str(value)
     if axis.kind == "max_age":
         return duration_label(value)
+    if axis.kind == "optional_min":
+        return "no floor" if value is None else f"{value:g}"
     if value is None:
         return "—"
     if isinstance(value, Mapping):

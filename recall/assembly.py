@@ -34,6 +34,7 @@ from policies.selectors import (
 )
 from portal.models import Workspace
 from portal.tokens import TokenCheck
+from recall.engine.policy_filter import SIMILARITY_CODE
 from recall.engine.read import (
     Funnel,
     RankedRow,
@@ -186,13 +187,12 @@ def recall_plan(
     )
     warnings = [ACTOR_UNKNOWN] if found.actor_pk is None else []
     envelope = _envelope(
-        request, effective, ranked, found.funnel, plan, found.path, now, warnings=warnings
-    )
-    if policy["diagnosticsVerbosity"] == "full" and found.rejections:
-        room = DECISIONS_MAX - len(envelope["diagnostics"]["decisions"])
-        envelope["diagnostics"]["decisions"] += [
-            {"id": str(pk), "code": code} for pk, code in found.rejections[: max(room, 0)]
-        ]
+        request, effective, ranked, found.funnel, plan, found.path, now,
+        warnings=warnings, below_floor=found.below_floor,
+    )  # fmt: skip
+    if policy["diagnosticsVerbosity"] == "full":
+        decisions = envelope["diagnostics"]["decisions"]
+        decisions += _rejected(found, DECISIONS_MAX - len(decisions))
     envelope["reused"] = found.previous_fingerprint == envelope["prefixFingerprint"]
     return Assembly(effective, found, scored, plan, envelope, now)
 
@@ -283,6 +283,20 @@ def _part_of_a_turn(request: RecallRequest, effective: EffectivePolicy) -> dict[
     return extra
 
 
+def _rejected(found: RecallCandidates, room: int) -> list[ReportedDecision]:
+    """The memories left out by a policy axis, as ``decisions[]`` lists them after the ranked
+    ones: below the similarity floor, nearest first (with their similarity), then the others
+    (id and code only), up to ``room``."""
+    below: list[ReportedDecision] = [
+        {"id": str(pk), "code": SIMILARITY_CODE, "similarity": round(similarity, 6)}
+        for pk, similarity in found.below_listed
+    ]
+    others: list[ReportedDecision] = [
+        {"id": str(pk), "code": code} for pk, code in found.rejections
+    ]
+    return [*below, *others][: max(room, 0)]
+
+
 def _rescore(rows: list[RankedRow], now: datetime) -> list[tuple[RankedRow, float]]:
     """Nearest rows re-scored (similarity x age x usage), best first."""
     scored = [
@@ -303,6 +317,7 @@ def _envelope(
     now: datetime,
     *,
     warnings: Sequence[str] = (),
+    below_floor: int = 0,
 ) -> Envelope:
     policy = effective.policy
     by_id = {str(row.id): (row, score) for row, score in ranked}
@@ -320,7 +335,8 @@ def _envelope(
     pinned = set(policy["pinned"])
     counts: Counts = {
         "candidates": funnel.candidates,
-        "afterPolicy": funnel.after_policy,
+        # every axis passed, the similarity floor included
+        "afterPolicy": funnel.after_policy - below_floor,
         "afterRanking": len(ranked),
         "afterBudgetAllocation": len(entries) + len(truncated),
     }
@@ -346,7 +362,7 @@ def _envelope(
         diagnostics = {
             "verbosity": verbosity,
             "counts": counts,
-            "reasons": _reasons(funnel, len(ranked), plan),
+            "reasons": _reasons(funnel, below_floor, len(ranked), plan),
             "accessPath": path,
             "warnings": [*warnings, *plan.warnings],
             "decisions": decisions,
@@ -397,14 +413,17 @@ def _envelope(
     }
 
 
-def _reasons(funnel: Funnel, ranked: int, plan: BudgetPlan) -> dict[str, int]:
-    """How many memories each step left out or kept, by decision code (``diagnostics.reasons``)."""
+def _reasons(funnel: Funnel, below_floor: int, ranked: int, plan: BudgetPlan) -> dict[str, int]:
+    """How many memories each step left out or kept, by decision code (``diagnostics.reasons``):
+    the funnel's, then the similarity floor's (the last policy axis, checked when ranking)."""
+    passed = funnel.after_policy - below_floor
     return {
         **({"lifecycle_excluded": funnel.lifecycle_excluded} if funnel.lifecycle_excluded else {}),
         **({"embedding_pending": funnel.embedding_pending} if funnel.embedding_pending else {}),
         **funnel.reasons,
-        **({"passes_policy": funnel.after_policy} if funnel.after_policy else {}),
-        **({"below_top_k": funnel.after_policy - ranked} if funnel.after_policy > ranked else {}),
+        **({SIMILARITY_CODE: below_floor} if below_floor else {}),
+        **({"passes_policy": passed} if passed else {}),
+        **({"below_top_k": passed - ranked} if passed > ranked else {}),
         **plan.reason_counts(),
     }
 

@@ -25,7 +25,7 @@ from policies.axes import PolicyDocument
 from policies.models import Workload
 from portal.models import Workspace
 from recall.assembly import DECISIONS_MAX, RecallRequest, recall_plan
-from recall.engine.policy_filter import POLICY_CODES, policy_filter_expression
+from recall.engine.policy_filter import POLICY_CODES, SIMILARITY_CODE, policy_filter_expression
 from recall.engine.read import RankedRow
 from recall.envelope import ACTOR_UNKNOWN, Budget, Counts, Envelope
 from recall.models import Actor, MemoryRecord
@@ -49,6 +49,7 @@ DECISION_WORDS: dict[str, str] = {
     "sensitivity_above_ceiling": "Filtered: more sensitive than the ceiling",
     "consent_not_allowed": "Filtered: consent basis not allowed",
     "older_than_max_age": "Filtered: older than the maximum age",
+    "similarity_below_min": "Filtered: less similar to the query than the minimum similarity",
     "lifecycle_excluded": "Fail closed: not active, not current, expired or consent withdrawn",
     "embedding_pending": "Not recalled yet: waiting for the embedding job (not embedded by the"
     " configured embedder)",
@@ -120,12 +121,25 @@ def _gated_confidence(status: str, confidence: float) -> str:
     return f"{labels.value_label(status)}, confidence {confidence:g}"
 
 
-def recall_reason(memory: MemoryRecord) -> str:
-    """Why a row is or is not recallable, with the row's own value where it helps."""
+def query_dependent(policy: Mapping[str, Any] | None) -> str:
+    """What a page without a query says of the similarity floor: "" when there is none."""
+    floor = (policy or {}).get("similarityMin")
+    if floor is None:
+        return ""
+    return f"depends on each query: similarity floor {labels.axis_value('similarityMin', floor)}"
+
+
+def recall_reason(memory: MemoryRecord, policy: Mapping[str, Any] | None = None) -> str:
+    """Why a row is or is not recallable under ``policy`` (the one its ``recall_code`` was
+    judged under), with the row's own value where it helps. The similarity floor needs a
+    query, which the memory browser has not: a row that passes every other axis says so."""
     code = getattr(memory, "recall_code", None)
     if code is None:
         return ""
     if code == "passes_policy":
+        floor = query_dependent(policy)
+        if floor:
+            return f"Passes the fail-closed rules and every other policy axis; {floor}"
         return "Passes the fail-closed rules and every policy axis"
     detail = {
         "status_not_active": memory.lifecycle_status,
@@ -184,6 +198,7 @@ def recall_preview(
     )  # fmt: skip
     plan, ranked = assembly.plan, assembly.scored[:top_k]
     codes = {str(row.id): "below_top_k" for row, _ in assembly.scored[top_k:]}
+    codes.update({str(pk): SIMILARITY_CODE for pk, _ in assembly.found.below_listed})
     codes.update({str(pk): code for pk, code in assembly.found.rejections})
     codes.update({d.id: d.code.value for d in plan.decisions})
     return RecallPreview(
@@ -237,6 +252,7 @@ FILTER_AXES: dict[str, str] = {
     "sensitivity_above_ceiling": "sensitivityCeiling",
     "consent_not_allowed": "consentPolicyAllowed",
     "older_than_max_age": "maxAgeSeconds",
+    SIMILARITY_CODE: "similarityMin",
 }
 assert set(POLICY_CODES) <= set(FILTER_AXES), "every filter names its axis"
 
@@ -340,6 +356,8 @@ def failed_value(
     if code == "older_than_max_age":
         age = (now - row["created_at"]).total_seconds()
         return f"age {labels.duration_label(age)} > {labels.duration_label(limit)}"
+    if code == SIMILARITY_CODE:
+        return f"similarity {row['similarity']:.2f} < {labels.axis_value(axis, limit)}"
     if code == "segment_kind_forbidden":
         return f"segment kind {labels.value_label(row['segment_kind'])} is forbidden"
     words, field = _SET_FIELDS[code]
@@ -366,8 +384,10 @@ def decision_groups(
         own = fields.get(pk, {})
         kind = d.get("segmentKind") or own.get("segment_kind", "")
         why = BUDGET_WHY.get(code, "")
-        if code in FILTER_AXES and policy is not None and (own or "segmentKind" in d):
-            why = failed_value(code, {**own, "segment_kind": kind}, policy, now)
+        judged = own or "segmentKind" in d or "similarity" in d
+        if code in FILTER_AXES and policy is not None and judged:
+            row = {**own, "segment_kind": kind, "similarity": d.get("similarity")}
+            why = failed_value(code, row, policy, now)
         key = "budget" if code in BUDGET_WHY else code
         rows.setdefault(key, []).append(
             DecisionRow(

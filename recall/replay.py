@@ -24,6 +24,7 @@ from policies.models import Workload
 from policies.selectors import effective_policy_for
 from portal.errors import ConflictError, DomainError, NotFoundError, UnprocessableError
 from portal.models import Workspace
+from recall.engine.policy_filter import SIMILARITY_CODE
 from recall.envelope import Counts, query_hash
 from recall.models import Actor
 from recall.page_selectors import RecallPreview, decision_words, memory_codes, recall_preview
@@ -292,6 +293,9 @@ def _why_left(
         reason = "edited" if edited and not changed_policy else "policy_changed"
         return reason, f"{REASON_WORDS[reason]}: {decision_words(code).lower()}"
     cut = ranking_code or "below_top_k"
+    if cut == SIMILARITY_CODE:  # the similarity floor, the one axis checked when ranking
+        reason = "edited" if edited and not changed_policy else "policy_changed"
+        return reason, f"{REASON_WORDS[reason]}: {decision_words(cut).lower()}"
     reason = (
         "budget"
         if cut.startswith("budget_") or cut == "segment_kind_forbidden"

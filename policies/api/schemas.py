@@ -51,6 +51,7 @@ def axis_schema(axis: Axis) -> dict[str, Any]:
         if axis.vocabulary
         else {},
         "min_number": {"type": "number", "minimum": 0, "maximum": 1},
+        "optional_min": {"type": "number", "minimum": 0, "maximum": 1, "nullable": True},
         "ordered_max": _labels(axis) if axis.vocabulary else {},
         "max_age": {"type": "integer", "minimum": 1, "maximum": MAX_AGE_SECONDS, "nullable": True},
         "max_int": {"type": "integer", "minimum": 1, "maximum": MAX_TOKENS},
@@ -65,14 +66,15 @@ def axis_schema(axis: Axis) -> dict[str, Any]:
 
 
 def policy_axes_schema(*, every_axis: bool) -> dict[str, Any]:
-    """The axes as an object: all required (a floor) or any subset (a workload, an override)."""
+    """The axes as an object: all required but the optional ones (a floor), or any subset (a
+    workload, an override)."""
     schema: dict[str, Any] = {
         "type": "object",
         "properties": {name: axis_schema(axis) for name, axis in AXES.items()},
         "additionalProperties": False,
     }
     if every_axis:
-        schema["required"] = list(AXES)
+        schema["required"] = [name for name, axis in AXES.items() if not axis.optional]
     return schema
 
 

@@ -68,6 +68,13 @@ ENVELOPE_READ_ONLY = {"version", "author", "createdAt"}
 WORKLOAD_ENVELOPE_READ_ONLY = ENVELOPE_READ_ONLY | {"workloadId", "environment"}
 
 
+FLOOR_AXES_REQUIRED = (
+    " Every axis is required, except "
+    + ", ".join(f"`{name}`" for name, axis in AXES.items() if axis.optional)
+    + ": left out, it is null (no bound)."
+)
+
+
 def _split_policy_body(data: dict[str, Any], *, floor: bool) -> tuple[dict[str, Any], Any]:
     """Accept the flat document or GET's envelope; return (document, comment)."""
     data = dict(data)
@@ -190,7 +197,7 @@ class WorkspacePolicyView(ApiView):
             422: BUDGET_NOT_HONOURABLE_RESPONSE,
         },
         summary="Replace the operator floor (a new version)",
-        description=POLICY_BODY_DOC + " Every axis is required." + BASE_VERSION_DOC,
+        description=POLICY_BODY_DOC + FLOOR_AXES_REQUIRED + BASE_VERSION_DOC,
     )
     def put(self, request: Request, slug: str) -> Response:
         caller = self.caller(request)

@@ -54,8 +54,10 @@ REJECTIONS_NOT = "('passes_policy', 'lifecycle_excluded', 'embedding_pending')"
 def filter_key(params: dict[str, Any]) -> str:
     """What the funnel depends on besides the rows and the clock: the policy's filter values,
     and the filter itself, so that a funnel stored under rules since changed (a new release)
-    is never read as this code's."""
-    relevant = {k: v for k, v in params.items() if k not in ("now", "min_created")}
+    is never read as this code's. Not the similarity floor, which the funnel never checks (it
+    depends on the query): policies that differ only there share their funnel."""
+    unkeyed = ("now", "min_created", "similarity_min")
+    relevant = {k: v for k, v in params.items() if k not in unkeyed}
     keyed = {"rules": _DECISION, "values": relevant}
     return hashlib.sha256(json.dumps(keyed, sort_keys=True).encode()).hexdigest()
 

@@ -6,7 +6,10 @@ A memory is recalled only if it passes, in this order (SPEC §3 and §5):
    vocabulary, whatever any policy says;
 2. **embedded**: embedded by the configured embedder (a vector comparable with the query);
 3. **the policy's axes**, each reported under its own decision code when it fails (a row
-   failing several is reported under the first; NULLs never pass).
+   failing several is reported under the first; NULLs never pass);
+4. **the similarity floor** (``similarityMin``), last: it depends on the query, so it is
+   checked where the rows are ranked (:data:`SIMILARITY_CHECK`), never in the funnel, whose
+   decisions the funnel cache keeps per policy whatever the query.
 
 The rules are SQL templates: ``{m}`` stands for the memory table's alias and ``{name}`` for a
 parameter of ``policy_params``. :func:`policy_filter_sql` renders one *part* with named
@@ -87,8 +90,19 @@ POLICY_CHECKS: tuple[tuple[str, str], ...] = (
         "({min_created}::timestamptz IS NULL OR {m}created_at >= {min_created})",
     ),
 )
-POLICY_CODES = tuple(code for code, _ in POLICY_CHECKS)
 AXES = " AND ".join(f"({check})" for _, check in POLICY_CHECKS)
+
+# ``similarityMin``, on a ranked row's cosine distance to the query (``{m}distance``: the
+# relation that ranks carries it). The similarity it compares is the one recall reports,
+# ``SIMILARITY``, so a row shown at the floor's value passed it. Nearest rows come first, so
+# the rows that pass are a prefix of the ranking: "the nearest rows that pass" is "the nearest
+# rows, those that pass". A null floor lets every row through.
+SIMILARITY = "COALESCE(1 - {m}distance, 0)"
+SIMILARITY_CODE = "similarity_below_min"
+SIMILARITY_CHECK = f"({{similarity_min}}::float8 IS NULL OR {SIMILARITY} >= {{similarity_min}})"
+
+# Every policy decision code, in the order recall reports them.
+POLICY_CODES = (*(code for code, _ in POLICY_CHECKS), SIMILARITY_CODE)
 
 
 def _decision(fail_closed_code: str) -> str:
@@ -102,7 +116,9 @@ def _decision(fail_closed_code: str) -> str:
     )
 
 
-Part = Literal["recallable", "admitted", "axes", "decision", "decision_explained"]
+Part = Literal[
+    "recallable", "admitted", "axes", "decision", "decision_explained", "similarity", "above_floor"
+]
 
 PARTS: dict[str, str] = {
     # the ranking's WHERE: every rule
@@ -115,6 +131,10 @@ PARTS: dict[str, str] = {
     "decision": _decision("'lifecycle_excluded'"),
     # the memory browser's: the same, naming the fail-closed rule a row breaks
     "decision_explained": _decision(FAIL_CLOSED_WHY),
+    # a ranked row's similarity to the query, as recall reports it
+    "similarity": SIMILARITY,
+    # whether a ranked row passes the similarity floor (true without one)
+    "above_floor": SIMILARITY_CHECK,
 }
 
 
@@ -156,6 +176,8 @@ def policy_params(policy: PolicyDocument, now: datetime, *, suffix: str = "") ->
         "consents": list(policy["consentPolicyAllowed"]),
         "min_created": now - timedelta(seconds=max_age) if max_age is not None else None,
         "max_age_seconds": max_age,
+        # checked when ranking (SIMILARITY_CHECK), never by the funnel
+        "similarity_min": policy["similarityMin"],
         # the name the configured embedder stores on the memories it embeds (EMBEDDED)
         "model": embedder().model_name,
     }

@@ -12,6 +12,13 @@ before ranking. Ranking takes one of two access paths, chosen by the size of the
   are eligible (the scan hit ``hnsw.max_scan_tuples``), the exact path runs instead, so
   recall never silently returns fewer than ``topK`` rows.
 
+Either way the similarity floor (``similarityMin``) is applied to the ranked rows: the nearest
+rows come first, so those that pass it are a prefix of the ranking, and the nearest rows that
+pass fill ``topK`` whenever enough pass. Below the floor, the exact path counts every eligible
+row (it computes every distance anyway); the HNSW path counts what its ranking saw: if one of
+its nearest rows is below the floor, every farther row is too, so the count is exact then;
+otherwise the rows past the nearest are not known to be below it, and are not counted so.
+
 The funnel (every memory's decision code, for the diagnostics counts) is one index-only scan
 of the actor's rows; for actors with at least ``FUNNEL_CACHE_MIN`` memories its result is kept
 in ``FunnelCache`` and reused while it is provably current (``funnel_cache``). The statement
@@ -25,7 +32,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
@@ -71,6 +78,14 @@ PREVIOUS_FINGERPRINT_SQL = latest_payload_value_sql(
 _DECISION = policy_filter_sql("decision")
 
 
+def _floor_sql(alias: str) -> tuple[str, str]:
+    """(a ranked row's similarity, whether it passes the similarity floor) over ``alias``."""
+    return (
+        policy_filter_sql("similarity", alias=alias),
+        policy_filter_sql("above_floor", alias=alias),
+    )
+
+
 @dataclass(frozen=True)
 class Funnel:
     candidates: int
@@ -102,6 +117,9 @@ class RankedRow:
     created_at: datetime
     hit_count: int
     similarity: float
+    # Whether it passes the similarity floor: recall ranks only the rows that do. The hot
+    # path's statement returns those alone; the others say it of each row (``memory_ranked``).
+    above_floor: bool = True
 
 
 # The hit count as if every recall had counted its own (recall/hits.py: the folded count and
@@ -121,6 +139,7 @@ RANKED_COLUMNS = (
 # of an array), not by one probe per id: PostgreSQL (17 and later) reads the ids that share a
 # leaf page without descending the index again for each (docs/performance.md, "Fetching the
 # eligible rows"). The hot path's statement below does the same.
+_SIMILARITY_E, _ABOVE_FLOOR_E = _floor_sql("e")
 EXACT_SQL = f"""
 WITH ids AS MATERIALIZED (
     SELECT m.id FROM {TABLE} m
@@ -130,7 +149,7 @@ eligible AS MATERIALIZED (
     SELECT m.id, m.embedding <=> %(query)s::vector AS distance
     FROM {TABLE} m WHERE m.id = ANY(ARRAY(SELECT id FROM ids))
 )
-SELECT {RANKED_COLUMNS}, COALESCE(1 - e.distance, 0) AS similarity
+SELECT {RANKED_COLUMNS}, {_SIMILARITY_E} AS similarity, {_ABOVE_FLOOR_E} AS above_floor
 FROM eligible e JOIN {TABLE} m ON m.id = e.id
 ORDER BY e.distance NULLS LAST, m.id
 LIMIT %(limit)s
@@ -139,9 +158,12 @@ LIMIT %(limit)s
 # The iterative scan's relaxed order may return rows slightly out of order (pgvector): the
 # nearest rows it found are put in the exact path's order, nearest first, then by id, so that
 # the same rows always come back in the same order.
-_RANKED_NAMES = ", ".join(f.name for f in fields(RankedRow) if f.name != "similarity")
+_RANKED_NAMES = ", ".join(
+    f.name for f in fields(RankedRow) if f.name not in ("similarity", "above_floor")
+)
+_SIMILARITY_NEAREST, _ABOVE_FLOOR_NEAREST = _floor_sql("nearest")
 HNSW_SQL = f"""
-SELECT {_RANKED_NAMES}, 1 - distance AS similarity
+SELECT {_RANKED_NAMES}, {_SIMILARITY_NEAREST} AS similarity, {_ABOVE_FLOOR_NEAREST} AS above_floor
 FROM (
     SELECT {RANKED_COLUMNS}, m.embedding <=> %(query)s::vector AS distance
     FROM {TABLE} m
@@ -153,6 +175,16 @@ ORDER BY distance, id
 """
 
 
+@dataclass(frozen=True)
+class Ranked:
+    """The nearest eligible rows that pass the similarity floor, and those known below it."""
+
+    rows: list[RankedRow]  # nearest first
+    path: str
+    below_floor: int  # eligible rows known to be below the similarity floor
+    below_listed: list[tuple[int, float]]  # (id, similarity) of the nearest of them
+
+
 def memory_ranked(
     *,
     actor_pk: int,
@@ -161,8 +193,9 @@ def memory_ranked(
     limit: int,
     eligible: int,
     now: datetime,
-) -> tuple[list[RankedRow], str]:
-    """The ``limit`` eligible rows nearest the query, and the access path used."""
+) -> Ranked:
+    """The ``limit`` eligible rows nearest the query, cut at the similarity floor, and the
+    access path used."""
     params = {
         **policy_params(policy, now),
         "actor": actor_pk,
@@ -173,10 +206,19 @@ def memory_ranked(
     if eligible > EXACT_SEARCH_MAX:
         rows = hnsw_nearest(params)
         if len(rows) >= wanted:
-            return rows, "hnsw"
+            return _floored(rows, "hnsw", eligible)
     with connection.cursor() as cursor:
         cursor.execute(EXACT_SQL, params)
-        return [RankedRow(*row) for row in cursor.fetchall()], "exact"
+        return _floored([RankedRow(*row) for row in cursor.fetchall()], "exact", eligible)
+
+
+def _floored(nearest: list[RankedRow], path: str, eligible: int) -> Ranked:
+    """``nearest`` (the nearest eligible rows, nearest first) cut at the similarity floor.
+    The rows that pass are a prefix: once one of them is below the floor, so is every
+    eligible row farther away, whose number is then known."""
+    above = [row for row in nearest if row.above_floor]
+    below = [(row.id, row.similarity) for row in nearest if not row.above_floor]
+    return Ranked(above, path, eligible - len(above) if below else 0, below)
 
 
 def hnsw_nearest(params: dict[str, Any], *, ef_search: int | None = None) -> list[RankedRow]:
@@ -260,10 +302,20 @@ eligible AS MATERIALIZED (
     WHERE m.id = ANY(ARRAY(SELECT id FROM eligible_ids))
       AND (SELECT n FROM passing) <= %(exact_max)s
 ),
+-- the similarity floor, on the distances just computed: the nearest rows that pass it ...
 nearest AS (
-    SELECT id, distance FROM eligible ORDER BY distance NULLS LAST, id LIMIT %(limit)s
+    SELECT e.id, e.distance FROM eligible e WHERE {_ABOVE_FLOOR_E}
+    ORDER BY e.distance NULLS LAST, e.id LIMIT %(limit)s
+),
+-- ... and every eligible row below it, counted (and the nearest of them listed)
+below_floor AS MATERIALIZED (
+    SELECT e.id, e.distance FROM eligible e WHERE NOT {_ABOVE_FLOOR_E}
 )"""
 
+# The scalars the statement's first row starts with; the ranked rows' columns follow.
+_RESULT_HEAD = 10
+_SIMILARITY_B, _ = _floor_sql("b")
+_SIMILARITY_N, _ = _floor_sql("n")
 _RESULT = f"""
 SELECT
     (SELECT id FROM actor),
@@ -279,10 +331,15 @@ SELECT
     -- the policy context's key: the caller's remembered policy is current if it is the same
     {POLICY_CONTEXT_KEY_SQL},
     (SELECT ok FROM caller),
+    (SELECT count(*) FROM below_floor),
+    (SELECT coalesce(json_agg(json_build_array(b.id, {_SIMILARITY_B})), '[]')::text FROM (
+        SELECT e.id, e.distance FROM below_floor e
+        ORDER BY e.distance, e.id LIMIT %(rejected_limit)s
+    ) b),
     t.*
 FROM (SELECT 1) one
 LEFT JOIN LATERAL (
-    SELECT {RANKED_COLUMNS}, COALESCE(1 - n.distance, 0) AS similarity
+    SELECT {RANKED_COLUMNS}, {_SIMILARITY_N} AS similarity
     FROM nearest n JOIN {TABLE} m ON m.id = n.id
     ORDER BY n.distance NULLS LAST, m.id
 ) t ON true
@@ -317,6 +374,11 @@ class RecallCandidates:
     # For a call with a remembered token (``token``): whether the read found it live, as
     # remembered, and the connection scoped to its workspace (``portal.tokens.TOKEN_CHECK_SQL``).
     token_ok: bool | None = None
+    # Eligible rows (they passed the funnel) below the similarity floor, as the access path
+    # counts them (``Ranked``), and the nearest of them (id, similarity), up to as many as
+    # the rejected ids.
+    below_floor: int = 0
+    below_listed: list[tuple[int, float]] = field(default_factory=list)
 
 
 def recall_read(
@@ -371,7 +433,8 @@ def recall_read(
         **token_params(token),
     }
     result = statement.fetchall(params)
-    actor_pk, counts, rejected, previous, tip, cached, context, token_ok = result[0][:8]
+    head = result[0][:_RESULT_HEAD]
+    actor_pk, counts, rejected, previous, tip, cached, context, token_ok, below, listed = head
     if params["token_hash"] is not None and not token_ok:
         return RecallCandidates(
             None, _funnel({}), [], [], "none", None, None, lane=lane, token_ok=False
@@ -382,10 +445,11 @@ def recall_read(
         if len(_FUNNEL_SIZES) >= _FUNNEL_SIZES_KEPT:
             _FUNNEL_SIZES.clear()
         _FUNNEL_SIZES[sized] = funnel.candidates
-    rows = [RankedRow(*row[8:]) for row in result if row[8] is not None]
-    path = "exact" if rows else "none"
+    rows = [RankedRow(*row[_RESULT_HEAD:]) for row in result if row[_RESULT_HEAD] is not None]
+    below_listed = [(int(i), float(similarity)) for i, similarity in _json(listed)]
+    path = "exact" if rows or below else "none"
     if actor_pk is not None and funnel.after_policy > EXACT_SEARCH_MAX:
-        rows, path = memory_ranked(
+        ranked = memory_ranked(
             actor_pk=actor_pk,
             policy=policy,
             query_vector=query_vector,
@@ -393,6 +457,8 @@ def recall_read(
             eligible=funnel.after_policy,
             now=now,
         )
+        rows, path, below = ranked.rows, ranked.path, ranked.below_floor
+        below_listed = ranked.below_listed[:rejected_limit]
     return RecallCandidates(
         actor_pk,
         funnel,
@@ -405,6 +471,8 @@ def recall_read(
         policy_context=context,
         lane=lane,
         token_ok=token_ok,
+        below_floor=int(below),
+        below_listed=below_listed,
     )
 
 

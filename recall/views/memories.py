@@ -155,7 +155,7 @@ def memories(request: HtmxHttpRequest, slug: str) -> HttpResponse:
             page = Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page"))
             for memory in page:
                 memory.actor = actor
-                memory.recall_words = recall_reason(memory)  # type: ignore[attr-defined]
+                memory.recall_words = recall_reason(memory, scope.policy)  # type: ignore[attr-defined]
     actors = (
         []
         if actor is not None
@@ -195,7 +195,7 @@ def _row_response(
     scope = RecallScope(access.workspace, params)
     row = memory_rows(actor=memory.actor, filters={}, policy=scope.policy).get(pk=memory.pk)
     row.actor = memory.actor
-    row.recall_words = recall_reason(row)  # type: ignore[attr-defined]
+    row.recall_words = recall_reason(row, scope.policy)  # type: ignore[attr-defined]
     next_url = safe_next(request, memories_url(access.workspace.slug, actor=str(memory.actor)))
     context = {**_row_context(access, scope, next_url), "m": row, "row_error": error}
     return render(request, "recall/_memory_row.html", context, status=status)

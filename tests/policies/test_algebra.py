@@ -24,6 +24,7 @@ from policies.algebra import (
     default_floor,
     diff_documents,
     effective_policy,
+    floor_document,
     narrow,
     narrow_settled,
     normalize_document,
@@ -52,6 +53,7 @@ def a_floor() -> Policy:
             "confidenceMin": 0.5,
             "sensitivityCeiling": "internal",
             "maxAgeSeconds": 86400,
+            "similarityMin": 0.3,
             "totalTokenBudget": 3200,
             "perSegmentCeiling": {"memory": 1200, "retrieval": 1200},
             "perSegmentReservation": {
@@ -87,6 +89,7 @@ AXIS_CASES: list[tuple[str, Any, Any, Any]] = [
     ("confidenceMin", 0.9, 0.5, 0.4),
     ("sensitivityCeiling", "public", "internal", "confidential"),
     ("maxAgeSeconds", 3600, 86400, None),
+    ("similarityMin", 0.5, 0.3, 0.2),
     ("totalTokenBudget", 3000, 3200, 3201),
     (
         "perSegmentCeiling",
@@ -117,6 +120,7 @@ class AxisRegistryTests:
             "confidenceMin",
             "sensitivityCeiling",
             "maxAgeSeconds",
+            "similarityMin",
             "totalTokenBudget",
             "perSegmentCeiling",
             "perSegmentReservation",
@@ -214,6 +218,12 @@ class NormalizeDocumentTests:
             ("maxAgeSeconds", 0),
             ("maxAgeSeconds", -1),
             ("maxAgeSeconds", 3600.5),
+            ("similarityMin", "0.5"),
+            ("similarityMin", True),
+            ("similarityMin", -0.01),
+            ("similarityMin", 1.01),
+            ("similarityMin", math.nan),
+            ("similarityMin", math.inf),
             ("perSegmentCeiling", {"memory": True}),
             ("perSegmentCeiling", {"memory": -1}),
             ("perSegmentCeiling", {"memory": 1.5}),
@@ -292,9 +302,9 @@ class NormalizeFloorTests:
         doc = {**default_floor(), "relaxableAxes": ["colour"], "confidenceMin": 2}
         assert set(fields_of(raised(normalize_floor, doc))) == {"relaxableAxes", "confidenceMin"}
 
-    def test_it_requires_every_axis(self) -> None:
+    def test_it_requires_every_axis_but_the_optional_similarity_floor(self) -> None:
         error = raised(normalize_floor, {"relaxableAxes": []})
-        assert set(fields_of(error)) == set(AXES)
+        assert set(fields_of(error)) == set(AXES) - {"similarityMin"}
 
     def test_it_rejects_a_floor_that_is_not_an_object(self) -> None:
         assert "document" in fields_of(raised(normalize_floor, ["x"]))
@@ -789,6 +799,7 @@ TOKENS = st.integers(0, 3000)
 KIND_MAPS = st.dictionaries(st.sampled_from(SEGMENT_KINDS), TOKENS)
 DROP_ORDERS = st.lists(st.sampled_from(SEGMENT_KINDS), unique=True)
 AGES = st.none() | st.integers(1, 10**7)
+SIMILARITIES = st.none() | st.floats(0.0, 1.0)
 
 # Any valid value of each axis, narrower or wider than whatever floor it meets.
 ANY_VALUE: dict[str, st.SearchStrategy[Any]] = {
@@ -799,6 +810,7 @@ ANY_VALUE: dict[str, st.SearchStrategy[Any]] = {
     "confidenceMin": st.floats(0.0, 1.0),
     "sensitivityCeiling": st.sampled_from(SENSITIVITY_ORDER),
     "maxAgeSeconds": AGES,
+    "similarityMin": SIMILARITIES,
     "totalTokenBudget": st.integers(1, 10000),
     "perSegmentCeiling": KIND_MAPS,
     "perSegmentReservation": KIND_MAPS,
@@ -850,6 +862,8 @@ def within(draw: st.DrawFn, outer: Policy) -> Policy:
     doc["confidenceMin"] = draw(st.floats(outer["confidenceMin"], 1.0))
     doc["sensitivityCeiling"] = draw(st.sampled_from(SENSITIVITY_ORDER[: sensitivity + 1]))
     doc["maxAgeSeconds"] = draw(AGES if age is None else st.integers(1, age))
+    similarity = outer["similarityMin"]
+    doc["similarityMin"] = draw(SIMILARITIES if similarity is None else st.floats(similarity, 1.0))
     doc["diagnosticsVerbosity"] = draw(st.sampled_from(VERBOSITY_ORDER[: verbosity + 1]))
     doc["dropOrder"] = draw(DROP_ORDERS)
     doc.update(draw(narrower_budget(outer)))
@@ -981,3 +995,131 @@ class BoundsTests:
             with pytest.raises(PolicyError) as caught:
                 normalize_document(doc, partial=True)
             assert set(caught.value.details["fields"]) == set(doc)
+
+
+# --- the similarity floor (an optional axis) -------------------------------------------------
+
+
+def without_similarity(policy: Policy) -> Policy:
+    """The policy as stored before ``similarityMin`` existed: the key left out."""
+    return {name: value for name, value in policy.items() if name != "similarityMin"}
+
+
+class SimilarityFloorTests:
+    def test_a_floor_that_leaves_it_out_has_no_similarity_floor(self) -> None:
+        floor, _ = normalize_floor(without_similarity(default_floor()))
+        assert floor["similarityMin"] is None
+        assert list(floor) == list(AXES)
+
+    def test_null_and_numbers_from_zero_to_one_are_values(self) -> None:
+        for value in (None, 0, 0.35, 1):
+            doc = normalize_document({"similarityMin": value}, partial=True)
+            assert doc == {"similarityMin": None if value is None else float(value)}
+
+    def test_a_stored_floor_without_it_narrows_as_a_floor_at_null(self) -> None:
+        stored = without_similarity(a_floor())
+        assert narrow(stored, {})["similarityMin"] is None
+        assert narrow(stored, {"similarityMin": 0.4})["similarityMin"] == 0.4
+        assert check_workload(stored, {"similarityMin": None}) == []
+
+    def test_narrowing_raises_it_and_null_is_the_widest(self) -> None:
+        assert narrow(a_floor(), {"similarityMin": 0.5})["similarityMin"] == 0.5
+        assert narrow(a_floor(), {"similarityMin": 0.1})["similarityMin"] == 0.3
+        assert narrow(a_floor(), {"similarityMin": None})["similarityMin"] == 0.3
+        assert check_workload(a_floor(), {"similarityMin": None}) == ["similarityMin"]
+
+    def test_a_relaxable_override_may_lower_the_workloads_floor_down_to_the_operators(
+        self,
+    ) -> None:
+        workload = {"similarityMin": 0.6}
+        result = apply_override(a_floor(), workload, {"similarityMin": 0.3}, ["similarityMin"])
+        assert result["similarityMin"] == 0.3
+        for past in (0.29, None):
+            error = raised(apply_override, a_floor(), workload, {"similarityMin": past}, [])
+            assert error.details == {"axes": ["similarityMin"]}
+            error = raised(
+                apply_override, a_floor(), workload, {"similarityMin": past}, ["similarityMin"]
+            )
+            assert (error.code, error.details) == (
+                "USER_OVERRIDE_NOT_PERMITTED",
+                {"axes": ["similarityMin"]},
+            )
+
+    def test_a_later_floor_above_the_workloads_value_wins_with_no_conflict(self) -> None:
+        workload = validate_workload(a_floor(), {"similarityMin": 0.4})
+        later = {**a_floor(), "similarityMin": 0.6}
+        effective, found = narrow_settled(later, workload)
+        assert effective["similarityMin"] == 0.6
+        assert check_workload(later, workload) == ["similarityMin"]
+        assert found == []  # one axis clamped: reported as relaxing, not as a conflict
+
+    def test_without_a_floor_every_policy_hashes_as_before_the_axis_existed(self) -> None:
+        floor = default_floor()
+        assert policy_hashes(floor) == policy_hashes(without_similarity(floor))
+        assert policy_hashes(floor)[0] == (
+            "7915d201704135ec2d86db8a26e83d17dfd43c15c5995505f422fb1ef1f4d187"
+        )
+        with_floor = policy_hashes({**floor, "similarityMin": 0.35})
+        assert with_floor[0] != policy_hashes(floor)[0]
+        assert with_floor[1] == policy_hashes(floor)[1]
+
+    def test_a_floor_saved_before_the_axis_existed_diffs_as_one_at_null(self) -> None:
+        old = floor_document(without_similarity(default_floor()), [])
+        assert old["similarityMin"] is None
+        assert diff_documents(old, floor_document(default_floor(), [])) == {}
+        raised_floor = floor_document({**default_floor(), "similarityMin": 0.3}, [])
+        assert diff_documents(old, raised_floor) == {
+            "similarityMin": {"before": None, "after": 0.3}
+        }
+
+    def test_in_a_workload_null_is_no_floor_not_inherit(self) -> None:
+        assert diff_documents({}, {"similarityMin": None}) == {
+            "similarityMin": {"before": None, "after": None}
+        }
+
+
+def bound(value: float | None) -> float:
+    return -math.inf if value is None else value
+
+
+class SimilarityFloorPropertyTests:
+    @PROPERTY
+    @given(floors(), SIMILARITIES)
+    def test_the_effective_floor_is_the_highest_of_the_floors_and_the_workloads(
+        self, floor: Policy, value: float | None
+    ) -> None:
+        effective = narrow(floor, {"similarityMin": value})["similarityMin"]
+        bounds = [v for v in (floor["similarityMin"], value) if v is not None]
+        assert effective == (max(bounds) if bounds else None)
+        relaxes = bound(value) < bound(floor["similarityMin"])
+        assert check_workload(floor, {"similarityMin": value}) == (
+            ["similarityMin"] if relaxes else []
+        )
+
+    @PROPERTY
+    @given(floors(), SIMILARITIES, SIMILARITIES)
+    def test_a_relaxable_override_replaces_the_workloads_value_within_the_floor_only(
+        self, floor: Policy, workload_value: float | None, override: float | None
+    ) -> None:
+        workload = {"similarityMin": workload_value}
+        if bound(override) < bound(floor["similarityMin"]):
+            error = raised(
+                apply_override, floor, workload, {"similarityMin": override}, ["similarityMin"]
+            )
+            assert error.details == {"axes": ["similarityMin"]}
+        else:
+            result = apply_override(floor, workload, {"similarityMin": override}, ["similarityMin"])
+            assert result["similarityMin"] == override
+            assert check_workload(floor, result) == []
+
+    @PROPERTY
+    @given(floors(), floors(), SIMILARITIES)
+    def test_after_a_floor_change_the_floor_wins_and_no_budget_conflict_comes_of_it(
+        self, earlier: Policy, later: Policy, value: float | None
+    ) -> None:
+        if bound(value) < bound(earlier["similarityMin"]):
+            value = earlier["similarityMin"]
+        workload = {"similarityMin": value}
+        effective, found = narrow_settled(later, workload)
+        assert bound(effective["similarityMin"]) >= bound(later["similarityMin"])
+        assert found == []
