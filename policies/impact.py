@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from policies import algebra
+from policies import algebra, labels
 from policies.axes import PolicyDocument
 from policies.conflicts import Conflict
 from policies.models import Workload, WorkloadPolicyVersion, WorkspacePolicyVersion
@@ -60,6 +60,19 @@ class ImpactRow:
     would_stop: int
     relaxing_axes: list[str]  # axes the policy would relax under the proposed floor
     conflicts: list[Conflict]  # where the proposed floor would overrule it (the floor wins)
+    # The similarity floor (``similarityMin``) now and under the proposed floor: it depends on
+    # each query, so the counts above cannot include it; the page says so instead.
+    similarity_now: float | None = None
+    similarity_proposed: float | None = None
+
+    @property
+    def similarity_words(self) -> str:
+        """The proposed similarity floor in words, "" without one: "depends on each query:
+        similarity floor 0.4 (now 0.3)"."""
+        words = labels.query_dependent(self.similarity_proposed)
+        if words and self.similarity_now != self.similarity_proposed:
+            words += f" (now {labels.axis_value('similarityMin', self.similarity_now)})"
+        return words
 
 
 def floor_change_impact(
@@ -91,8 +104,19 @@ def floor_change_impact(
         standing.append((algebra.check_workload(new_floor, document), found))
     counts = _count(workspace, pairs, now or datetime.now(tz=UTC))
     return [
-        ImpactRow(workload, environment, version, now_count, stop, relaxing, found)
-        for (workload, environment, version), (now_count, stop), (relaxing, found) in zip(
-            targets, counts, standing, strict=True
-        )
+        ImpactRow(
+            workload,
+            environment,
+            version,
+            now_count,
+            stop,
+            relaxing,
+            found,
+            similarity_now=current["similarityMin"],
+            similarity_proposed=proposed["similarityMin"],
+        )  # fmt: skip
+        for (workload, environment, version), (now_count, stop), (relaxing, found), (
+            current,
+            proposed,
+        ) in zip(targets, counts, standing, pairs, strict=True)
     ]

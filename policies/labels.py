@@ -109,6 +109,14 @@ def duration_label(seconds: Any) -> str:
     return " ".join(parts)
 
 
+def query_dependent(similarity_min: Any) -> str:
+    """What a page without a query (the memory browser, the impact preview) says of a
+    similarity floor, which depends on each query: "" when there is none."""
+    if similarity_min is None:
+        return ""
+    return f"depends on each query: similarity floor {axis_value('similarityMin', similarity_min)}"
+
+
 def axis_rows(document: Any) -> list[tuple[str, str, str]]:
     """``(API name, label, value in words)`` per axis of a partial document (an override), in
     the registry's order; anything but a mapping has none."""

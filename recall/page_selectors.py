@@ -121,14 +121,6 @@ def _gated_confidence(status: str, confidence: float) -> str:
     return f"{labels.value_label(status)}, confidence {confidence:g}"
 
 
-def query_dependent(policy: Mapping[str, Any] | None) -> str:
-    """What a page without a query says of the similarity floor: "" when there is none."""
-    floor = (policy or {}).get("similarityMin")
-    if floor is None:
-        return ""
-    return f"depends on each query: similarity floor {labels.axis_value('similarityMin', floor)}"
-
-
 def recall_reason(memory: MemoryRecord, policy: Mapping[str, Any] | None = None) -> str:
     """Why a row is or is not recallable under ``policy`` (the one its ``recall_code`` was
     judged under), with the row's own value where it helps. The similarity floor needs a
@@ -137,7 +129,7 @@ def recall_reason(memory: MemoryRecord, policy: Mapping[str, Any] | None = None)
     if code is None:
         return ""
     if code == "passes_policy":
-        floor = query_dependent(policy)
+        floor = labels.query_dependent((policy or {}).get("similarityMin"))
         if floor:
             return f"Passes the fail-closed rules and every other policy axis; {floor}"
         return "Passes the fail-closed rules and every policy axis"

@@ -138,6 +138,10 @@ PARTS: dict[str, str] = {
 }
 
 
+# The parts over a ranked row's distance to the query rather than the memory table's columns.
+RANKING_PARTS: tuple[Part, ...] = ("similarity", "above_floor")
+
+
 def _compile(template: str, *, alias: str, suffix: str | None) -> tuple[str, list[str]]:
     """The template as SQL, and the parameter names in the order they appear: named
     placeholders (``%(now{suffix})s``), or positional ones (``%s``) when ``suffix`` is None."""

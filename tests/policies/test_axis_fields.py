@@ -49,6 +49,13 @@ class ParseAxisTests:
         types = ["fact", "nonsense"]
         assert parse("memoryTypeAllowed", **{"ax-memoryTypeAllowed": types}) == types
 
+    def test_an_empty_similarity_floor_is_no_floor_on_either_page(self) -> None:
+        assert parse("similarityMin", **{"ax-similarityMin": ""}) is None
+        assert parse("similarityMin", OVERRIDE_INPUTS, axis_similarityMin=" ") is None
+        assert parse("similarityMin", **{"ax-similarityMin": "0.35"}) == 0.35
+        with pytest.raises(AxisInputError, match="or leave it empty for no floor"):
+            parse("similarityMin", **{"ax-similarityMin": "high"})
+
     def test_an_empty_value_that_is_needed_is_refused_in_each_page_s_words(self) -> None:
         with pytest.raises(AxisInputError, match="^Enter a value.$"):
             parse("totalTokenBudget", **{"ax-totalTokenBudget": ""})

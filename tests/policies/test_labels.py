@@ -42,6 +42,8 @@ def test_every_axis_has_a_label_that_is_not_its_api_name():
         ("maxAgeSeconds", 604_800, "7 days"),
         ("maxAgeSeconds", None, "no limit"),
         ("confidenceMin", 0.5, "0.5"),
+        ("similarityMin", 0.35, "0.35"),
+        ("similarityMin", None, "no floor"),
         ("totalTokenBudget", 32000, "32,000"),
         ("perSegmentReservation", {"system_policy": 400}, "system policy: 400"),
         ("perSegmentCeiling", {}, "none"),
@@ -60,3 +62,8 @@ def test_the_template_filters_say_the_same():
         " · {{ 'afterPolicy'|count_label }} · {{ 'digest'|term_hint|truncatewords:3 }}"
     ).render(Context())
     assert rendered == "Maximum age: 1 day · After policy · A hash of …"
+
+
+def test_pages_without_a_query_say_the_similarity_floor_depends_on_it():
+    assert labels.query_dependent(0.35) == "depends on each query: similarity floor 0.35"
+    assert labels.query_dependent(None) == ""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -1030,3 +1031,58 @@ class WorkloadHistoryTests:
         html = html.decode()
         assert "No versions in dev: nothing to compare." in html
         assert "prod 3000" in html  # the list still shows every environment
+
+
+@pytest.mark.django_db
+class SimilarityFloorPageTests:
+    def test_the_floor_form_shows_it_empty_for_no_floor_and_saves_a_value_or_none(
+        self, operator, workspace_a
+    ):
+        html = client_for(operator).get(floor_url()).content.decode()
+        assert 'id="axis-similarityMin"' in html
+        assert re.search(r'<input[^>]*name="ax-similarityMin"[^>]*value=""', html)
+        floor = workspace_policy_current(workspace=workspace_a).document
+
+        saved = client_for(operator).post(floor_url(), floor_post({**floor, "similarityMin": 0.3}))
+        assert saved.status_code == 302
+        assert workspace_policy_current(workspace=workspace_a).document["similarityMin"] == 0.3
+        cleared = client_for(operator).post(
+            floor_url(), floor_post({**floor, "similarityMin": None})
+        )
+        assert cleared.status_code == 302
+        assert workspace_policy_current(workspace=workspace_a).document["similarityMin"] is None
+
+    def test_an_out_of_range_floor_is_shown_next_to_its_field(self, operator, workspace_a):
+        floor = workspace_policy_current(workspace=workspace_a).document
+        response = client_for(operator).post(
+            floor_url(), floor_post({**floor, "similarityMin": 1.2})
+        )
+        assert response.status_code == 422  # as the floor page answers any refused value
+        assert 'id="err-similarityMin">Must be between 0 and 1' in response.content.decode()
+
+    def test_the_workload_form_shows_the_floors_value_and_refuses_a_lower_one(
+        self, editor, workspace_a, workload_a
+    ):
+        narrowed_floor(workspace_a, similarityMin=0.3)
+        html = client_for(editor).get(workload_url(workload_a, "prod")).content.decode()
+        assert 'id="axis-similarityMin"' in html and "0.3" in html
+        data = workload_post({"similarityMin": 0.2})
+        response = client_for(editor).post(workload_url(workload_a, "prod"), data)
+        assert response.status_code == 422
+        assert "wider than the operator floor (floor: 0.3)" in response.content.decode()
+        saved = client_for(editor).post(
+            workload_url(workload_a, "prod"), workload_post({"similarityMin": 0.45})
+        )
+        assert saved.status_code == 302
+
+    def test_the_impact_preview_says_the_similarity_floor_depends_on_each_query(
+        self, operator, workspace_a
+    ):
+        floor = workspace_policy_current(workspace=workspace_a).document
+        data = floor_post({**floor, "similarityMin": 0.35}, action="preview")
+        response = client_for(operator).post(floor_url(), data, **HTMX)
+        html = response.content.decode()
+        assert "The counts leave out the similarity floor, which depends on each query" in html
+        assert "depends on each query: similarity floor 0.35 (now no floor)" in html
+        [alone] = [r for r in response.context["impact_rows"] if r.workload is None]
+        assert (alone.similarity_now, alone.similarity_proposed) == (None, 0.35)

@@ -36,6 +36,7 @@ class PolicyFilterTests:
         read_columns = {
             column
             for part in policy_filter.PARTS
+            if part not in policy_filter.RANKING_PARTS  # over the ranked rows' distances
             for column in re.findall(r"\bm\.(\w+)", policy_filter.policy_filter_sql(part))
         }
         index = next(i for i in MemoryRecord._meta.indexes if i.name == "memory_recall_cover_idx")
@@ -229,4 +230,5 @@ def _policy() -> dict[str, Any]:
         "sensitivityCeiling": "internal",
         "consentPolicyAllowed": ["explicit"],
         "maxAgeSeconds": 3600,
+        "similarityMin": None,
     }

@@ -220,7 +220,7 @@ class SandboxPageTests:
     ):
         html = client_for(editor).get("/w/team-a/sandbox/").content.decode()
         assert html.count('<fieldset class="axis') == len(RELAXABLE)
-        assert "3 of 14 axes relaxable in this workspace" in html
+        assert "3 of 15 axes relaxable in this workspace" in html
         assert re.search(r'<input type="checkbox" name="override_memoryTypeAllowed" id=', html)
         assert "axis_sensitivityCeiling" not in html and "axis-sensitivityCeiling" not in html
         block = section(html, "axis-memoryTypeAllowed", tag="fieldset")
@@ -539,6 +539,29 @@ class SandboxDecisionGroupTests:
             html, "decisions-confidence_below_min"
         )
 
+    def test_memories_below_the_similarity_floor_are_grouped_with_their_similarity(
+        self, editor, workspace_a, workload_a
+    ):
+        set_floor(workspace_a, diagnosticsVerbosity="full", similarityMin=0.3)
+        seed(
+            workspace_a,
+            {"content": "Ada prefers concise release summaries"},
+            *({"content": f"Northwind invoices go out on Tuesdays, run {n}"} for n in range(3)),
+        )
+        html = client_for(editor).post("/w/team-a/sandbox/", recall_form(workload_a)).content
+        html = html.decode()
+        below = section(html, "decisions-similarity_below_min")
+        assert "Filtered by policy: Minimum similarity to the query" in below
+        assert '<code class="api-name">similarityMin</code>' in below
+        assert '<span class="group-count">3</span>' in below
+        assert len(re.findall(r"similarity -?0\.\d\d &lt; 0\.3", below)) == 3
+        assert "Tuesdays" not in html  # content never leaves the database
+
+        set_floor(workspace_a, diagnosticsVerbosity="summary", similarityMin=0.3)
+        html = client_for(editor).post("/w/team-a/sandbox/", recall_form(workload_a)).content
+        words = "Filtered: less similar to the query than the minimum similarity"
+        assert f'{words} <code class="api-name">similarity_below_min</code>' in html.decode()
+
     def test_summary_verbosity_shows_reasons_instead_of_groups(
         self, editor, workspace_a, workload_a, crowd
     ):
@@ -638,6 +661,17 @@ class MemoryBrowserTests:
             "Filtered: inferred or observed, confidence below the minimum"
             " (inferred, confidence 0.3)"
         ) in row_of(html, inferred)
+
+    def test_the_recallable_column_says_the_similarity_floor_depends_on_each_query(
+        self, viewer, workspace_a, workload_a, browse
+    ):
+        set_floor(workspace_a, similarityMin=0.35)
+        html = client_for(viewer).get("/w/team-a/memories/?actor=user:ada").content.decode()
+        assert (
+            "Passes the fail-closed rules and every other policy axis; depends on each query:"
+            " similarity floor 0.35"
+        ) in row_of(html, browse[0])
+        assert "similarity" not in row_of(html, browse[1])  # it fails before the floor
 
     def test_the_recallable_column_follows_the_chosen_workload_policy(
         self, viewer, workload_a, browse
