@@ -138,6 +138,15 @@ CALLERS: tuple[Caller, ...] = (
 SUPPORT_TYPES = ["fact", "preference", "decision", "instruction", "episode", "summary", "entity"]
 ONBOARDING_TYPES = ["fact", "preference", "decision", "instruction", "summary", "entity"]
 
+# Similarity floors, measured on the demo's queries with the default embedder (all-MiniLM-L6-v2,
+# tests/console/test_demo_recall.py): at 0.3 the floor keeps every memory a query asks for
+# (the least similar is 0.33) and leaves out six in seven of the others; the support assistant
+# answers customers from memories about their question (0.45), the planner from its topic (0.4).
+# Without them, the week's newest memories, barely related, outrank older relevant ones on age.
+FLOOR_SIMILARITY = 0.3
+SUPPORT_SIMILARITY = 0.45
+PLANNER_SIMILARITY = 0.4
+
 
 def _floor_changes() -> dict[str, Any]:
     return {
@@ -145,8 +154,14 @@ def _floor_changes() -> dict[str, Any]:
         "confidenceMin": 0.5,
         "sensitivityCeiling": "confidential",
         "maxAgeSeconds": 365 * 24 * 3600,
+        "similarityMin": FLOOR_SIMILARITY,
         "diagnosticsVerbosity": "full",
-        "relaxableAxes": ["memoryTypeAllowed", "diagnosticsVerbosity", "confidenceMin"],
+        "relaxableAxes": [
+            "memoryTypeAllowed",
+            "diagnosticsVerbosity",
+            "confidenceMin",
+            "similarityMin",
+        ],
     }
 
 
@@ -155,6 +170,7 @@ def _setup(at: Clock) -> list[Step]:
     support_prod = {
         "sensitivityCeiling": "internal",
         "confidenceMin": 0.55,
+        "similarityMin": SUPPORT_SIMILARITY,
         "memoryTypeAllowed": SUPPORT_TYPES,
         "diagnosticsVerbosity": "summary",
     }
@@ -166,8 +182,9 @@ def _setup(at: Clock) -> list[Step]:
             _floor_changes(),
             "Acme's floor: only memories with a consent basis we can name (explicit, "
             "contractual, legitimate interest), inferred or observed ones at confidence 0.5 "
-            "or more, at most a year old, nothing restricted. Agents may narrow memory types, "
-            "raise the confidence and ask for full diagnostics.",
+            "or more, at most a year old, nothing restricted, nothing less similar to the "
+            "question than 0.3. Agents may narrow memory types, raise the confidence and the "
+            "similarity floor and ask for full diagnostics.",
         ),
         CreateWorkload(
             at(0, 8.9), EDITOR, "support-assistant", "Answers customers in the help widget"
@@ -178,7 +195,8 @@ def _setup(at: Clock) -> list[Step]:
             "support-assistant",
             "prod",
             support_prod,
-            "Customers see answers built from internal memories only, no guessed insights.",
+            "Customers see answers built from internal memories only, no guessed insights, "
+            "and only memories about what they asked.",
         ),
         CreateWorkload(at(0, 9.05), EDITOR, "release-planner", "Drafts release plans and notes"),
         SavePolicy(
@@ -186,8 +204,13 @@ def _setup(at: Clock) -> list[Step]:
             EDITOR,
             "release-planner",
             None,
-            {"diagnosticsVerbosity": "summary", "totalTokenBudget": 3000},
-            "Planner default for every environment: a little less context than the floor.",
+            {
+                "diagnosticsVerbosity": "summary",
+                "totalTokenBudget": 3000,
+                "similarityMin": PLANNER_SIMILARITY,
+            },
+            "Planner default for every environment: a little less context than the floor, "
+            "and on topic.",
         ),
         CreateWorkload(
             at(0, 9.2), EDITOR, "onboarding-guide", "Helps new hires through their first weeks"
@@ -217,6 +240,7 @@ def _week_edits(at: Clock) -> list[Step]:
     """What people change along the week."""
     support_prod = {
         "sensitivityCeiling": "internal",
+        "similarityMin": SUPPORT_SIMILARITY,
         "memoryTypeAllowed": SUPPORT_TYPES,
         "diagnosticsVerbosity": "summary",
     }
@@ -229,6 +253,7 @@ def _week_edits(at: Clock) -> list[Step]:
             {
                 "sensitivityCeiling": "internal",
                 "confidenceMin": 0.5,
+                "similarityMin": SUPPORT_SIMILARITY,
                 "memoryTypeAllowed": [*SUPPORT_TYPES, "insight"],
                 "diagnosticsVerbosity": "full",
             },
@@ -285,6 +310,7 @@ def _week_edits(at: Clock) -> list[Step]:
             {
                 "diagnosticsVerbosity": "summary",
                 "totalTokenBudget": 3000,
+                "similarityMin": PLANNER_SIMILARITY,
                 "memoryTypeAllowed": [
                     "fact",
                     "decision",

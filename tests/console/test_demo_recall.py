@@ -1,6 +1,8 @@
 """The demo's queries with the default embedder (all-MiniLM-L6-v2 on onnxruntime): each query
 of ``console/demo/acme.yaml`` names the memory it is asked for, and the embedder must rank
-that memory among its actor's first three; ``make run``'s sandbox answers with it."""
+that memory among its actor's first three; the recall, under the demo's policies and their
+similarity floors, ranks it among its first three whenever the policies let it through, and
+``make run``'s sandbox answers Ada with it on top."""
 
 from __future__ import annotations
 
@@ -13,10 +15,13 @@ from django.core.management import call_command
 
 from console.demo.memories import DemoQuery, demo_data
 from policies.models import Workload
+from portal.models import Workspace
 from recall import runtime
 from recall.embedding import HashingEmbedder
 from recall.embedding_onnx import MODEL_NAME, MiniLMOnnxEmbedder
+from recall.engine.policy_filter import POLICY_CODES
 from recall.models import MemoryRecord
+from recall.page_selectors import recall_preview
 
 
 def asked() -> list[tuple[str, str, DemoQuery]]:
@@ -71,27 +76,90 @@ class DemoQueryTests:
         assert sum(rank > 3 for rank in found.values()) >= 5
 
 
+# Where the demo recalls each workload (console/demo/history.py ``CALLERS``).
+ENVIRONMENTS = {
+    "support-assistant": ("prod", "staging"),
+    "release-planner": ("prod", "staging"),
+    "onboarding-guide": ("prod", "dev"),
+}
+# The one query of Ada's whose memory the policy lets through but which is not the top entry:
+# a memory of the demo's week ("Ada asked for credit-note approval reminders", similarity
+# 0.49, 5 days old) outranks FR-2291 (0.76, about 90 days old) on age, and the support
+# assistant's floor (0.45) cannot leave it out without leaving out another query's memory
+# (0.49). It ranks third.
+NOT_ON_TOP = {"status of the bulk credit notes request"}
+
+
+def asked_for(actor_id: str, query: DemoQuery) -> MemoryRecord:
+    """The memory the demo wrote for ``query``, as loaded."""
+    kind, _, name = actor_id.partition(":")
+    return MemoryRecord.objects.get(
+        workspace__slug="acme", actor__kind=kind, actor__name=name, is_current=True,
+        content__contains=query.finds,
+    )  # fmt: skip
+
+
 @pytest.mark.django_db
 class DemoSandboxTests:
-    def test_a_sandbox_recall_for_ada_answers_with_the_memory_the_demo_wrote_for_it(
+    def test_a_sandbox_recall_for_ada_answers_each_query_with_the_memory_written_for_it(
         self, onnx_configured, client
     ):
         call_command("load_demo", stdout=StringIO())
         assert set(MemoryRecord.objects.values_list("embedding_model", flat=True)) == {MODEL_NAME}
         client.force_login(get_user_model().objects.get(username="editor"))
         workload = Workload.objects.get(workspace__slug="acme", name="support-assistant")
-        query = next(
-            q
-            for q in demo_data().queries["support-assistant"]["user:ada"]
-            if q.text == "credit note stuck waiting for approval"
-        )
-        response = client.post(
-            "/w/acme/sandbox/",
-            {"workload": workload.pk, "environment": "staging", "actor": "user:ada",
-             "query": query.text, "top_k": 5},
-        )  # fmt: skip
-        assert response.status_code == 200
-        top = response.context["envelope"]["entries"][0]
-        [wanted] = demo_data().found_by("user:ada", query)
-        assert query.finds in top["content"] and top["content"].endswith(wanted.text[-40:])
-        assert top["similarity"] > 0.5
+        on_top, filtered = set(), {}
+        for query in demo_data().queries["support-assistant"]["user:ada"]:
+            response = client.post(
+                "/w/acme/sandbox/",
+                {"workload": workload.pk, "environment": "staging", "actor": "user:ada",
+                 "query": query.text, "top_k": 5},
+            )  # fmt: skip
+            assert response.status_code == 200
+            envelope = response.context["envelope"]
+            wanted = str(asked_for("user:ada", query).pk)
+            entries = [e["id"] for e in envelope["entries"]]
+            decided = {d["id"]: d["code"] for d in envelope["diagnostics"]["decisions"]}
+            if wanted in entries:
+                assert entries.index(wanted) < 3, query.text
+                if entries[0] == wanted:
+                    on_top.add(query.text)
+            else:
+                # Left out by the staging policy (a drawn sensitivity, consent or age): the
+                # sandbox says which axis, at the staging workload's full verbosity.
+                assert decided[wanted] in POLICY_CODES, (query.text, decided.get(wanted))
+                filtered[query.text] = decided[wanted]
+            # Nothing unrelated: every entry is at least as similar as the support floor.
+            assert all(e["similarity"] >= 0.45 for e in envelope["entries"]), query.text
+        asked = {q.text for q in demo_data().queries["support-assistant"]["user:ada"]}
+        assert on_top == asked - set(filtered) - NOT_ON_TOP
+        assert "credit note stuck waiting for approval" in on_top
+        assert "similarity_below_min" not in filtered.values()  # the floor keeps them all
+
+    def test_every_query_of_the_demo_finds_its_memory_in_the_first_three_unless_filtered(
+        self, onnx_configured
+    ):
+        """Through the real recall (the sandbox's, which records nothing), under the demo's
+        policies, in every environment the demo recalls the workload in."""
+        call_command("load_demo", stdout=StringIO())
+        workspace = Workspace.objects.get(slug="acme")
+        found, filtered = 0, {}
+        for workload_name, actor_id, query in asked():
+            workload = Workload.objects.get(workspace=workspace, name=workload_name)
+            wanted = str(asked_for(actor_id, query).pk)
+            for environment in ENVIRONMENTS[workload_name]:
+                preview = recall_preview(
+                    workspace=workspace, workload=workload, environment=environment,
+                    actor_id=actor_id, query=query.text, top_k=5, override=None,
+                )  # fmt: skip
+                code = preview.codes.get(wanted)
+                if code in POLICY_CODES or code == "lifecycle_excluded" or code is None:
+                    # Left out before ranking (an axis other than the similarity floor, or
+                    # suppressed, expired): counted, with its code where it is listed.
+                    assert code != "similarity_below_min", (environment, query.text)
+                    filtered[(environment, query.text)] = code
+                    continue
+                assert wanted in preview.included[:3], (environment, query.text, code)
+                found += 1
+        assert found + len(filtered) == 2 * len(asked())
+        assert found >= 70  # 72 when measured: the other 60 pairs' memories are filtered
