@@ -307,9 +307,11 @@ nearest AS (
     SELECT e.id, e.distance FROM eligible e WHERE {_ABOVE_FLOOR_E}
     ORDER BY e.distance NULLS LAST, e.id LIMIT %(limit)s
 ),
--- ... and every eligible row below it, counted (and the nearest of them listed)
+-- ... and every eligible row below it, counted (and the nearest of them listed); without a
+-- floor the scan is skipped (a one-time filter on the parameter)
 below_floor AS MATERIALIZED (
-    SELECT e.id, e.distance FROM eligible e WHERE NOT {_ABOVE_FLOOR_E}
+    SELECT e.id, e.distance FROM eligible e
+    WHERE %(similarity_min)s::float8 IS NOT NULL AND NOT {_ABOVE_FLOOR_E}
 )"""
 
 # The scalars the statement's first row starts with; the ranked rows' columns follow.
