@@ -108,6 +108,26 @@ class ReplayTests:
         assert left["reason"] == "policy_changed"
         assert "confidence below the minimum" in left["words"]
 
+    def test_a_raised_similarity_floor_is_named_with_the_memories_it_left_out(
+        self, editor, workspace_a, workload_a
+    ):
+        close, far = factories.memories(
+            editor.workspace,
+            {"content": "Ada's release summary preferences"},
+            {"content": "Northwind invoice preferences, batch 3"},  # about 0.16
+        )
+        recall(editor, workload_a)
+        event = last_assembled(editor.workspace)
+        set_floor(workspace_a, similarityMin=0.3)
+
+        body = replay(editor, event, query=QUERY).json()
+
+        memories = by_id(body)
+        assert memories[str(close.pk)]["reason"] == "unchanged"
+        left = memories[str(far.pk)]
+        assert (left["change"], left["reason"]) == ("left", "policy_changed")
+        assert "less similar to the query than the minimum similarity" in left["words"]
+
     def test_a_memory_added_since_entered_as_new(self, editor, recorded):
         event, _ = recorded
         [fresh] = factories.memories(
