@@ -38,6 +38,11 @@ def carried(persona: Any, workload: Any) -> list[int]:
     return [int(entry["id"]) for entry in helpers.recall(persona, workload, topK=3)["entries"]]
 
 
+# Far below what a recall held by the send would take (the broker's connection retries, or
+# a hung send until the test closes it: seconds), far above a recall on a loaded machine.
+HELD = 2.0
+
+
 def timed_recalls(persona: Any, workload: Any, n: int) -> tuple[list[float], int]:
     """``n`` recalls: how long each took, and the memory the first carried."""
     took, first = [], []
@@ -113,7 +118,7 @@ class BrokerDownTests:
             took, memory = timed_recalls(editor, workload_a, 4)
             wait_until(lambda: not sending(), timeout=30, what="the sends to give up")
 
-        assert max(took) < 0.5, took
+        assert max(took) < HELD, took
         assert "recall.fold_workspace_hits not sent" in caplog.text
         assert MemoryRecord.objects.get(pk=memory).hit_count == 0
 
@@ -127,5 +132,5 @@ class BrokerDownTests:
             silent_broker.close()  # the hung send now fails, and says so
             wait_until(lambda: not sending(), timeout=30, what="the hung send to give up")
 
-        assert max(took) < 0.5, took
+        assert max(took) < HELD, took
         assert caplog.text.count("recall.fold_workspace_hits not sent") == 1
