@@ -2,7 +2,10 @@
 
 Every query that reads workspace data goes through ``workspaces_for`` or ``workspace_for``,
 so isolation is decided in one place: a caller without a role in a workspace gets a 404
-(its existence is not revealed), a caller with too low a role gets a 403.
+(its existence is not revealed), a caller whose role may not do what the call does gets a
+403. ``required`` is a role (at least it) or a permission (``portal.permissions``, the
+table of what each role may do, the agent's included); ``binding_check`` refuses a bound
+token's call about another workload or environment.
 """
 
 from __future__ import annotations
@@ -13,7 +16,8 @@ from typing import Any, TypeVar
 from django.db.models import F, Model, QuerySet
 
 from portal.errors import ForbiddenError, NotFoundError, ValidationFailed
-from portal.models import ApiToken, Membership, Role, Workspace, role_at_least
+from portal.models import ApiToken, Membership, Role, Workspace
+from portal.permissions import HOLDERS, allows, binding_outside, holders
 
 Row = TypeVar("Row", bound=Model)
 
@@ -85,13 +89,13 @@ def workspace_for(caller: Caller, slug: str | None, *, required: str = Role.VIEW
                 "Name the workspace with ?workspace=SLUG.",
             )
         workspace = caller.token.workspace
-        _check_role(workspace, role_in(caller, workspace), required)
+        require_role(caller, workspace, required)
         return workspace
     found = workspace_and_role(caller, slug)
     if found is None:
         raise NotFoundError(f"No workspace {slug!r}.")
     workspace, role = found
-    _check_role(workspace, role, required)
+    _check_role(workspace, role, required, _scopes(caller))
     return workspace
 
 
@@ -114,15 +118,86 @@ def scoped_get(
 
 
 def require_role(caller: Caller, workspace: Workspace, required: str) -> str:
-    return _check_role(workspace, role_in(caller, workspace), required)
+    """The caller's role in ``workspace``, checked for ``required``: a role (at least it) or
+    a permission (``portal.permissions``)."""
+    return _check_role(workspace, role_in(caller, workspace), required, _scopes(caller))
 
 
-def _check_role(workspace: Workspace, role: str | None, required: str) -> str:
+def require_reader(caller: Caller) -> None:
+    """For the operations that name no workspace (the workspace list, the axis registry): a
+    token caller must be one that may read its workspace (an agent token may not)."""
+    if caller.token is not None:
+        require_role(caller, caller.token.workspace, Role.VIEWER)
+
+
+def _scopes(caller: Caller) -> list[str] | None:
+    """An agent token's scopes, which narrow what its role holds; None for anyone else."""
+    token = caller.token
+    return list(token.scopes) if token is not None and token.is_agent else None
+
+
+def _check_role(
+    workspace: Workspace, role: str | None, required: str, scopes: list[str] | None = None
+) -> str:
     if role is None:
         raise NotFoundError("No such resource.")
-    if not role_at_least(role, required):
+    if allows(role, required, scopes):
+        return role
+    if required not in HOLDERS:
         raise ForbiddenError(
             f"This needs the {required} role in workspace {workspace.slug!r}; you are {role}.",
             {"requiredRole": required, "role": role},
         )
-    return role
+    roles = holders(required)
+    if role in roles:  # an agent token without the scope
+        raise ForbiddenError(
+            f"This needs the {required!r} scope; this token has "
+            f"{', '.join(scopes or []) or 'none'}.",
+            {"requiredScope": required, "scopes": scopes or [], "role": role},
+        )
+    raise ForbiddenError(
+        f"This needs one of the roles {', '.join(roles)} in workspace {workspace.slug!r} "
+        f"({required}); you are {role}.",
+        {"requiredPermission": required, "allowedRoles": roles, "role": role},
+    )
+
+
+def binding_check(caller: Caller, *, workload_id: Any, environment: str | None) -> None:
+    """Refuse a call of a token bound to workloads or environments about any other (403
+    ``OUTSIDE_TOKEN_BINDING``, naming the binding). From the token as authenticated (the
+    recall's remembered token too): no statement."""
+    token = caller.token
+    if token is None or not (token.bound_workloads or token.bound_environments):
+        return
+    workloads = [str(pk) for pk in token.bound_workloads]
+    environments = list(token.bound_environments)
+    workload = None if workload_id is None else str(workload_id)
+    outside = binding_outside(
+        workloads=workloads,
+        environments=environments,
+        workload_id=workload,
+        environment=environment,
+    )
+    if not outside:
+        return
+    bound = []
+    if workloads:
+        bound.append(f"workload{'s' if len(workloads) > 1 else ''} {', '.join(workloads)}")
+    if environments:
+        bound.append(
+            f"environment{'s' if len(environments) > 1 else ''} {', '.join(environments)}"
+        )
+    named = {"workload": f"workload {workload}", "environment": f"environment {environment!r}"}
+    raise ForbiddenError(
+        f"API token {token.name!r} is bound to {' and '.join(bound)}: "
+        f"{' and '.join(named[what] for what in outside)} "
+        f"{'is' if len(outside) == 1 else 'are'} outside its binding.",
+        {
+            "boundWorkloads": workloads,
+            "boundEnvironments": environments,
+            "outside": outside,
+            "workloadId": workload,
+            "environment": environment,
+        },
+        code="OUTSIDE_TOKEN_BINDING",
+    )

@@ -1,4 +1,5 @@
-"""Bearer-token authentication for the API. Tokens are looked up by their SHA-256."""
+"""Bearer-token authentication for the API. Tokens are looked up by their SHA-256; each use
+is noted (``portal.tokens.token_used``) for the token's ``lastUsedAt``."""
 
 from __future__ import annotations
 
@@ -7,9 +8,39 @@ from typing import Any
 from rest_framework import authentication, exceptions
 
 from portal.models import TOKEN_PREFIX, ApiToken, hash_token
-from portal.tokens import TokenCheck, token_lookup, token_remembered
+from portal.tokens import TokenCheck, token_lookup, token_refusal, token_remembered, token_used
 
 REVOKED_MESSAGE = "Invalid or revoked API token."
+
+
+class TokenExpired(exceptions.AuthenticationFailed):
+    """401 ``TOKEN_EXPIRED``: the token expired, or its secret was rotated out (the grace
+    after the rotation ended). Its holder needs a new token, or the new secret."""
+
+    error_code = "TOKEN_EXPIRED"
+
+    def __init__(self, message: str, details: dict[str, Any]):
+        super().__init__(message)
+        self.error_details = details
+
+
+def token_refused(key_hash: str) -> exceptions.AuthenticationFailed:
+    """The 401 for a secret the lookup did not find: ``TokenExpired`` with the reason its
+    holder can act on, or the same answer for revoked and unknown secrets."""
+    refusal = token_refusal(key_hash)
+    if refusal is None:
+        return exceptions.AuthenticationFailed(REVOKED_MESSAGE)
+    ended = refusal.ended_at.isoformat().replace("+00:00", "Z")
+    if refusal.rotated:
+        return TokenExpired(
+            f"API token {refusal.name!r} was rotated: this is its previous secret, which "
+            f"stopped working at {ended}. Use the secret the rotation issued.",
+            {"expiredAt": ended, "rotated": True},
+        )
+    return TokenExpired(
+        f"API token {refusal.name!r} expired at {ended}. Ask an operator for a new token.",
+        {"expiredAt": ended},
+    )
 
 
 def bearer_key_hash(header: str) -> str | None:
@@ -71,6 +102,7 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
             remembered = token_remembered(key_hash)
             if remembered is not None:
                 token, check = remembered
+                token_used(token.pk)
                 return TokenUser(token, check), token
         return self.looked_up(key_hash)
 
@@ -82,7 +114,8 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
     def looked_up(key_hash: str) -> tuple[TokenUser, ApiToken]:
         token = token_lookup(key_hash)
         if token is None:
-            raise exceptions.AuthenticationFailed(REVOKED_MESSAGE)
+            raise token_refused(key_hash)
+        token_used(token.pk)
         return TokenUser(token), token
 
     def authenticate_header(self, request: Any) -> str:

@@ -11,7 +11,8 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from portal.models import ROLE_RANK, Membership, Workspace, role_at_least
+from portal.models import Membership, Workspace
+from portal.permissions import RANK, allows
 
 # Set on the responses these pages make, so that the middleware that puts the product's 404
 # in place of Django's technical one (DEBUG) leaves them alone.
@@ -54,8 +55,9 @@ def not_found_page(request: HttpRequest) -> HttpResponse:
 
 
 def _holders(workspace: Workspace, required: str) -> list[str]:
-    """The usernames of the workspace's members whose role is at least ``required``."""
-    roles = [role for role in ROLE_RANK if role_at_least(role, required)]
+    """The usernames of the workspace's members whose role allows ``required`` (a rank or a
+    permission)."""
+    roles = [role for role in RANK if allows(role, required)]
     return list(
         Membership.objects.filter(workspace=workspace, role__in=roles)
         .order_by("user__username")

@@ -9,8 +9,11 @@ import hashlib
 import secrets
 
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
 from django.core.validators import RegexValidator
 from django.db import models
+
+from portal import permissions
 
 slug_validator = RegexValidator(
     r"^[a-z0-9][a-z0-9-]{0,49}$",
@@ -57,17 +60,18 @@ class Environment(models.Model):
 
 
 class Role(models.TextChoices):
-    OPERATOR = "operator", "Operator"
-    EDITOR = "editor", "Editor"
-    VIEWER = "viewer", "Viewer"
+    """Who may do what: the table is ``portal.permissions``. ``agent`` is a token's only."""
+
+    OPERATOR = permissions.OPERATOR, "Operator"
+    EDITOR = permissions.EDITOR, "Editor"
+    VIEWER = permissions.VIEWER, "Viewer"
+    AGENT = permissions.AGENT, "Agent"
 
 
-# Higher rank = more rights; a check asks "at least this role".
-ROLE_RANK: dict[str, int] = {Role.VIEWER: 1, Role.EDITOR: 2, Role.OPERATOR: 3}
+# The roles a person may hold in a workspace (a membership): every role but the agent's.
+MEMBER_ROLES = [(value, label) for value, label in Role.choices if value != Role.AGENT]
 
-
-def role_at_least(role: str | None, required: str) -> bool:
-    return role is not None and ROLE_RANK.get(role, 0) >= ROLE_RANK[required]
+role_at_least = permissions.role_at_least
 
 
 class Membership(models.Model):
@@ -75,7 +79,7 @@ class Membership(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
     )
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="memberships")
-    role = models.CharField(max_length=20, choices=Role.choices)
+    role = models.CharField(max_length=20, choices=MEMBER_ROLES)
 
     class Meta:
         constraints = [
@@ -95,7 +99,14 @@ def hash_token(raw: str) -> str:
 
 
 class ApiToken(models.Model):
-    """A per-workspace API token. Only its SHA-256 is stored; the raw value is shown once."""
+    """A per-workspace API token. Only its SHA-256 is stored; the raw value is shown once.
+
+    An agent token (role ``agent``) holds its ``scopes`` (``portal.permissions``) and may be
+    bound to workloads and environments (empty: any). Any token may expire, and have its own
+    rate limits (None: the workspace's, then the settings'). Rotated, a token gets a new
+    secret (``key_hash``) while its previous one (``previous_key_hash``) still works until
+    ``previous_valid_until``.
+    """
 
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="api_tokens")
     name = models.CharField(max_length=100)
@@ -104,6 +115,17 @@ class ApiToken(models.Model):
     prefix = models.CharField(max_length=12)
     created_at = models.DateTimeField(auto_now_add=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    scopes = ArrayField(models.CharField(max_length=30), default=list, blank=True)
+    bound_workloads = ArrayField(models.UUIDField(), default=list, blank=True)
+    bound_environments = ArrayField(models.CharField(max_length=50), default=list, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    api_rate_per_minute = models.PositiveIntegerField(null=True, blank=True)
+    recall_rate_per_minute = models.PositiveIntegerField(null=True, blank=True)
+    # Kept without a write per call: noted in memory and written in batches (portal.tokens).
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    previous_key_hash = models.CharField(max_length=64, unique=True, null=True, blank=True)
+    previous_valid_until = models.DateTimeField(null=True, blank=True)
+    rotated_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"
@@ -111,6 +133,10 @@ class ApiToken(models.Model):
     @property
     def label(self) -> str:
         return f"token:{self.name}"
+
+    @property
+    def is_agent(self) -> bool:
+        return self.role == Role.AGENT
 
     @staticmethod
     def generate() -> str:

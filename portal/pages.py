@@ -17,7 +17,8 @@ from django.utils.http import url_has_allowed_host_and_scheme
 
 from portal.access import Caller, caller_of, workspace_and_role
 from portal.error_pages import RoleRequired
-from portal.models import Role, Workspace, role_at_least
+from portal.models import Role, Workspace
+from portal.permissions import allows, role_at_least
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,7 @@ def workspace_page(request: HttpRequest, slug: str, *, required: str = Role.VIEW
     if found is None:
         raise Http404("No such workspace.")
     workspace, role = found
-    if not role_at_least(role, required):
+    if not allows(role, required):
         raise RoleRequired(workspace=workspace, required=required, role=role)
     return PageAccess(caller=caller, workspace=workspace, role=role)
 

@@ -210,6 +210,9 @@ LOGIN_FAILURES_PER_ADDRESS = env_int("LOGIN_FAILURES_PER_ADDRESS", 50, minimum=1
 # Calls a minute per token (or signed-in user); 0 turns a limit off.
 API_RATE_PER_MINUTE = env_int("API_RATE_PER_MINUTE", 6000, minimum=0)
 RECALL_RATE_PER_MINUTE = env_int("RECALL_RATE_PER_MINUTE", 6000, minimum=0)
+# How far behind an API token's lastUsedAt may be: each web process notes uses in memory and
+# writes them at most this often (portal/tokens.py).
+TOKEN_LAST_USED_SECONDS = env_int("TOKEN_LAST_USED_SECONDS", 60, minimum=0)
 # How many reverse proxies in front of the portal append to X-Forwarded-For (0: none, use
 # the connection's address).
 TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0, minimum=0)

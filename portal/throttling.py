@@ -8,8 +8,10 @@ cache when ``CACHE_URL`` points at Redis (several web processes then share the c
   ``LOGIN_FAILURES_PER_ADDRESS`` from one address, within ``LOGIN_WINDOW_SECONDS``, further
   attempts are refused with 429 (even with the right password) until the window ends. The
   message is the same whether the account exists or not.
-- API: each token (or signed-in user) may make ``API_RATE_PER_MINUTE`` calls a minute, and
-  recalls ``RECALL_RATE_PER_MINUTE`` a minute unless its workspace sets its own
+- API: each token (or signed-in user) may make ``API_RATE_PER_MINUTE`` calls a minute unless
+  the token sets its own (``ApiToken.api_rate_per_minute``), and recalls
+  ``RECALL_RATE_PER_MINUTE`` a minute unless the token sets its own
+  (``ApiToken.recall_rate_per_minute``) or else its workspace does
   (``Workspace.recall_rate_per_minute``). Over the limit: 429 ``THROTTLED`` with Retry-After.
 """
 
@@ -153,13 +155,16 @@ def token_ident(token: Any) -> str:
 
 
 def api_call_counted(*, ident: str, token: Any, recall: bool) -> int | None:
-    """Count one API call of ``ident`` (and one recall, if it is one, under its workspace's
-    own limit or ``RECALL_RATE_PER_MINUTE``): None while within the limits, else the seconds
-    until the window ends."""
-    limits = [("api", settings.API_RATE_PER_MINUTE)]
+    """Count one API call of ``ident`` (under the token's own limit or ``API_RATE_PER_MINUTE``)
+    and one recall, if it is one (under the token's own limit, its workspace's, or
+    ``RECALL_RATE_PER_MINUTE``): None while within the limits, else the seconds until the
+    window ends."""
+    limits = [("api", getattr(token, "api_rate_per_minute", None) or settings.API_RATE_PER_MINUTE)]
     if recall:
         workspace = getattr(token, "workspace", None)
-        own = getattr(workspace, "recall_rate_per_minute", None)
+        own = getattr(token, "recall_rate_per_minute", None) or getattr(
+            workspace, "recall_rate_per_minute", None
+        )
         limits.append(("recall", own or settings.RECALL_RATE_PER_MINUTE))
     window, left = _window(60)
     for scope, limit in limits:

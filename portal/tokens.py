@@ -4,44 +4,75 @@ endpoint, whose read checks them instead of a lookup of their own (``TokenCheck`
 
 from __future__ import annotations
 
+import logging
+import threading
+import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
-from django.db import connection
+from django.conf import settings
+from django.db import DatabaseError, connection, transaction
 
 from portal.db.cursors import prepared_statement
 from portal.db.scope import SETTING, scope_hint, scope_noted
 from portal.models import ApiToken, Workspace
 
+logger = logging.getLogger(__name__)
+
 _TABLES = f"{ApiToken._meta.db_table} t JOIN {Workspace._meta.db_table} w ON w.id = t.workspace_id"
 # Everything the lookup returns as one value: the same in the lookup and in the recall's read,
 # so that the read can tell whether the token and its workspace are still as remembered.
-_KEY = (
-    "ROW(t.id, t.name, t.role, t.prefix, t.created_at, w.id, w.slug, w.name, w.created_at,"
-    " w.store_queries, w.recall_rate_per_minute)::text"
+_COLUMNS = (
+    "t.id, t.name, t.role, t.prefix, t.created_at, t.scopes, t.bound_workloads,"
+    " t.bound_environments, t.api_rate_per_minute, t.recall_rate_per_minute,"
+    " w.id, w.slug, w.name, w.created_at, w.store_queries, w.recall_rate_per_minute"
 )
+_COUNT = _COLUMNS.count(",") + 1
+_KEY = f"ROW({_COLUMNS})::text"
+
+
+def _live(hash: str) -> str:
+    """The condition on token row ``t`` that the secret hashed as ``hash`` (an SQL value) is
+    live: the token's secret, or its previous one within the grace its rotation left it; the
+    token neither revoked nor expired (``now()``: the statement's transaction's start)."""
+    return (
+        f"(t.key_hash = {hash} OR (t.previous_key_hash = {hash}"
+        " AND t.previous_valid_until > now()))"
+        " AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now())"
+    )
+
 
 # The same statement scopes the connection to the token's workspace (portal/db/scope.py):
 # row-level security then hides every other workspace's rows from the rest of the call.
 _TOKEN_SQL = prepared_statement(
     "portal.token",
     f"""
-SELECT t.id, t.name, t.role, t.prefix, t.created_at, w.id, w.slug, w.name, w.created_at,
-    w.store_queries, w.recall_rate_per_minute, {_KEY}, set_config('{SETTING}', w.id::text, false)
+SELECT {_COLUMNS}, {_KEY}, set_config('{SETTING}', w.id::text, false)
 FROM {_TABLES}
-WHERE t.key_hash = %s AND t.revoked_at IS NULL
+WHERE {_live("%(hash)s")}
 """,
 )
 
 # For a statement of the recall's (named parameters ``token_hash`` and ``token_key``, both
-# NULL when there is nothing to check): true while the token is live and exactly as
-# remembered (its key), and the connection is scoped to its workspace alone; false otherwise.
-# The API token table has no row-level security of its own.
+# NULL when there is nothing to check): true while the token is live (not revoked, not
+# expired, its secret current or within its rotation's grace) and exactly as remembered (its
+# key), and the connection is scoped to its workspace alone; false otherwise. The API token
+# table has no row-level security of its own.
 TOKEN_CHECK_SQL = f"""coalesce((
     SELECT {_KEY} = %(token_key)s::text FROM {_TABLES}
-    WHERE t.key_hash = %(token_hash)s::text AND t.revoked_at IS NULL
+    WHERE {_live("%(token_hash)s::text")}
       AND current_setting('{SETTING}', true) = w.id::text
 ), false)"""
+
+# Why a secret the lookup did not find is refused, when it is for a reason its holder can act
+# on: its token expired, or it is a token's previous secret, past its rotation's grace. Run
+# only for a refused call.
+_REFUSAL_SQL = f"""
+SELECT t.key_hash = %(hash)s, t.name, t.expires_at, t.previous_valid_until
+FROM {ApiToken._meta.db_table} t
+WHERE (t.key_hash = %(hash)s OR t.previous_key_hash = %(hash)s) AND t.revoked_at IS NULL
+"""
 
 
 @dataclass(frozen=True)
@@ -52,7 +83,7 @@ class _Looked:
     @property
     def scope(self) -> str:
         """The scope the lookup set: the token's workspace."""
-        return str(self.row[5])
+        return str(self.row[10])
 
 
 # The tokens this process looked up, by hash (no raw token is kept): what the recall endpoint
@@ -74,26 +105,33 @@ def token_lookup(key_hash: str) -> ApiToken | None:
 
 def _looked_up(key_hash: str) -> _Looked | None:
     """The lookup, remembered (or forgotten, if the token is gone)."""
-    row = _TOKEN_SQL.fetchone([key_hash])
+    row = _TOKEN_SQL.fetchone({"hash": key_hash})
     if row is None:
         _remembered.pop(key_hash, None)
         return None
     if len(_remembered) >= _REMEMBERED_KEPT:
         _remembered.clear()
-    looked = _remembered[key_hash] = _Looked(row[:11], row[11])
+    looked = _remembered[key_hash] = _Looked(row[:_COUNT], row[_COUNT])
     scope_noted(looked.scope)
     return looked
 
 
 def _token(row: tuple[Any, ...], key_hash: str) -> ApiToken:
-    token_id, name, role, prefix, created, ws_id, slug, ws_name, ws_created, store, rate = row[:11]
+    """The token of a lookup's row, ``key_hash`` the hash of the secret it was found by (its
+    previous one, during a rotation's grace)."""
+    (
+        token_id, name, role, prefix, created, scopes, workloads, environments, api_rate,
+        token_recall_rate, ws_id, slug, ws_name, ws_created, store, rate,
+    ) = row[:_COUNT]  # fmt: skip
     workspace = Workspace(
         id=ws_id, slug=slug, name=ws_name, created_at=ws_created, store_queries=store,
         recall_rate_per_minute=rate,
     )  # fmt: skip
     token = ApiToken(
         id=token_id, workspace=workspace, name=name, role=role, key_hash=key_hash,
-        prefix=prefix, created_at=created,
+        prefix=prefix, created_at=created, scopes=scopes, bound_workloads=workloads,
+        bound_environments=environments, api_rate_per_minute=api_rate,
+        recall_rate_per_minute=token_recall_rate,
     )  # fmt: skip
     # Mark both as loaded from the database, as the ORM would.
     for obj in (workspace, token):
@@ -101,14 +139,41 @@ def _token(row: tuple[Any, ...], key_hash: str) -> ApiToken:
     return token
 
 
-class TokenChanged(Exception):
-    """A remembered token is no longer as remembered: revoked (``token`` None), or it or its
-    workspace changed (``token``: as looked up now, the connection scoped to it). The call is
-    to run again as the token is now."""
+@dataclass(frozen=True)
+class Refusal:
+    """Why a secret is refused, when its holder can act on it: its token expired, or it is
+    the token's previous secret, whose grace after the rotation ended (``rotated``)."""
 
-    def __init__(self, token: ApiToken | None):
+    name: str
+    ended_at: datetime
+    rotated: bool
+
+
+def token_refusal(key_hash: str) -> Refusal | None:
+    """Why the secret hashed as ``key_hash``, which the lookup did not find, is refused; None
+    when it is revoked or unknown. One statement, for refused calls only."""
+    with connection.cursor() as cursor:
+        cursor.execute(_REFUSAL_SQL, {"hash": key_hash})
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    current, name, expires_at, previous_until = row
+    if current:
+        return None if expires_at is None else Refusal(name, expires_at, rotated=False)
+    if expires_at is not None and (previous_until is None or expires_at < previous_until):
+        return Refusal(name, expires_at, rotated=False)
+    return None if previous_until is None else Refusal(name, previous_until, rotated=True)
+
+
+class TokenChanged(Exception):
+    """A remembered token is no longer as remembered: refused now (``token`` None: revoked,
+    expired, or a secret rotated out), or it or its workspace changed (``token``: as looked up
+    now, the connection scoped to it). The call is to run again as the token is now."""
+
+    def __init__(self, token: ApiToken | None, key_hash: str):
         super().__init__("the remembered API token changed")
         self.token = token
+        self.key_hash = key_hash
 
 
 class TokenCheck:
@@ -139,9 +204,9 @@ class TokenCheck:
         self.pending = False
         looked = _looked_up(self.key_hash)
         if looked is None:
-            raise TokenChanged(None)
+            raise TokenChanged(None, self.key_hash)
         if looked.key != self.key:
-            raise TokenChanged(_token(looked.row, self.key_hash))
+            raise TokenChanged(_token(looked.row, self.key_hash), self.key_hash)
 
     def changed(self) -> TokenChanged | None:
         """``confirm``, its answer returned rather than raised: None while the token is as
@@ -177,3 +242,77 @@ def token_remembered(key_hash: str) -> tuple[ApiToken, TokenCheck] | None:
     if looked is None or scope_hint() != looked.scope:
         return None
     return _token(looked.row, key_hash), TokenCheck(key_hash, looked.key)
+
+
+# --- when each token was last used ----------------------------------------------------------
+#
+# A write per call would double the recall's statements, so uses are noted in this process's
+# memory (``token_used``, no statement) and written in one statement for every token noted
+# (``token_uses_write``) by the first call ``TOKEN_LAST_USED_SECONDS`` or more after the first
+# use noted since the last write. ``lastUsedAt`` is therefore behind by up to that much, for
+# a process that keeps serving calls; what a process noted and never wrote (it stopped, or
+# got no further call) is lost, and the column keeps the use before.
+
+_used: dict[int, datetime] = {}
+_used_since: float | None = None  # monotonic seconds: the first use noted since the last write
+_used_lock = threading.Lock()
+
+_USED_SQL = f"""
+UPDATE {ApiToken._meta.db_table} t SET last_used_at = u.at
+FROM unnest(%(ids)s::bigint[], %(ats)s::timestamptz[]) AS u(id, at)
+WHERE t.id = u.id AND (t.last_used_at IS NULL OR t.last_used_at < u.at)
+"""
+
+
+def token_used(token_id: int) -> None:
+    """Note that token ``token_id`` was used now; write the uses noted when it is time."""
+    global _used_since
+    now = time.monotonic()
+    with _used_lock:
+        _used[token_id] = datetime.now(UTC)
+        if _used_since is None:
+            _used_since = now
+        due = now - _used_since >= settings.TOKEN_LAST_USED_SECONDS
+    if due:
+        token_uses_write()
+
+
+def token_uses_write() -> int:
+    """Write the uses noted (each token's latest, never moving one back): how many tokens.
+    A write that fails is logged, its uses kept for the next."""
+    global _used, _used_since
+    with _used_lock:
+        pending, _used, _used_since = _used, {}, None
+    if not pending:
+        return 0
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(_USED_SQL, {"ids": list(pending), "ats": list(pending.values())})
+    except DatabaseError as exc:
+        logger.warning(
+            "When %s API tokens were last used was not written (%s); the next write will.",
+            len(pending),
+            type(exc).__name__,
+        )
+        with _used_lock:
+            for token_id, at in pending.items():
+                _used[token_id] = max(at, _used.get(token_id, at))
+            _used_since = _used_since or time.monotonic()
+        return 0
+    return len(pending)
+
+
+def token_uses_forget() -> None:
+    """Forget the uses noted and not written (tests start each case afresh)."""
+    global _used, _used_since
+    with _used_lock:
+        _used, _used_since = {}, None
+
+
+def token_last_used(token: ApiToken) -> datetime | None:
+    """When ``token`` was last used, as far as this process knows: its column, or a later use
+    this process noted and has not written yet."""
+    noted = _used.get(token.pk)
+    if noted is None or (token.last_used_at is not None and token.last_used_at >= noted):
+        return token.last_used_at
+    return noted

@@ -150,12 +150,15 @@ def server_tmp() -> Iterator[Path]:
 
 @pytest.fixture(autouse=True)
 def fresh_throttles() -> Any:
-    """Each test starts with no throttle counts (they live in the process's cache)."""
-    from portal import throttling
+    """Each test starts with no throttle counts (they live in the process's cache), and no
+    token use noted and not written yet (whose write a later test's call would make)."""
+    from portal import throttling, tokens
 
     throttling.reset()
+    tokens.token_uses_forget()
     yield
     throttling.reset()
+    tokens.token_uses_forget()
 
 
 @pytest.fixture(autouse=True)

@@ -36,7 +36,7 @@ from policies.selectors import (
     workload_policy_current,
     workspace_policy_current,
 )
-from portal.access import workspace_for, workspaces_for
+from portal.access import require_reader, workspace_for, workspaces_for
 from portal.api.errors import ErrorSerializer
 from portal.api.versioning import (
     BASE_VERSION_DOC,
@@ -110,7 +110,9 @@ def _check_envelope_target(
 class WorkspaceListView(ApiView):
     @extend_schema(responses=WorkspaceSerializer(many=True), summary="Workspaces you can see")
     def get(self, request: Request) -> Response:
-        workspaces = workspaces_for(self.caller(request)).prefetch_related(
+        caller = self.caller(request)
+        require_reader(caller)
+        workspaces = workspaces_for(caller).prefetch_related(
             Prefetch("environments", queryset=Environment.objects.order_by("slug"))
         )
         paginator = self.pagination_class()
@@ -401,6 +403,7 @@ class PolicyAxesView(ApiView):
 
     @extend_schema(responses=OpenApiTypes.OBJECT)
     def get(self, request: Request) -> Response:
+        require_reader(self.caller(request))
         return Response(
             {
                 "axes": [

@@ -94,14 +94,18 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     response = drf_exception_handler(exc, context)
     if response is None:
         return None
-    code = next((c for cls, c in _DRF_CODES.items() if isinstance(exc, cls)), "ERROR")
+    # An exception of ours may say its own code and details (portal.authentication's
+    # TokenExpired, a 401 TOKEN_EXPIRED).
+    code = getattr(exc, "error_code", None) or next(
+        (c for cls, c in _DRF_CODES.items() if isinstance(exc, cls)), "ERROR"
+    )
     if isinstance(exc, exceptions.ValidationError):
         response.data = error_body(
             code, "The request is not valid.", {"fields": _flatten(exc.detail)}
         )
     else:
         detail = getattr(exc, "detail", str(exc))
-        response.data = error_body(code, str(detail))
+        response.data = error_body(code, str(detail), getattr(exc, "error_details", None))
     return response
 
 

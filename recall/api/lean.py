@@ -55,7 +55,7 @@ from portal.authentication import TokenUser, bearer_key_hash
 from portal.input_guard import has_control
 from portal.models import ApiToken
 from portal.throttling import COUNTED, api_call_counted, token_ident
-from portal.tokens import TokenCheck, token_remembered
+from portal.tokens import TokenCheck, token_remembered, token_used
 from recall.api.serializers import recall_request_plain
 from recall.api.views import (
     LEAN_REFUSED,
@@ -202,6 +202,7 @@ def _counted(
     if remembered is None:
         return None
     token, check = remembered
+    token_used(token.pk)
     data = recall_request_plain(orjson.loads(_body(environ, length)))
     if data is None:
         return None

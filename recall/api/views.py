@@ -6,14 +6,13 @@ from typing import Any
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
-from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from audit.selectors import memory_injections, with_events
 from policies.api.schemas import BUDGET_NOT_HONOURABLE_RESPONSE
 from policies.models import Workload
-from portal.access import Caller, scoped_get, workspace_for
+from portal.access import Caller, binding_check, scoped_get, workspace_for
 from portal.api.errors import ErrorSerializer
 from portal.api.renderers import FastJSONRenderer
 from portal.api.views import (
@@ -23,10 +22,11 @@ from portal.api.views import (
     json_object,
     json_object_or_empty,
 )
-from portal.authentication import REVOKED_MESSAGE, TokenUser
-from portal.errors import NotFoundError, ValidationFailed
+from portal.authentication import TokenUser, token_refused
+from portal.errors import ForbiddenError, NotFoundError, ValidationFailed
 from portal.ids import numeric_id
 from portal.models import Role, Workspace
+from portal.permissions import Permission
 from portal.tokens import TokenChanged, TokenCheck
 from recall import assembly, erasure, replay, services
 from recall.api.serializers import (
@@ -115,6 +115,24 @@ def _validate_batch(data: Any) -> list[dict[str, Any]]:
     return valid
 
 
+# What a memory restored from an archive line carries (its id, its history): a person's
+# import, never an agent's write, which creates a new memory as of now.
+_RESTORE_ONLY = ("id", "actorId", "createdAt", "lastAccessedAt", "hitCount", "staleSince")
+
+
+def _agent_writes_new(data: dict[str, Any]) -> None:
+    """Refuse an agent token's write (a body ``_validate_batch`` found valid) that restores
+    rather than creates (``_RESTORE_ONLY``)."""
+    items = data["memories"] if set(data) == {"memories"} else [data]
+    given = [key for key in _RESTORE_ONLY if any(key in item for item in items)]
+    if given:
+        raise ForbiddenError(
+            "An agent token writes new memories only; restoring one from an archive "
+            f"({', '.join(given)}) needs the editor role.",
+            {"fields": given, "role": Role.AGENT, "requiredRole": Role.EDITOR},
+        )
+
+
 class ActorMemoriesView(ApiView):
     @extend_schema(
         parameters=[WORKSPACE_PARAM, *MEMORY_FILTER_PARAMS], responses=MemorySerializer(many=True)
@@ -153,11 +171,13 @@ class ActorMemoriesView(ApiView):
     def post(self, request: Request, actor_id: str) -> Response:
         caller = self.caller(request)
         workspace = workspace_for(
-            caller, request.query_params.get("workspace"), required=Role.EDITOR
+            caller, request.query_params.get("workspace"), required=Permission.MEMORY_CREATE
         )
         actor_id = services.actor_normalize(actor_id)
         data = request.data
         items = _validate_batch(data)
+        if caller.token is not None and caller.token.is_agent:
+            _agent_writes_new(data)
         rows = services.memory_import(
             workspace=workspace, actor_id=actor_id, items=items, author=caller.label
         )
@@ -306,11 +326,12 @@ class RecallView(ApiView):
     def _recall_as_token_is_now(
         self, request: Request, actor_id: str, changed: TokenChanged
     ) -> Response:
-        """The remembered token was revoked, or it or its workspace changed, since this
-        process looked it up; nothing was recorded. A revoked one is refused as a lookup would
-        have refused it; otherwise the call runs again with the token as it is now."""
+        """The remembered token was revoked (or expired, or its secret rotated out), or it or
+        its workspace changed, since this process looked it up; nothing was recorded. A
+        refused one is refused as a lookup would have refused it; otherwise the call runs
+        again with the token as it is now."""
         if changed.token is None:
-            raise AuthenticationFailed(REVOKED_MESSAGE) from None
+            raise token_refused(changed.key_hash) from None
         token = changed.token
         request.user, request.auth = TokenUser(token), token  # type: ignore[assignment]
         return self._recall(request, actor_id, None)
@@ -322,7 +343,7 @@ class RecallView(ApiView):
         check = getattr(getattr(getattr(self, "request", None), "_user", None), "token_check", None)
         changed = None if check is None else check.changed()
         if changed is not None and changed.token is None:
-            exc = AuthenticationFailed(REVOKED_MESSAGE)
+            exc = token_refused(changed.key_hash)
         return super().handle_exception(exc)
 
     def _recall(self, request: Request, actor_id: str, check: TokenCheck | None) -> Response:
@@ -352,9 +373,9 @@ class LeanRefused:
 
 
 def recall_target(caller: Caller, slug: str | None, actor_id: str) -> tuple[Workspace, str]:
-    """The workspace a recall acts on (the caller's, checked for the editor's role) and the
-    actor id, normalized: checked before the request's body."""
-    workspace = workspace_for(caller, slug, required=Role.EDITOR)
+    """The workspace a recall acts on (the caller's, checked for the recall permission) and
+    the actor id, normalized: checked before the request's body."""
+    workspace = workspace_for(caller, slug, required=Permission.RECALL)
     return workspace, services.actor_normalize(actor_id)
 
 
@@ -372,6 +393,7 @@ def recall_envelope(
     # workspace's workload (404 otherwise).
     workload = Workload(id=data["workloadId"], workspace=workspace)
     environment = data["environment"]  # checked with the policy, in one query
+    binding_check(caller, workload_id=workload.id, environment=environment)
     override = data.get("policyOverride")
     return assembly.recall_assemble(
         request=assembly.RecallRequest(

@@ -21,7 +21,7 @@ from console.services import api_token_create
 from maintenance.models import MaintenanceRun
 from policies.models import Workload
 from policies.services import workspace_create
-from portal.models import ApiToken, Membership, Role, Workspace
+from portal.models import MEMBER_ROLES, ApiToken, Membership, Role, Workspace
 from recall.engine.impact import memory_policy_impact
 from recall.models import Actor, MemoryRecord
 
@@ -69,7 +69,9 @@ class LoadDemoTests:
         operator = get_user_model().objects.get(username="operator")
         assert Membership.objects.get(user=operator, workspace=demo).role == Role.OPERATOR
         assert operator.check_password("acme-demo-pass")
-        assert {m.role for m in Membership.objects.filter(workspace=demo)} == set(Role.values)
+        assert {m.role for m in Membership.objects.filter(workspace=demo)} == {
+            value for value, _ in MEMBER_ROLES
+        }
 
     def test_the_floor_is_a_real_operator_s_and_was_edited_with_comments(self, demo):
         versions = list(demo.policy_versions.order_by("version"))

@@ -92,8 +92,10 @@ class RememberedTokenTests:
         error_of(response, 401, "AUTHENTICATION_FAILED")
         assert response["WWW-Authenticate"] == "Bearer"
         assert _assembled() == before
-        # the read refused it, the lookup found it revoked; no write
-        assert len(statements) == 2 and TOKEN_LOOKUP in statements[1], statements
+        # the read refused it, the lookup did not find it live, and the answer asked why (to
+        # tell an expired token from a revoked one); no write
+        assert len(statements) == 3 and TOKEN_LOOKUP in statements[1], statements
+        assert "audit_auditevent" not in statements[2], statements
 
     def test_a_workspace_that_stops_storing_queries_stops_at_the_next_recall(
         self, scope_kept, editor, workload_a
