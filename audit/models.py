@@ -23,6 +23,10 @@ class EventType(models.TextChoices):
     LAYOUT_CONFIG_SET = "context.layout_config_set"
     TOKEN_ISSUED = "token.issued"
     TOKEN_REVOKED = "token.revoked"
+    TOKEN_ROTATED = "token.rotated"
+    MEMBER_ADDED = "member.added"
+    MEMBER_ROLE_CHANGED = "member.role_changed"
+    MEMBER_REMOVED = "member.removed"
 
 
 class AuditEvent(models.Model):

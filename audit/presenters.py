@@ -10,7 +10,7 @@ A presenter reads a payload as it was stored, however old: a key may be missing 
 shape, and a presenter shows what it can rather than fail the page.
 
 Here too are the value types the event page shows (``Fact``, ``Change``), the word helpers the
-presenters share, the presenters of audit's own events (API tokens) and the fallback.
+presenters share and the fallback.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 from django.core.exceptions import ObjectDoesNotExist
 from django.utils.safestring import SafeString
 
-from audit.models import AuditEvent, EventType
+from audit.models import AuditEvent
 from portal.models import Workspace
 
 # --- what the event page shows ------------------------------------------------------------------
@@ -237,27 +237,3 @@ def presented_types() -> frozenset[str]:
 def summary(event: AuditEvent) -> str:
     """The list's one line about an event."""
     return presenter_for(event.type).summary(event, payload_of(event))
-
-
-# --- audit's own events --------------------------------------------------------------------------
-
-
-@presenter_register(
-    {EventType.TOKEN_ISSUED: "API token issued", EventType.TOKEN_REVOKED: "API token revoked"}
-)
-class TokenPresenter(Presenter):
-    def summary(self, event: AuditEvent, payload: Mapping[str, Any]) -> str:
-        return f"{payload.get('name')} ({payload.get('role')}), {payload.get('prefix')}…"
-
-    def facts(self, shown: Shown) -> list[Fact]:
-        payload = shown.payload
-        return [
-            Fact("Name", str(payload.get("name", "—"))),
-            Fact("Role", str(payload.get("role", "—"))),
-            Fact(
-                "Token begins with",
-                f"{payload.get('prefix', '')}…",
-                code=True,
-                hint="Only the first characters: the token itself is never recorded.",
-            ),
-        ]

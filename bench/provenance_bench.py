@@ -501,8 +501,8 @@ def http(workspace: Any, memory_ids: dict[str, int], event_id: int, runs: int) -
     from django.contrib.auth import get_user_model
     from django.test import Client
 
-    from console.services import api_token_create
     from portal.models import Membership, Role
+    from team.services import api_token_create
 
     _, token = api_token_create(workspace=workspace, name="bench", role="viewer", replace=True)
     user, _ = get_user_model().objects.get_or_create(username="bench-provenance")

@@ -58,12 +58,12 @@ def main() -> None:
 
     from django.db import connection
 
-    from console.services import api_token_create
     from policies.models import Workload
     from policies.selectors import effective_policy_for
     from portal.models import Workspace
     from recall.hits import hits_fold
     from recall.models import Actor
+    from team.services import api_token_create
 
     workspace = Workspace.objects.get(slug="bench")
     _, token = api_token_create(workspace=workspace, name="bench", role="editor", replace=True)

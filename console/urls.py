@@ -22,6 +22,7 @@ api_patterns: list[URLPattern | URLResolver] = [
     path("", include("recall.api.layout_urls")),
     path("", include("maintenance.api.urls")),
     path("", include("chat.api.urls")),
+    path("", include("team.api.urls")),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     # The split view serves its start-up script at a URL of its own: no inline script (CSP).
     path("docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
@@ -49,6 +50,7 @@ urlpatterns = [
     path("w/<slug:slug>/", include("audit.urls")),
     path("w/<slug:slug>/", include("maintenance.urls")),
     path("w/<slug:slug>/", include("chat.urls")),
+    path("w/<slug:slug>/", include("team.urls")),
 ]
 
 handler400 = "portal.views.bad_request"

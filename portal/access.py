@@ -184,9 +184,7 @@ def binding_check(caller: Caller, *, workload_id: Any, environment: str | None) 
     if workloads:
         bound.append(f"workload{'s' if len(workloads) > 1 else ''} {', '.join(workloads)}")
     if environments:
-        bound.append(
-            f"environment{'s' if len(environments) > 1 else ''} {', '.join(environments)}"
-        )
+        bound.append(f"environment{'s' if len(environments) > 1 else ''} {', '.join(environments)}")
     named = {"workload": f"workload {workload}", "environment": f"environment {environment!r}"}
     raise ForbiddenError(
         f"API token {token.name!r} is bound to {' and '.join(bound)}: "

@@ -38,9 +38,14 @@ _RETRY_AFTER = {
 ERROR_RESPONSES: dict[str, str] = {
     "400": "INVALID_REQUEST (`details.fields` names each offending field or parameter) or "
     "MALFORMED_REQUEST (the body is not JSON); nothing was done.",
-    "401": "NOT_AUTHENTICATED or AUTHENTICATION_FAILED: send `Authorization: Bearer crp_...`.",
-    "403": "PERMISSION_DENIED: the caller's role in the workspace is too low "
-    "(`details.requiredRole`), or a session call lacks its CSRF token.",
+    "401": "NOT_AUTHENTICATED or AUTHENTICATION_FAILED: send `Authorization: Bearer crp_...` "
+    "with a live token; TOKEN_EXPIRED: the token expired, or this is a rotated token's "
+    "previous secret after its grace (`details.expiredAt`).",
+    "403": "PERMISSION_DENIED: the caller's role in the workspace may not do this "
+    "(`details.requiredRole`, or `details.requiredPermission` and `details.allowedRoles`; an "
+    "agent token without the scope: `details.requiredScope`), or a session call lacks its "
+    "CSRF token; OUTSIDE_TOKEN_BINDING: the token is bound to other workloads or "
+    "environments (`details.boundWorkloads`, `details.boundEnvironments`).",
     "404": "NOT_FOUND: no such resource in a workspace the caller can see (another "
     "workspace's are not revealed), or a page past the last.",
     "409": "The resource's current state does not allow this (`code` says why, e.g. "

@@ -47,6 +47,7 @@ INSTALLED_APPS = [
     "audit",
     "chat",
     "maintenance",
+    "team",
     "console",
 ]
 

@@ -19,10 +19,10 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
-from console.services import api_token_create
 from policies.models import Workload
 from policies.services import workload_create, workspace_create
 from portal.models import Membership, Role, Workspace
+from team.services import api_token_create
 from tests.worker_support import celery_broker, celery_workers, redis_server  # noqa: F401
 
 # The suite is about policies, recall, audit and maintenance, not about the embedder: it embeds

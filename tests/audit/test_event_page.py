@@ -19,7 +19,6 @@ from audit.exports import PAYLOAD_COLUMNS, payload_cells
 from audit.models import AuditEvent, EventType
 from audit.presenters import presented_types, presenter_for, summary
 from audit.services import audit_event_record
-from console.services import api_token_revoke
 from maintenance import services as maintenance
 from policies import labels
 from policies.services import (
@@ -31,6 +30,7 @@ from policies.services import (
 )
 from recall.erasure import actor_erase
 from recall.services import memory_delete, memory_update
+from team.services import api_token_revoke
 from tests.audit.test_pages import assembled
 from tests.helpers import QUERY, recall
 from tests.recall import factories

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
-from console.services import api_token_create
 from maintenance.services import maintenance_start
+from team.services import api_token_create
 from tests.browser.pages import a_recalled_memory, a_session, portal_pages, wider_than_its_card
 from tests.recall import factories
 

@@ -17,13 +17,13 @@ from rest_framework.test import APIClient
 from audit.models import Injection
 from audit.selectors import assembled_per_day
 from audit.services import audit_chain_verify
-from console.services import api_token_create
 from maintenance.models import MaintenanceRun
 from policies.models import Workload
 from policies.services import workspace_create
 from portal.models import MEMBER_ROLES, ApiToken, Membership, Role, Workspace
 from recall.engine.impact import memory_policy_impact
 from recall.models import Actor, MemoryRecord
+from team.services import api_token_create
 
 
 def counts() -> dict[str, int]:

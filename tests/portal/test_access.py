@@ -15,12 +15,12 @@ from rest_framework.test import APIClient
 
 from audit.api import urls as audit_urls
 from audit.models import AuditChainHead, AuditEvent
-from console.services import api_token_create, api_token_revoke
 from policies import algebra
 from policies.api import urls as policies_urls
 from policies.models import Workload, WorkloadPolicyVersion, WorkspacePolicyVersion
 from policies.services import workload_policy_save
 from portal.models import ApiToken, Workspace
+from team.services import api_token_create, api_token_revoke
 from tests.helpers import csrf_session, error_of
 
 

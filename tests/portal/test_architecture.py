@@ -17,10 +17,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 # Bottom to top. A module may import its own app and the apps listed before it.
-FLOORS = ("portal", "audit", "policies", "recall", "chat", "maintenance", "console")
+FLOORS = ("portal", "audit", "policies", "recall", "chat", "maintenance", "team", "console")
 # The domain rules (STYLE.md): dataclasses in and out, no framework.
 PURE = (
     "portal/canonical.py",
+    "portal/permissions.py",
     "policies/axes.py",
     "policies/algebra.py",
     "policies/conflicts.py",

@@ -27,7 +27,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SETUP = """
 from policies.services import workspace_create
-from console.services import api_token_create
+from team.services import api_token_create
 from django.contrib.auth import get_user_model
 user = get_user_model().objects.create_user("owen", password="pw")
 ws = workspace_create(slug="team-o", name="Team O", author="system:test", operator=user)

@@ -23,13 +23,13 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
 from audit.models import AuditEvent, EventType
-from console.services import api_token_revoke
 from portal import throttling
 from portal.models import ApiToken, Workspace
 from portal.throttling import COUNTED
 from recall import assembly
 from recall.api import lean
 from recall.api.lean import LeanRecall
+from team.services import api_token_revoke
 from tests.helpers import error_of, recall_body
 from tests.recall import factories
 

@@ -17,12 +17,12 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from audit.models import AuditEvent, EventType, StoredQuery
-from console.services import api_token_revoke
 from policies.services import workload_create
 from portal.db.scope import ALL, SETTING, scope_set
 from portal.models import ApiToken, Workspace
 from recall.engine import read
 from recall.models import FunnelCache
+from team.services import api_token_revoke
 from tests.helpers import error_of, recall_body
 from tests.recall import factories
 

@@ -33,7 +33,6 @@ from console.demo.history import (
     week,
 )
 from console.demo.memories import demo_data
-from console.services import api_token_create
 from maintenance.services import maintenance_start
 from policies import services
 from policies.models import Workload
@@ -48,6 +47,7 @@ from recall.services import (
     memory_set_status,
     memory_update,
 )
+from team.services import api_token_create
 
 DEMO_PASSWORD = "acme-demo-pass"
 USERS = [("operator", Role.OPERATOR), ("editor", Role.EDITOR), ("viewer", Role.VIEWER)]
