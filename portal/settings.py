@@ -248,8 +248,12 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     # Ids in paths (``<id:...>``, portal.ids.IdConverter) are integers.
     "PATH_CONVERTER_OVERRIDES": {"id": ID_SCHEMA},
-    # "role" names both a member's role and a chat message's.
-    "ENUM_NAME_OVERRIDES": {"MessageRoleEnum": ["user", "assistant", "tool"]},
+    # "role" names a member's role, a token's (the agent's too) and a chat message's.
+    "ENUM_NAME_OVERRIDES": {
+        "TokenRoleEnum": "portal.models.Role",
+        "MemberRoleEnum": "portal.models.MEMBER_ROLES",
+        "MessageRoleEnum": ["user", "assistant", "tool"],
+    },
 }
 
 # --- Recall -----------------------------------------------------------------------------------

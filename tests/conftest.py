@@ -1,7 +1,8 @@
 """Shared fixtures: a temporary embedded PostgreSQL per test session, and personas.
 
-Personas: an operator, an editor and a viewer of workspace A, and an outsider who is the
-operator of workspace B. Every endpoint is tested against the outsider.
+Personas: an operator, an editor and a viewer of workspace A, an agent's token of workspace
+A (no user), and an outsider who is the operator of workspace B. Every endpoint is tested
+against the outsider.
 """
 
 from __future__ import annotations
@@ -220,6 +221,13 @@ def viewer(workspace_a: Workspace) -> Persona:
 @pytest.fixture
 def outsider(workspace_b: Workspace) -> Persona:
     return _persona(workspace_b, "otto", Role.OPERATOR)
+
+
+@pytest.fixture
+def agent(workspace_a: Workspace) -> Persona:
+    """An agent's API token in workspace A (every agent scope, bound to nothing); no user."""
+    _, raw = api_token_create(workspace=workspace_a, name="ada-agent", role=Role.AGENT)
+    return Persona(user=None, token=raw, role=Role.AGENT, workspace=workspace_a)
 
 
 @pytest.fixture

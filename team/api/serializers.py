@@ -12,11 +12,11 @@ from portal.api.fields import (
     StrictUUIDField,
 )
 from portal.api.strict import StrictSerializer
-from portal.models import ApiToken, Membership, Role
+from portal.models import MEMBER_ROLES, ApiToken, Membership, Role
 from portal.permissions import AGENT_SCOPES
 from portal.tokens import token_last_used
 from team.selectors import token_previous_live, token_status
-from team.services import MEMBER_ROLE_VALUES, NAME_MAX, RATE_MAX, ROTATION_GRACE_MAX
+from team.services import NAME_MAX, RATE_MAX, ROTATION_GRACE_MAX
 
 
 class TokenSerializer(serializers.Serializer):
@@ -24,7 +24,7 @@ class TokenSerializer(serializers.Serializer):
 
     id = serializers.IntegerField()
     name = serializers.CharField()
-    role = serializers.ChoiceField(choices=Role.values)
+    role = serializers.ChoiceField(choices=Role.choices)
     scopes = serializers.ListField(
         child=serializers.CharField(),
         help_text="What an agent token may do (empty for any other role: its role decides).",
@@ -85,7 +85,7 @@ class TokenSecretSerializer(TokenSerializer):
 
 class TokenIssueSerializer(StrictSerializer):
     name = StrictCharField(max_length=NAME_MAX)
-    role = StrictChoiceField(choices=Role.values)
+    role = StrictChoiceField(choices=Role.choices)
     scopes = serializers.ListField(
         child=StrictChoiceField(choices=list(AGENT_SCOPES)),
         required=False,
@@ -142,7 +142,7 @@ class TokenRotateSerializer(StrictSerializer):
 
 class MemberSerializer(serializers.Serializer):
     username = serializers.CharField(source="user.username")
-    role = serializers.ChoiceField(choices=MEMBER_ROLE_VALUES)
+    role = serializers.ChoiceField(choices=MEMBER_ROLES)
 
     def to_representation(self, membership: Membership) -> dict[str, Any]:
         return {"username": membership.user.get_username(), "role": membership.role}
@@ -150,8 +150,8 @@ class MemberSerializer(serializers.Serializer):
 
 class MemberAddSerializer(StrictSerializer):
     username = StrictCharField(max_length=150)
-    role = StrictChoiceField(choices=MEMBER_ROLE_VALUES)
+    role = StrictChoiceField(choices=MEMBER_ROLES)
 
 
 class MemberRoleSerializer(StrictSerializer):
-    role = StrictChoiceField(choices=MEMBER_ROLE_VALUES)
+    role = StrictChoiceField(choices=MEMBER_ROLES)

@@ -14,6 +14,7 @@ import pytest
 from django.urls import URLPattern, URLResolver, get_resolver
 
 from maintenance.services import maintenance_start
+from portal.models import ApiToken, Membership
 from tests.recall import factories
 
 pytestmark = pytest.mark.django_db
@@ -69,6 +70,8 @@ def workspace_a_data(operator, workload_a) -> dict[str, Any]:
         format="json",
     )
     event = operator.workspace.audit_events.order_by("-id").first()
+    token = ApiToken.objects.get(workspace=operator.workspace, name="olga-token")
+    member = Membership.objects.get(workspace=operator.workspace, user=operator.user)
     return {
         "session_id": session["id"],
         "turn": "1",
@@ -77,6 +80,8 @@ def workspace_a_data(operator, workload_a) -> dict[str, Any]:
         "event_id": str(event.pk),
         "run_id": str(run.pk),
         "sweep": "expiry",
+        "token_id": str(token.pk),
+        "member_id": str(member.pk),
     }
 
 
@@ -91,9 +96,10 @@ def _url(route: str, slug: str, ids: dict[str, Any]) -> str:
 
 def test_the_walk_covers_every_page():
     assert len(PAGES) >= 30
-    assert {"recall:sandbox", "audit:export-csv", "recall:memory", "maintenance:run"} <= {
-        name for name, _ in PAGES
-    }
+    assert {
+        "recall:sandbox", "audit:export-csv", "recall:memory", "maintenance:run", "team:access",
+        "team:token-revoke", "team:member-remove",
+    } <= {name for name, _ in PAGES}  # fmt: skip
 
 
 @pytest.mark.parametrize("slug", ["team-a", "team-b"], ids=["a's slug", "own slug, a's ids"])
@@ -102,7 +108,9 @@ def test_an_outsider_gets_nothing_of_workspace_a_from_any_page(outsider, workspa
     nothing either); with the outsider's own slug, every page naming one of A's objects is a
     404. No answer carries A's memory content or workload id."""
     client = outsider.session()
-    names_an_object = ("workload_id", "memory_id", "event_id", "run_id", "session_id")
+    names_an_object = (
+        "workload_id", "memory_id", "event_id", "run_id", "session_id", "token_id", "member_id",
+    )  # fmt: skip
     leaks = []
     for name, route in PAGES:
         url = _url(route, slug, workspace_a_data)
