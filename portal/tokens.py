@@ -35,11 +35,13 @@ _KEY = f"ROW({_COLUMNS})::text"
 def _live(hash: str) -> str:
     """The condition on token row ``t`` that the secret hashed as ``hash`` (an SQL value) is
     live: the token's secret, or its previous one within the grace its rotation left it; the
-    token neither revoked nor expired (``now()``: the statement's transaction's start)."""
+    token neither revoked nor expired. Timed by the statement's start, not its transaction's
+    (``now()``), which may have begun long before."""
     return (
         f"(t.key_hash = {hash} OR (t.previous_key_hash = {hash}"
-        " AND t.previous_valid_until > now()))"
-        " AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now())"
+        " AND t.previous_valid_until > statement_timestamp()))"
+        " AND t.revoked_at IS NULL"
+        " AND (t.expires_at IS NULL OR t.expires_at > statement_timestamp())"
     )
 
 

@@ -75,7 +75,7 @@ def access(request: HtmxHttpRequest, slug: str) -> HttpResponse:
 @require_POST
 def token_rotate(request: HtmxHttpRequest, slug: str, token_id: int) -> HttpResponse:
     page = workspace_page(request, slug, required=Role.OPERATOR)
-    token = selectors.api_token_get(workspace=page.workspace, token_id=token_id)
+    token = _token(page, token_id)
     form = TokenRotateForm(request.POST)
     if not form.is_valid():
         return _page(request, page, problem=_first_error(form), status=UNPROCESSABLE)
@@ -94,7 +94,7 @@ def token_rotate(request: HtmxHttpRequest, slug: str, token_id: int) -> HttpResp
 @require_POST
 def token_revoke(request: HtmxHttpRequest, slug: str, token_id: int) -> HttpResponse:
     page = workspace_page(request, slug, required=Role.OPERATOR)
-    token = selectors.api_token_get(workspace=page.workspace, token_id=token_id)
+    token = _token(page, token_id)
     services.api_token_revoke(token=token, author=page.caller.label)
     return _done(request, page, f"Revoked token {token.name!r}: its next call is refused.")
 
@@ -145,6 +145,13 @@ def member_remove(request: HtmxHttpRequest, slug: str, member_id: int) -> HttpRe
     except DomainError as exc:
         return _page(request, page, problem=exc.message, status=exc.status)
     return _done(request, page, f"Removed {membership.user.get_username()} from the workspace.")
+
+
+def _token(page: PageAccess, token_id: int) -> ApiToken:
+    token = selectors.api_tokens(workspace=page.workspace).filter(pk=token_id).first()
+    if token is None:
+        raise Http404("No such token.")
+    return token
 
 
 def _membership(page: PageAccess, member_id: int) -> Membership:

@@ -3,10 +3,12 @@ an API token of each role (agent, viewer, editor, operator of workspace A) and b
 (the operator of workspace B), aimed at workspace A and its objects, with the status each gets.
 
 An operation the schema gains without a row here fails ``test_every_operation_has_a_row``:
-a new endpoint states who may call it. Adding one is a row (its method and path as the schema
-writes them, what to send, the five statuses); the ids in the path are the fixture's
-(``{workload_id}``, ``{memory_id}``, ...). People signed in get the same answers as a token of
-their role (``portal.access`` decides both); an agent is a token's role only.
+a new endpoint states who may call it. Adding one is a line of ``MATRIX_TABLE``: its method
+and path as the schema writes them (after ``/v1``; ``?ws`` and ``?env`` add the query
+parameters of ``QUERIES``), what it sends (a name in ``BODIES``), and the five statuses; the
+ids in the path are the ``world`` fixture's (``{workload_id}``, ``{memory_id}``, ...).
+People signed in get the same answers as a token of their role (``portal.access`` decides
+both); an agent is a token's role only.
 
 For a role allowed to make a call, the status is what the call does with the fixture's
 objects: a 409, or a 404 that names no missing workspace, refuses the state of the object
@@ -34,17 +36,40 @@ from tests.recall import factories
 pytestmark = pytest.mark.django_db
 
 ROLES = ("agent", "viewer", "editor", "operator", "outsider")
-FLOOR = {**algebra.default_floor(), "relaxableAxes": [], "totalTokenBudget": 3000}
-MEMORY = {"content": "Prefers short answers", "memoryType": "preference", "sourceKind": "user"}
-LAYOUT = {
-    "contextWindow": 32000,
-    "systemPromptTokens": 1500,
-    "toolSchemaTokens": 500,
-    "outputBuffer": 2500,
-    "budgetRatio": 0.3,
-    "history": [{"role": "user", "content": "hello"}],
+QUERIES = {"ws": "workspace=team-a", "env": "environment=prod"}
+# What each row sends, by the name in its body column ("-": nothing).
+BODIES: dict[str, Any] = {
+    "-": None,
+    "{}": {},
+    "recall": "recall",  # recall_body(the fixture's workload)
+    "memory": {
+        "content": "Prefers short answers",
+        "memoryType": "preference",
+        "sourceKind": "user",
+    },
+    "patch": {"confidence": 0.5},
+    "layout": {
+        "contextWindow": 32000,
+        "systemPromptTokens": 1500,
+        "toolSchemaTokens": 500,
+        "outputBuffer": 2500,
+        "budgetRatio": 0.3,
+        "history": [{"role": "user", "content": "hello"}],
+    },
+    "replay": {"query": QUERY},
+    "ws": {"slug": "new-ws", "name": "New"},
+    "rename": {"name": "Renamed"},
+    "floor": {**algebra.default_floor(), "relaxableAxes": [], "totalTokenBudget": 3000},
+    "workload": {"name": "new-bot"},
+    "describe": {"description": "Edited"},
+    "policy": {"confidenceMin": 0.4},
+    "settings": {"settings": {"decayThreshold": 0.3}},
+    "setting": {"decayThreshold": 0.25},
+    "token": {"name": "bot", "role": "agent"},
+    "grace": {"graceSeconds": 60},
+    "member": {"username": "nina", "role": "viewer"},
+    "role": {"role": "editor"},
 }
-A = "workspace=team-a"
 
 
 @dataclass(frozen=True)
@@ -53,86 +78,100 @@ class Op:
     path: str  # as the schema writes it
     query: str
     body: Any
-    agent: int
-    viewer: int
-    editor: int
-    operator: int
-    outsider: int
-
-    def expected(self, role: str) -> int:
-        return int(getattr(self, role))
+    statuses: dict[str, int]
 
 
-# fmt: off
-#            method    path (the schema's)                                   query                  body            agent viewer editor operator outsider
-MATRIX = [
-    # --- recall and memories: what an agent does
-    Op("POST",   "/v1/memory/actors/{actor_id}/recall",                      A,                     "recall",         200, 403, 200, 200, 404),
-    Op("POST",   "/v1/memory/actors/{actor_id}/memories",                    A,                     MEMORY,           201, 403, 201, 201, 404),
-    Op("GET",    "/v1/memory/actors/{actor_id}/memories",                    A,                     None,             403, 200, 200, 200, 404),
-    Op("POST",   "/v1/memory/actors/{actor_id}/erase",                       A,                     {},               403, 403, 403, 200, 404),
-    Op("GET",    "/v1/memory/memories/{memory_id}",                          "",                    None,             403, 200, 200, 200, 404),
-    Op("PATCH",  "/v1/memory/memories/{memory_id}",                          "",                    {"confidence": 0.5}, 403, 403, 200, 200, 404),
-    Op("DELETE", "/v1/memory/memories/{memory_id}",                          "",                    None,             403, 403, 204, 204, 404),
-    Op("GET",    "/v1/memory/memories/{memory_id}/injections",               "",                    None,             403, 200, 200, 200, 404),
-    Op("GET",    "/v1/memory/memories/{memory_id}/lifecycle",                "",                    None,             403, 200, 200, 200, 404),
-    Op("POST",   "/v1/memory/memories/{memory_id}/suppress",                 "",                    None,             403, 403, 200, 200, 404),
-    Op("POST",   "/v1/memory/memories/{memory_id}/restore",                  "",                    None,             403, 403, 200, 200, 404),
-    Op("POST",   "/v1/memory/memories/{memory_id}/reactivate",               "",                    {},               403, 403, 403, 409, 404),
-    Op("POST",   "/v1/context/layout",                                       A,                     LAYOUT,           403, 200, 200, 200, 404),
-    # --- audit
-    Op("GET",    "/v1/audit/events/",                                        A,                     None,             403, 200, 200, 200, 404),
-    Op("GET",    "/v1/audit/events/{event_id}",                              A,                     None,             403, 200, 200, 200, 404),
-    Op("POST",   "/v1/audit/events/{event_id}/replay",                       A,                     {"query": QUERY}, 403, 403, 200, 200, 404),
-    Op("GET",    "/v1/audit/verify",                                         A,                     None,             403, 200, 200, 200, 404),
-    # --- workspaces, workloads, policies
-    Op("GET",    "/v1/workspaces/",                                          "",                    None,             403, 200, 200, 200, 200),
-    Op("POST",   "/v1/workspaces/",                                          "",                    {"slug": "new-ws", "name": "New"}, 403, 403, 403, 403, 403),
-    Op("GET",    "/v1/workspaces/{slug}/",                                   "",                    None,             403, 200, 200, 200, 404),
-    Op("PATCH",  "/v1/workspaces/{slug}/",                                   "",                    {"name": "Renamed"}, 403, 403, 403, 200, 404),
-    Op("GET",    "/v1/workspaces/{slug}/policy",                             "",                    None,             403, 200, 200, 200, 404),
-    Op("PUT",    "/v1/workspaces/{slug}/policy",                             "",                    FLOOR,            403, 403, 403, 200, 404),
-    Op("GET",    "/v1/workspaces/{slug}/policy/versions/",                   "",                    None,             403, 200, 200, 200, 404),
-    Op("GET",    "/v1/workspaces/{slug}/policy/versions/{version}",          "",                    None,             403, 200, 200, 200, 404),
-    Op("GET",    "/v1/workspaces/{slug}/workloads/",                         "",                    None,             403, 200, 200, 200, 404),
-    Op("POST",   "/v1/workspaces/{slug}/workloads/",                         "",                    {"name": "new-bot"}, 403, 403, 201, 201, 404),
-    Op("GET",    "/v1/workloads/{workload_id}/",                             "",                    None,             403, 200, 200, 200, 404),
-    Op("PATCH",  "/v1/workloads/{workload_id}/",                             "",                    {"description": "Edited"}, 403, 403, 200, 200, 404),
-    Op("DELETE", "/v1/workloads/{workload_id}/",                             "",                    None,             403, 403, 403, 204, 404),
-    Op("GET",    "/v1/workloads/{workload_id}/policy",                       "environment=prod",    None,             403, 200, 200, 200, 404),
-    Op("PUT",    "/v1/workloads/{workload_id}/policy",                       "environment=prod",    {"confidenceMin": 0.4}, 403, 403, 200, 200, 404),
-    Op("GET",    "/v1/workloads/{workload_id}/policy/versions/",             "environment=prod",    None,             403, 200, 200, 200, 404),
-    Op("GET",    "/v1/workloads/{workload_id}/effective-policy",             "environment=prod",    None,             403, 200, 200, 200, 404),
-    Op("GET",    "/v1/workloads/{workload_id}/layout-config",                "",                    None,             403, 200, 200, 200, 404),
-    Op("PUT",    "/v1/workloads/{workload_id}/layout-config",                "",                    {},               403, 403, 200, 200, 404),
-    Op("GET",    "/v1/workloads/{workload_id}/layout-config/versions/",      "",                    None,             403, 200, 200, 200, 404),
-    Op("GET",    "/v1/policy/axes",                                          "",                    None,             403, 200, 200, 200, 200),
-    # --- lifecycle settings and maintenance
-    Op("GET",    "/v1/workspaces/{slug}/lifecycle",                          "",                    None,             403, 200, 200, 200, 404),
-    Op("PUT",    "/v1/workspaces/{slug}/lifecycle",                          "",                    {"settings": {"decayThreshold": 0.3}}, 403, 403, 403, 200, 404),
-    Op("PATCH",  "/v1/workspaces/{slug}/lifecycle",                          "",                    {"decayThreshold": 0.25}, 403, 403, 403, 200, 404),
-    Op("GET",    "/v1/workspaces/{slug}/lifecycle/versions/",                "",                    None,             403, 200, 200, 200, 404),
-    Op("POST",   "/v1/workspaces/{slug}/maintenance/{sweep}",                "",                    None,             403, 403, 200, 200, 404),
-    Op("GET",    "/v1/workspaces/{slug}/maintenance/runs/",                  "",                    None,             403, 200, 200, 200, 404),
-    Op("GET",    "/v1/maintenance/runs/{run_id}",                            "",                    None,             403, 200, 200, 200, 404),
-    Op("GET",    "/v1/maintenance/runs/{run_id}/items",                      "",                    None,             403, 200, 200, 200, 404),
-    Op("POST",   "/v1/maintenance/runs/{run_id}/cancel",                     "",                    None,             403, 403, 403, 409, 404),
-    Op("GET",    "/v1/maintenance/runs/{run_id}/archive",                    "",                    None,             403, 403, 403, 404, 404),
-    Op("GET",    "/v1/maintenance/runs/{run_id}/archive/manifest",           "",                    None,             403, 404, 404, 404, 404),
-    Op("POST",   "/v1/maintenance/runs/{run_id}/restore",                    "",                    None,             403, 403, 403, 404, 404),
-    Op("POST",   "/v1/maintenance/runs/{run_id}/revert",                     "",                    {},               403, 403, 403, 409, 404),
-    # --- tokens and members: operators only
-    Op("GET",    "/v1/workspaces/{slug}/tokens/",                            "",                    None,             403, 403, 403, 200, 404),
-    Op("POST",   "/v1/workspaces/{slug}/tokens/",                            "",                    {"name": "bot", "role": "agent"}, 403, 403, 403, 201, 404),
-    Op("GET",    "/v1/workspaces/{slug}/tokens/{token_id}",                  "",                    None,             403, 403, 403, 200, 404),
-    Op("POST",   "/v1/workspaces/{slug}/tokens/{token_id}/rotate",           "",                    {"graceSeconds": 60}, 403, 403, 403, 200, 404),
-    Op("POST",   "/v1/workspaces/{slug}/tokens/{token_id}/revoke",           "",                    None,             403, 403, 403, 200, 404),
-    Op("GET",    "/v1/workspaces/{slug}/members/",                           "",                    None,             403, 403, 403, 200, 404),
-    Op("POST",   "/v1/workspaces/{slug}/members/",                           "",                    {"username": "nina", "role": "viewer"}, 403, 403, 403, 201, 404),
-    Op("PATCH",  "/v1/workspaces/{slug}/members/{username}",                 "",                    {"role": "editor"}, 403, 403, 403, 200, 404),
-    Op("DELETE", "/v1/workspaces/{slug}/members/{username}",                 "",                    None,             403, 403, 403, 204, 404),
-]
-# fmt: on
+MATRIX_TABLE = """
+method path (the schema’s, after /v1; ?ws, ?env: below)  body     agent view  edit  oper  outsider
+# recall and memories: what an agent does
+POST   /memory/actors/{actor_id}/recall?ws               recall   200   403   200   200   404
+POST   /memory/actors/{actor_id}/memories?ws             memory   201   403   201   201   404
+GET    /memory/actors/{actor_id}/memories?ws             -        403   200   200   200   404
+POST   /memory/actors/{actor_id}/erase?ws                {}       403   403   403   200   404
+GET    /memory/memories/{memory_id}                      -        403   200   200   200   404
+PATCH  /memory/memories/{memory_id}                      patch    403   403   200   200   404
+DELETE /memory/memories/{memory_id}                      -        403   403   204   204   404
+GET    /memory/memories/{memory_id}/injections           -        403   200   200   200   404
+GET    /memory/memories/{memory_id}/lifecycle            -        403   200   200   200   404
+POST   /memory/memories/{memory_id}/suppress             -        403   403   200   200   404
+POST   /memory/memories/{memory_id}/restore              -        403   403   200   200   404
+POST   /memory/memories/{memory_id}/reactivate           {}       403   403   403   409   404
+POST   /context/layout?ws                                layout   403   200   200   200   404
+# audit
+GET    /audit/events/?ws                                 -        403   200   200   200   404
+GET    /audit/events/{event_id}?ws                       -        403   200   200   200   404
+POST   /audit/events/{event_id}/replay?ws                replay   403   403   200   200   404
+GET    /audit/verify?ws                                  -        403   200   200   200   404
+# workspaces, workloads, policies
+GET    /workspaces/                                      -        403   200   200   200   200
+POST   /workspaces/                                      ws       403   403   403   403   403
+GET    /workspaces/{slug}/                               -        403   200   200   200   404
+PATCH  /workspaces/{slug}/                               rename   403   403   403   200   404
+GET    /workspaces/{slug}/policy                         -        403   200   200   200   404
+PUT    /workspaces/{slug}/policy                         floor    403   403   403   200   404
+GET    /workspaces/{slug}/policy/versions/               -        403   200   200   200   404
+GET    /workspaces/{slug}/policy/versions/{version}      -        403   200   200   200   404
+GET    /workspaces/{slug}/workloads/                     -        403   200   200   200   404
+POST   /workspaces/{slug}/workloads/                     workload 403   403   201   201   404
+GET    /workloads/{workload_id}/                         -        403   200   200   200   404
+PATCH  /workloads/{workload_id}/                         describe 403   403   200   200   404
+DELETE /workloads/{workload_id}/                         -        403   403   403   204   404
+GET    /workloads/{workload_id}/policy?env               -        403   200   200   200   404
+PUT    /workloads/{workload_id}/policy?env               policy   403   403   200   200   404
+GET    /workloads/{workload_id}/policy/versions/?env     -        403   200   200   200   404
+GET    /workloads/{workload_id}/effective-policy?env     -        403   200   200   200   404
+GET    /workloads/{workload_id}/layout-config            -        403   200   200   200   404
+PUT    /workloads/{workload_id}/layout-config            {}       403   403   200   200   404
+GET    /workloads/{workload_id}/layout-config/versions/  -        403   200   200   200   404
+GET    /policy/axes                                      -        403   200   200   200   200
+# lifecycle settings and maintenance
+GET    /workspaces/{slug}/lifecycle                      -        403   200   200   200   404
+PUT    /workspaces/{slug}/lifecycle                      settings 403   403   403   200   404
+PATCH  /workspaces/{slug}/lifecycle                      setting  403   403   403   200   404
+GET    /workspaces/{slug}/lifecycle/versions/            -        403   200   200   200   404
+POST   /workspaces/{slug}/maintenance/{sweep}            -        403   403   200   200   404
+GET    /workspaces/{slug}/maintenance/runs/              -        403   200   200   200   404
+GET    /maintenance/runs/{run_id}                        -        403   200   200   200   404
+GET    /maintenance/runs/{run_id}/items                  -        403   200   200   200   404
+POST   /maintenance/runs/{run_id}/cancel                 -        403   403   403   409   404
+GET    /maintenance/runs/{run_id}/archive                -        403   403   403   404   404
+GET    /maintenance/runs/{run_id}/archive/manifest       -        403   404   404   404   404
+POST   /maintenance/runs/{run_id}/restore                -        403   403   403   404   404
+POST   /maintenance/runs/{run_id}/revert                 {}       403   403   403   409   404
+# tokens and members: operators only
+GET    /workspaces/{slug}/tokens/                        -        403   403   403   200   404
+POST   /workspaces/{slug}/tokens/                        token    403   403   403   201   404
+GET    /workspaces/{slug}/tokens/{token_id}              -        403   403   403   200   404
+POST   /workspaces/{slug}/tokens/{token_id}/rotate       grace    403   403   403   200   404
+POST   /workspaces/{slug}/tokens/{token_id}/revoke       -        403   403   403   200   404
+GET    /workspaces/{slug}/members/                       -        403   403   403   200   404
+POST   /workspaces/{slug}/members/                       member   403   403   403   201   404
+PATCH  /workspaces/{slug}/members/{username}             role     403   403   403   200   404
+DELETE /workspaces/{slug}/members/{username}             -        403   403   403   204   404
+"""
+
+
+def _parse(table: str) -> list[Op]:
+    ops = []
+    for line in table.strip().splitlines()[1:]:
+        if line.startswith("#"):
+            continue
+        method, path, body, *statuses = line.split()
+        path, _, query = path.partition("?")
+        assert len(statuses) == len(ROLES), line
+        ops.append(
+            Op(
+                method,
+                "/v1" + path,
+                QUERIES[query] if query else "",
+                BODIES[body],
+                dict(zip(ROLES, map(int, statuses), strict=True)),
+            )
+        )
+    return ops
+
+
+MATRIX = _parse(MATRIX_TABLE)
 
 
 def schema_operations() -> set[tuple[str, str]]:
@@ -198,10 +237,10 @@ class PermissionMatrixTests:
 
         response = getattr(who.api(), op.method.lower())(_url(op, world), body, format="json")
 
-        assert response.status_code == op.expected(role), (
+        assert response.status_code == op.statuses[role], (
             f"{role} {op.method} {op.path}: {response.status_code} {response.content[:300]!r}"
         )
-        if op.expected(role) in (401, 403, 404):
+        if op.statuses[role] in (401, 403, 404):
             assert response.json()["error"]["code"] in (
                 "PERMISSION_DENIED",
                 "NOT_FOUND",
