@@ -32,8 +32,12 @@ TOKEN_ALIASES = {
 
 
 class TokenIssueForm(forms.Form):
-    name = forms.CharField(max_length=NAME_MAX, help_text="What calls with it: the audit "
-                           "trail names the token by it (token:NAME).")  # fmt: skip
+    name = forms.CharField(
+        max_length=NAME_MAX,
+        label="Token name",
+        help_text="What uses it (support-agent, say): the audit trail names its calls "
+        "token:NAME.",
+    )
     role = forms.ChoiceField(
         choices=Role.choices,
         initial=Role.AGENT,
@@ -109,11 +113,15 @@ class TokenRotateForm(forms.Form):
         choices=GRACE_CHOICES,
         coerce=int,
         initial="3600",
-        label="The previous secret keeps working for",
+        label="The old secret works for",
     )
 
 
 class MemberAddForm(forms.Form):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # Its ids apart from the token form's on the same page (both have a role).
+        super().__init__(*args, auto_id="member_%s", **kwargs)
+
     username = forms.CharField(max_length=150, help_text="Someone with an account here.")
     role = forms.ChoiceField(choices=[(r, r) for r in MEMBER_ROLE_VALUES], initial=Role.VIEWER)
 
