@@ -35,8 +35,7 @@ class TokenIssueForm(forms.Form):
     name = forms.CharField(
         max_length=NAME_MAX,
         label="Token name",
-        help_text="What uses it (support-agent, say): the audit trail names its calls "
-        "token:NAME.",
+        help_text="What uses it (support-agent, say): the audit trail names its calls token:NAME.",
     )
     role = forms.ChoiceField(
         choices=Role.choices,

@@ -33,7 +33,7 @@ def a_session(editor: Any, workload: Any) -> int:
 
 def portal_pages(slug: str, *, memory_id: int, event_id: int, session_id: int) -> list[str]:
     """The paths of a workspace's pages, one of each kind (a memory's, an event's and a
-    session's too)."""
+    session's too); the last is an operator's only."""
     return [
         f"/w/{slug}/",
         f"/w/{slug}/policies/",
@@ -48,6 +48,7 @@ def portal_pages(slug: str, *, memory_id: int, event_id: int, session_id: int) -
         f"/w/{slug}/sessions/",
         f"/w/{slug}/sessions/{session_id}/",
         f"/w/{slug}/sessions/{session_id}/turns/1/prompt/",
+        f"/w/{slug}/settings/access/",
     ]
 
 
