@@ -185,6 +185,40 @@ class CreateApiTokenTests:
         assert old.get("/v1/workspaces/").status_code == 401
         assert new.get("/v1/workspaces/").status_code == 200
 
+    def test_an_agent_token_is_bound_by_workload_name_and_expires(self, acme):
+        workload = Workload.objects.create(workspace=acme, name="support-assistant")
+
+        create_token(
+            "--workspace", "acme", "--role", "agent", "--name", "bot", "--scope", "recall",
+            "--workload", "support-assistant", "--environment", "prod", "--expires", "2099-01-31",
+        )  # fmt: skip
+
+        token = ApiToken.objects.get(workspace=acme, name="bot")
+        assert token.role == Role.AGENT and token.scopes == ["recall"]
+        assert token.bound_workloads == [workload.id] and token.bound_environments == ["prod"]
+        assert token.expires_at.isoformat() == "2099-01-31T00:00:00+00:00"
+
+    @pytest.mark.parametrize(
+        "args",
+        [
+            ("--expires", "someday"),
+            ("--expires", "2001-01-01"),
+            ("--workload", "no-such-bot"),
+            ("--environment", "moon"),
+        ],
+    )
+    def test_a_bad_binding_or_expiry_is_an_error(self, acme, args):
+        with pytest.raises(CommandError):
+            create_token("--workspace", "acme", "--role", "agent", *args)
+
+        assert not ApiToken.objects.exists()
+
+    def test_a_live_tokens_name_is_taken_without_replace(self, acme):
+        create_token("--workspace", "acme", "--role", "viewer", "--name", "ci")
+
+        with pytest.raises(CommandError, match="live token named"):
+            create_token("--workspace", "acme", "--role", "viewer", "--name", "ci")
+
     def test_an_unknown_workspace_is_an_error(self, db):
         with pytest.raises(CommandError, match="nowhere"):
             create_token("--workspace", "nowhere", "--role", "editor")
