@@ -119,7 +119,8 @@ class TokenRotateForm(forms.Form):
 class MemberAddForm(forms.Form):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         # Its ids apart from the token form's on the same page (both have a role).
-        super().__init__(*args, auto_id="member_%s", **kwargs)
+        kwargs.setdefault("auto_id", "member_%s")
+        super().__init__(*args, **kwargs)
 
     username = forms.CharField(max_length=150, help_text="Someone with an account here.")
     role = forms.ChoiceField(choices=[(r, r) for r in MEMBER_ROLE_VALUES], initial=Role.VIEWER)
