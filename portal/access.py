@@ -144,8 +144,10 @@ def _check_role(
     if allows(role, required, scopes):
         return role
     if required not in HOLDERS:
+        # An agent ranks below every member: say what it may do instead.
+        may = f" (an agent token may only: {', '.join(scopes)})" if scopes is not None else ""
         raise ForbiddenError(
-            f"This needs the {required} role in workspace {workspace.slug!r}; you are {role}.",
+            f"This needs the {required} role in workspace {workspace.slug!r}; you are {role}{may}.",
             {"requiredRole": required, "role": role},
         )
     roles = holders(required)

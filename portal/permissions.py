@@ -13,6 +13,13 @@ An agent token holds the permissions of its ``scopes``, a subset of the agent's 
 them unless it was issued with fewer); and it may be bound to workloads and environments
 (``binding_outside``): a call about any other is refused, naming the binding.
 
+A view checks with ``portal.access``: ``workspace_for(caller, slug, required=...)`` (or
+``scoped_get``, ``require_role``) with a role or a permission, then, for a call about a
+workload and environment, ``binding_check(caller, workload_id=..., environment=...)``. The
+sessions API, for instance: ``required=Permission.SESSION_USE`` to open a session or add a
+turn, ``Permission.SESSION_READ`` to read them, and the binding checked for the session's
+workload. Its operations then get their rows in tests/portal/test_permission_matrix.py.
+
 Pure: no Django import.
 """
 

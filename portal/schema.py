@@ -108,7 +108,9 @@ class ApiAutoSchema(AutoSchema):
 
     def _map_serializer_field(self, field: Any, direction: Any, bypass_extensions: bool = False):
         schema = super()._map_serializer_field(field, direction, bypass_extensions)
-        if direction == "request" and isinstance(field, serializers.CharField):
+        # A RegexField states its own pattern (its validator's, added after this).
+        regex = isinstance(field, serializers.RegexField)
+        if direction == "request" and isinstance(field, serializers.CharField) and not regex:
             if schema.get("type") == "string" and not {"enum", "format", "pattern"} & set(schema):
                 # DRF refuses NUL in text, and strips it before checking it is not blank.
                 blank_allowed = field.allow_blank or not field.trim_whitespace

@@ -25,6 +25,8 @@ GRACE_CHOICES = [
 ]
 # The page's names for the fields the API spells otherwise (``add_domain_error``).
 TOKEN_ALIASES = {
+    "boundWorkloads": "workloads",
+    "boundEnvironments": "environments",
     "expiresAt": "expires",
     "apiRatePerMinute": "api_rate",
     "recallRatePerMinute": "recall_rate",

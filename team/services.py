@@ -21,7 +21,8 @@ from django.utils import timezone
 from audit.models import EventType
 from audit.services import audit_event_record
 from policies.models import Workload
-from portal.errors import ConflictError, NotFoundError, ValidationFailed
+from portal.errors import ConflictError, NotFoundError, UnprocessableError, ValidationFailed
+from portal.input_guard import has_control
 from portal.models import (
     MEMBER_ROLES,
     ApiToken,
@@ -34,6 +35,8 @@ from portal.models import (
 from portal.permissions import AGENT_SCOPES, scopes_invalid
 
 NAME_MAX = 100
+# A token's name as the API states it: not blank, no control character (Unicode Cc).
+NAME_PATTERN = r"^[^\x00-\x1f\x7f-\x9f]*[^\x00-\x1f\x7f-\x9f\s][^\x00-\x1f\x7f-\x9f]*$"
 RATE_MAX = 1_000_000
 # How long a rotated token's previous secret may keep working, at most.
 ROTATION_GRACE_MAX = timedelta(days=30)
@@ -155,31 +158,49 @@ def api_token_revoke(*, token: ApiToken, author: str = "system:cli") -> ApiToken
 
 def _token_name(name: Any) -> str:
     name = name.strip() if isinstance(name, str) else ""
-    if not name or len(name) > NAME_MAX or not name.isprintable():
+    if not name or len(name) > NAME_MAX or has_control(name):
         raise ValidationFailed(
-            {"name": f"A token needs a name of 1-{NAME_MAX} printable characters."}
+            {"name": f"A token needs a name of 1-{NAME_MAX} characters, no control character."}
         )
     return name
 
 
 def _grant_fields(workspace: Workspace, grant: TokenGrant) -> dict[str, Any]:
-    """The model fields of a grant, checked (every problem at once)."""
-    errors: dict[str, str] = {}
+    """The model fields of a grant, checked: a malformed value is a 400 (``ValidationFailed``);
+    values that do not go together, or that name what the workspace does not have, a 422
+    (``TOKEN_GRANT_INVALID``); every problem of a kind at once."""
+    malformed: dict[str, str] = {}
     if grant.role not in Role.values:
-        errors["role"] = f"Choose one of: {', '.join(Role.values)}."
+        malformed["role"] = f"Choose one of: {', '.join(Role.values)}."
+    for key, rate in (
+        ("apiRatePerMinute", grant.api_rate_per_minute),
+        ("recallRatePerMinute", grant.recall_rate_per_minute),
+    ):
+        if rate is not None and not (isinstance(rate, int) and 1 <= rate <= RATE_MAX):
+            malformed[key] = f"From 1 to {RATE_MAX:,} a minute, or none: the workspace's limit."
+    if malformed:
+        raise ValidationFailed(
+            malformed, "The token was not issued: " + " ".join(malformed.values())
+        )
+    errors: dict[str, str] = {}
     agent = grant.role == Role.AGENT
     scopes = list(AGENT_SCOPES if grant.scopes is None else grant.scopes) if agent else []
     workloads = _workloads(workspace, grant.workloads, errors) if agent else []
     environments = sorted(set(grant.environments)) if agent else []
     if not agent:
-        for key, given in (
-            ("scopes", grant.scopes),
-            ("workloads", grant.workloads),
-            ("environments", grant.environments),
+        for key, words, given in (
+            ("scopes", "scopes", grant.scopes),
+            ("boundWorkloads", "workloads", grant.workloads),
+            ("boundEnvironments", "environments", grant.environments),
         ):
             if given:
-                errors[key] = f"Only agent tokens have {key}: a {grant.role} token may do what "
-                errors[key] += "its role may, in any workload and environment."
+                errors[key] = (
+                    f"Only agent tokens are bound to {words}: a {grant.role} token may do what "
+                    "its role may, in any workload and environment."
+                    if key != "scopes"
+                    else f"Only agent tokens have scopes: a {grant.role} token may do what its "
+                    "role may."
+                )
     elif not scopes or scopes_invalid(scopes):
         errors["scopes"] = f"Choose at least one of: {', '.join(AGENT_SCOPES)}."
     unknown = sorted(
@@ -187,17 +208,15 @@ def _grant_fields(workspace: Workspace, grant: TokenGrant) -> dict[str, Any]:
         - set(Environment.objects.filter(workspace=workspace).values_list("slug", flat=True))
     )
     if unknown:
-        errors["environments"] = f"Not an environment of this workspace: {', '.join(unknown)}."
+        errors["boundEnvironments"] = f"Not an environment of this workspace: {', '.join(unknown)}."
     if grant.expires_at is not None and grant.expires_at <= timezone.now():
         errors["expiresAt"] = "Choose a time in the future (or none: the token never expires)."
-    for key, rate in (
-        ("apiRatePerMinute", grant.api_rate_per_minute),
-        ("recallRatePerMinute", grant.recall_rate_per_minute),
-    ):
-        if rate is not None and not (isinstance(rate, int) and 1 <= rate <= RATE_MAX):
-            errors[key] = f"From 1 to {RATE_MAX:,} a minute, or none: the workspace's limit."
     if errors:
-        raise ValidationFailed(errors, "The token was not issued: " + " ".join(errors.values()))
+        raise UnprocessableError(
+            "TOKEN_GRANT_INVALID",
+            "The token was not issued: " + " ".join(errors.values()),
+            {"fields": errors},
+        )
     return {
         "role": grant.role,
         "scopes": [scope for scope in AGENT_SCOPES if scope in scopes],
@@ -216,7 +235,7 @@ def _workloads(workspace: Workspace, given: Iterable[Any], errors: dict[str, str
         try:
             ids.add(value if isinstance(value, uuid.UUID) else uuid.UUID(str(value)))
         except ValueError:
-            errors["workloads"] = f"Not a workload id: {value!r}."
+            errors["boundWorkloads"] = f"Not a workload id: {value!r}."
             return []
     found = set(
         Workload.objects.filter(
@@ -225,7 +244,7 @@ def _workloads(workspace: Workspace, given: Iterable[Any], errors: dict[str, str
     )
     missing = sorted(str(pk) for pk in ids - found)
     if missing:
-        errors["workloads"] = f"Not a live workload of this workspace: {', '.join(missing)}."
+        errors["boundWorkloads"] = f"Not a live workload of this workspace: {', '.join(missing)}."
     return sorted(found, key=str)
 
 

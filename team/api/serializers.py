@@ -9,6 +9,7 @@ from portal.api.fields import (
     StrictCharField,
     StrictChoiceField,
     StrictIntegerField,
+    StrictRegexField,
     StrictUUIDField,
 )
 from portal.api.strict import StrictSerializer
@@ -16,7 +17,7 @@ from portal.models import MEMBER_ROLES, ApiToken, Membership, Role
 from portal.permissions import AGENT_SCOPES
 from portal.tokens import token_last_used
 from team.selectors import token_previous_live, token_status
-from team.services import NAME_MAX, RATE_MAX, ROTATION_GRACE_MAX
+from team.services import NAME_MAX, NAME_PATTERN, RATE_MAX, ROTATION_GRACE_MAX
 
 
 class TokenSerializer(serializers.Serializer):
@@ -84,11 +85,16 @@ class TokenSecretSerializer(TokenSerializer):
 
 
 class TokenIssueSerializer(StrictSerializer):
-    name = StrictCharField(max_length=NAME_MAX)
+    name = StrictRegexField(
+        NAME_PATTERN,
+        max_length=NAME_MAX,
+        error_messages={"invalid": "A name that is not blank, with no control character."},
+    )
     role = StrictChoiceField(choices=Role.choices)
     scopes = serializers.ListField(
         child=StrictChoiceField(choices=list(AGENT_SCOPES)),
         required=False,
+        min_length=1,
         help_text="An agent token's scopes; default: all of them. Other roles take none.",
     )
     boundWorkloads = serializers.ListField(
@@ -154,4 +160,6 @@ class MemberAddSerializer(StrictSerializer):
 
 
 class MemberRoleSerializer(StrictSerializer):
+    min_fields = 1  # a PATCH's schema makes every field optional: its one field is needed
+
     role = StrictChoiceField(choices=MEMBER_ROLES)

@@ -55,6 +55,13 @@ class TokenListView(_OperatorView):
                 ErrorSerializer,
                 description="TOKEN_NAME_TAKEN: a live token of the workspace has this name.",
             ),
+            422: OpenApiResponse(
+                ErrorSerializer,
+                description="TOKEN_GRANT_INVALID: values that do not go together (scopes or "
+                "a binding for a role other than agent, an expiry not in the future) or name "
+                "what the workspace does not have (a workload not live in it, an environment "
+                "it has not); `details.fields` names each.",
+            ),
         },
         summary="Issue an API token (its secret in the answer, once); operators only",
         description="Records a token.issued event (name, role, scopes, binding, expiry, "

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 import schemathesis
+from django.contrib.auth import get_user_model
 from django.core import signals
 from django.core.wsgi import get_wsgi_application
 from django.db import close_old_connections, connection, transaction
@@ -38,6 +39,8 @@ from schemathesis.specs.openapi.checks import (
 
 from portal import throttling
 from portal.api.versioning import IF_MATCH_PARAM
+from portal.models import Membership
+from team.services import api_token_create
 
 SEED = 20261203
 MAX_EXAMPLES = 10
@@ -173,6 +176,9 @@ def seeded(operator, workload_a) -> dict[str, str]:
         format="json",
     )
     assert recall.status_code == 200, recall.content
+    spare, _ = api_token_create(workspace=operator.workspace, name="spare", role="agent")
+    member = get_user_model().objects.create_user(username="nina", password="pw-nina")
+    Membership.objects.create(user=member, workspace=operator.workspace, role="viewer")
     return {
         "slug": operator.workspace.slug,
         "workspace": operator.workspace.slug,
@@ -182,6 +188,8 @@ def seeded(operator, workload_a) -> dict[str, str]:
         "memory_id": str(memories.json()["memories"][0]["id"]),
         "environment": "prod",
         "event_id": str(operator.workspace.audit_events.order_by("-pk").first().pk),
+        "token_id": str(spare.pk),
+        "username": "nina",
     }
 
 
@@ -229,8 +237,8 @@ def aim_at_the_seeded_data(case: Any, seeded: dict[str, str]) -> None:
 
 
 # Every operation is fuzzed, none excluded: the destructive ones (DELETE, erase, archive,
-# restore) act inside a rolled-back savepoint, and no operation manages API tokens, so the
-# persona's own token cannot be revoked under the run.
+# restore, a token revoked or rotated, a member removed) act inside a rolled-back savepoint,
+# and the token operations are aimed at a spare token, never at the persona's own.
 @pytest.mark.django_db
 @schema.parametrize()
 # The fixtures are set up once per operation on purpose: each example runs in a savepoint

@@ -73,19 +73,38 @@ class TokenApiTests:
         ("body", "field"),
         [
             ({"role": "agent"}, "name"),
+            ({"name": " ", "role": "agent"}, "name"),
             ({"name": "x", "role": "admin"}, "role"),
             ({"name": "x", "role": "agent", "scopes": ["policy.write"]}, "scopes.0"),
+            ({"name": "x", "role": "agent", "scopes": []}, "scopes"),
             ({"name": "x", "role": "agent", "boundWorkloads": ["nope"]}, "boundWorkloads.0"),
-            ({"name": "x", "role": "agent", "expiresAt": "2001-01-01T00:00:00Z"}, "expiresAt"),
-            ({"name": "x", "role": "editor", "boundEnvironments": ["prod"]}, "environments"),
             ({"name": "x", "role": "agent", "apiRatePerMinute": 0}, "apiRatePerMinute"),
             ({"name": "x", "role": "agent", "secret": "crp_mine"}, "secret"),
         ],
     )
-    def test_a_bad_issue_is_a_400_naming_the_field(self, operator, body, field):
+    def test_a_malformed_issue_is_a_400_naming_the_field(self, operator, body, field):
         response = operator.api().post(TOKENS, body, format="json")
 
         error = error_of(response, 400, "INVALID_REQUEST")
+        assert field in error["details"]["fields"], error
+        assert not ApiToken.objects.filter(name="x").exists()
+
+    @pytest.mark.parametrize(
+        ("body", "field"),
+        [
+            ({"expiresAt": "2001-01-01T00:00:00Z"}, "expiresAt"),
+            ({"role": "editor", "boundEnvironments": ["prod"]}, "boundEnvironments"),
+            ({"role": "viewer", "scopes": ["recall"]}, "scopes"),
+            ({"boundEnvironments": ["moon"]}, "boundEnvironments"),
+            ({"boundWorkloads": ["00000000-0000-4000-8000-000000000000"]}, "boundWorkloads"),
+        ],
+    )
+    def test_a_grant_the_workspace_cannot_give_is_a_422(self, operator, body, field):
+        response = operator.api().post(
+            TOKENS, {"name": "x", "role": "agent", **body}, format="json"
+        )
+
+        error = error_of(response, 422, "TOKEN_GRANT_INVALID")
         assert field in error["details"]["fields"], error
         assert not ApiToken.objects.filter(name="x").exists()
 

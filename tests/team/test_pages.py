@@ -111,7 +111,7 @@ class IssueTests:
             PAGE, {"name": "x", "role": "editor", "environments": ["prod"]}
         )
         assert response.status_code == 422
-        assert "Only agent tokens have environments" in response.content.decode()
+        assert "Only agent tokens are bound to environments" in response.content.decode()
         assert not ApiToken.objects.filter(name="x").exists()
 
     def test_a_taken_name_is_said_next_to_the_name(self, operator, agent):

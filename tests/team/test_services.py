@@ -14,7 +14,7 @@ from django.utils import timezone
 from audit.models import AuditEvent, EventType
 from audit.presenters import presenter_for, summary
 from policies.services import workload_archive, workload_create
-from portal.errors import ConflictError, NotFoundError, ValidationFailed
+from portal.errors import ConflictError, NotFoundError, UnprocessableError, ValidationFailed
 from portal.models import ApiToken, Membership, Role, hash_token
 from team.services import (
     api_token_create,
@@ -66,7 +66,7 @@ class TokenIssueTests:
         assert facts(event)["Environments"] == "prod"
 
     def test_every_problem_is_said_at_once_and_nothing_is_issued(self, workspace_a, workload_b):
-        with pytest.raises(ValidationFailed) as refused:
+        with pytest.raises(UnprocessableError) as refused:
             api_token_create(
                 workspace=workspace_a,
                 name="x",
@@ -75,33 +75,46 @@ class TokenIssueTests:
                 workloads=[str(workload_b.id)],  # another workspace's
                 environments=["moon"],
                 expires_at=timezone.now() - timedelta(days=1),
-                api_rate_per_minute=0,
             )
 
+        assert refused.value.code == "TOKEN_GRANT_INVALID" and refused.value.status == 422
         fields = refused.value.details["fields"]
-        assert set(fields) == {
-            "scopes", "workloads", "environments", "expiresAt", "apiRatePerMinute",
-        }  # fmt: skip
+        assert set(fields) == {"scopes", "boundWorkloads", "boundEnvironments", "expiresAt"}
         assert not ApiToken.objects.filter(name="x").exists()
         assert not AuditEvent.objects.filter(type=EventType.TOKEN_ISSUED).exists()
+
+    @pytest.mark.parametrize(
+        ("changes", "field"),
+        [
+            ({"role": "admin"}, "role"),
+            ({"api_rate_per_minute": 0}, "apiRatePerMinute"),
+            ({"name": " "}, "name"),
+            ({"name": "a\tb"}, "name"),
+        ],
+    )
+    def test_a_malformed_value_is_a_400(self, workspace_a, changes, field):
+        with pytest.raises(ValidationFailed) as refused:
+            api_token_create(**{"workspace": workspace_a, "name": "x", "role": "agent", **changes})
+
+        assert field in refused.value.details["fields"]
 
     def test_an_archived_workload_cannot_be_bound(self, workspace_a, workload_a):
         workload_archive(workload=workload_a, author="t")
 
-        with pytest.raises(ValidationFailed) as refused:
+        with pytest.raises(UnprocessableError) as refused:
             api_token_create(
                 workspace=workspace_a, name="x", role=Role.AGENT, workloads=[workload_a.id]
             )
 
-        assert "workloads" in refused.value.details["fields"]
+        assert "boundWorkloads" in refused.value.details["fields"]
 
     def test_only_an_agent_token_takes_scopes_or_a_binding(self, workspace_a):
-        with pytest.raises(ValidationFailed) as refused:
+        with pytest.raises(UnprocessableError) as refused:
             api_token_create(
                 workspace=workspace_a, name="x", role=Role.EDITOR, environments=["prod"]
             )
 
-        assert "Only agent tokens" in refused.value.details["fields"]["environments"]
+        assert "Only agent tokens" in refused.value.details["fields"]["boundEnvironments"]
 
     def test_a_live_tokens_name_is_taken_until_it_is_revoked(self, workspace_a):
         first, _ = api_token_create(workspace=workspace_a, name="bot", role=Role.AGENT)
