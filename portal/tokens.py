@@ -1,6 +1,14 @@
 """API tokens as the API's calls meet them: the lookup by hash, which also scopes the
 connection to the token's workspace, and the tokens this process remembers for the recall
-endpoint, whose read checks them instead of a lookup of their own (``TokenCheck``)."""
+endpoint, whose read checks them instead of a lookup of their own (``TokenCheck``).
+
+A secret is live while its token is neither revoked nor expired and it is the token's
+current secret, or its previous one within the grace of a rotation: the lookup and the
+recall's check ask the same (``_live``), so a remembered token is refused at its next call.
+A refused secret's reason (``token_refusal``: expired, or rotated out) costs a statement of
+its own, on the refused call only. When each token was last used is noted in memory and
+written in batches (below).
+"""
 
 from __future__ import annotations
 
