@@ -188,6 +188,7 @@ def _grant_fields(workspace: Workspace, grant: TokenGrant) -> dict[str, Any]:
     workloads = _workloads(workspace, grant.workloads, errors) if agent else []
     environments = sorted(set(grant.environments)) if agent else []
     if not agent:
+        a_role = f"{'an' if grant.role[:1] in 'aeiou' else 'a'} {grant.role}"
         for key, words, given in (
             ("scopes", "scopes", grant.scopes),
             ("boundWorkloads", "workloads", grant.workloads),
@@ -195,11 +196,10 @@ def _grant_fields(workspace: Workspace, grant: TokenGrant) -> dict[str, Any]:
         ):
             if given:
                 errors[key] = (
-                    f"Only agent tokens are bound to {words}: a {grant.role} token may do what "
-                    "its role may, in any workload and environment."
+                    f"Only agent tokens are bound to {words}: {a_role} token may do what its "
+                    "role may, in any workload and environment."
                     if key != "scopes"
-                    else f"Only agent tokens have scopes: a {grant.role} token may do what its "
-                    "role may."
+                    else f"Only agent tokens have scopes: {a_role} token may do what its role may."
                 )
     elif not scopes or scopes_invalid(scopes):
         errors["scopes"] = f"Choose at least one of: {', '.join(AGENT_SCOPES)}."

@@ -37,6 +37,8 @@ from team.forms import (
 )
 
 UNPROCESSABLE = 422
+# The sections of the page an answer is about (their ids): where its notice goes.
+TOKENS, ISSUE, MEMBERS, ADD_MEMBER = "tokens", "issue", "members", "add-member"
 
 
 @dataclass(frozen=True)
@@ -68,7 +70,7 @@ def access(request: HtmxHttpRequest, slug: str) -> HttpResponse:
         else:
             made = Made(token, raw, "issued")
             return _page(request, page, made=made)
-    return _page(request, page, issue_form=form, status=UNPROCESSABLE)
+    return _page(request, page, issue_form=form, at=ISSUE, status=UNPROCESSABLE)
 
 
 @login_required
@@ -78,7 +80,7 @@ def token_rotate(request: HtmxHttpRequest, slug: str, token_id: int) -> HttpResp
     token = _token(page, token_id)
     form = TokenRotateForm(request.POST)
     if not form.is_valid():
-        return _page(request, page, problem=_first_error(form), status=UNPROCESSABLE)
+        return _page(request, page, problem=_first_error(form), at=TOKENS, status=UNPROCESSABLE)
     try:
         token, raw = services.api_token_rotate(
             token=token,
@@ -86,7 +88,7 @@ def token_rotate(request: HtmxHttpRequest, slug: str, token_id: int) -> HttpResp
             author=page.caller.label,
         )
     except DomainError as exc:
-        return _page(request, page, problem=exc.message, status=exc.status)
+        return _page(request, page, problem=exc.message, at=TOKENS, status=exc.status)
     return _page(request, page, made=Made(token, raw, "rotated"))
 
 
@@ -96,7 +98,7 @@ def token_revoke(request: HtmxHttpRequest, slug: str, token_id: int) -> HttpResp
     page = workspace_page(request, slug, required=Role.OPERATOR)
     token = _token(page, token_id)
     services.api_token_revoke(token=token, author=page.caller.label)
-    return _done(request, page, f"Revoked token {token.name!r}: its next call is refused.")
+    return _done(request, page, f"Revoked token {token.name!r}: its next call is refused.", TOKENS)
 
 
 @login_required
@@ -112,10 +114,9 @@ def member_add(request: HtmxHttpRequest, slug: str) -> HttpResponse:
         except DomainError as exc:
             add_domain_error(form, exc)
         else:
-            return _done(
-                request, page, f"Added {membership.user.get_username()} as {membership.role}."
-            )
-    return _page(request, page, member_form=form, status=UNPROCESSABLE)
+            added = f"Added {membership.user.get_username()} as {membership.role}."
+            return _done(request, page, added, MEMBERS)
+    return _page(request, page, member_form=form, at=ADD_MEMBER, status=UNPROCESSABLE)
 
 
 @login_required
@@ -125,14 +126,15 @@ def member_role(request: HtmxHttpRequest, slug: str, member_id: int) -> HttpResp
     membership = _membership(page, member_id)
     form = MemberRoleForm(request.POST)
     if not form.is_valid():
-        return _page(request, page, problem=_first_error(form), status=UNPROCESSABLE)
+        return _page(request, page, problem=_first_error(form), at=MEMBERS, status=UNPROCESSABLE)
     try:
         membership = services.membership_role_change(
             membership=membership, role=form.cleaned_data["role"], author=page.caller.label
         )
     except DomainError as exc:
-        return _page(request, page, problem=exc.message, status=exc.status)
-    return _done(request, page, f"{membership.user.get_username()} is {membership.role} now.")
+        return _page(request, page, problem=exc.message, at=MEMBERS, status=exc.status)
+    changed = f"{membership.user.get_username()} is {membership.role} now."
+    return _done(request, page, changed, MEMBERS)
 
 
 @login_required
@@ -143,8 +145,9 @@ def member_remove(request: HtmxHttpRequest, slug: str, member_id: int) -> HttpRe
     try:
         services.membership_remove(membership=membership, author=page.caller.label)
     except DomainError as exc:
-        return _page(request, page, problem=exc.message, status=exc.status)
-    return _done(request, page, f"Removed {membership.user.get_username()} from the workspace.")
+        return _page(request, page, problem=exc.message, at=MEMBERS, status=exc.status)
+    removed = f"Removed {membership.user.get_username()} from the workspace."
+    return _done(request, page, removed, MEMBERS)
 
 
 def _token(page: PageAccess, token_id: int) -> ApiToken:
@@ -165,11 +168,11 @@ def _first_error(form: Any) -> str:
     return next(iter(error for errors in form.errors.values() for error in errors), "")
 
 
-def _done(request: HtmxHttpRequest, page: PageAccess, message: str) -> HttpResponse:
-    """A change made (no secret in it): the body again in place (htmx), else the page
-    after a redirect, saying what was done."""
+def _done(request: HtmxHttpRequest, page: PageAccess, message: str, at: str) -> HttpResponse:
+    """A change made (no secret in it): the body again in place (htmx), saying what was done
+    in the section ``at``, else the page after a redirect, saying it at the top."""
     if request.htmx:
-        return _page(request, page, done=message)
+        return _page(request, page, done=message, at=at)
     messages.success(request, message)
     return redirect("team:access", slug=page.workspace.slug)
 
@@ -183,9 +186,12 @@ def _page(
     made: Made | None = None,
     problem: str = "",
     done: str = "",
+    at: str = TOKENS,
     status: int = 200,
 ) -> HttpResponse:
-    """The page (or its body, for htmx) as it is now."""
+    """The page (or its body, for htmx) as it is now. ``problem`` or ``done`` is said in the
+    section ``at`` (with htmx; at the top otherwise), and htmx scrolls to what the answer is
+    about: a secret just made, else that section."""
     workspace = page.workspace
     tokens = list(selectors.api_tokens(workspace=workspace))
     names = dict(
@@ -204,12 +210,16 @@ def _page(
         "made": made,
         "problem": problem,
         "done": done,
+        "notice_at": at if request.htmx else "top",
         "me": request.user.get_username(),
     }
     template = "team/_access_body.html" if request.htmx else "team/access.html"
     response = render(request, template, context, status=status)
     if made is not None:
         response["Cache-Control"] = "no-store"
+    if request.htmx:
+        # The body is swapped whole: show what the answer is about, where the click was.
+        response["HX-Reswap"] = f"outerHTML show:#{'access-body' if made else at}:top"
     return response
 
 

@@ -91,6 +91,7 @@ class IssueTests:
         assert html.lstrip().startswith('<div id="access-body">')
         assert ApiToken.objects.get(name="bot").scopes == []  # the boxes ticked: an agent's
         secret_in(html)
+        assert response["HX-Reswap"] == "outerHTML show:#access-body:top"
 
     def test_an_agent_token_needs_a_scope(self, operator):
         response = csrf_session(operator).post(PAGE, {"name": "x", "role": "agent"})
@@ -195,7 +196,10 @@ class MemberPageTests:
         response = csrf_session(operator).post(f"{PAGE}members/{mine.pk}/remove/", **HTMX)
 
         assert response.status_code == 409
-        assert "last operator" in response.content.decode()
+        html = response.content.decode()
+        # said in the members' card, which the browser is scrolled to
+        assert html.index("last operator of this workspace") > html.index('id="members"')
+        assert response["HX-Reswap"] == "outerHTML show:#members:top"
         assert Membership.objects.filter(pk=mine.pk).exists()
 
     def test_a_post_without_its_csrf_token_is_refused(self, operator, viewer):
