@@ -1,8 +1,10 @@
-"""Who may do what with sessions: one table, read by the API and the pages alike, so that a
-role added later (an agent's) is placed here and nowhere else.
+"""Who may do what with sessions: one table, read by the API and the pages alike, naming
+the permissions of ``portal.permissions`` (the table every role check consults).
 
-Every member reads sessions (their status, counts and budget diagnostics, never content);
-editors and up start sessions and post turns, as they may recall; only operators read an
+Every member reads sessions (their status, counts and budget diagnostics, never content),
+and so does an agent token holding ``session.read``; editors and up start sessions and post
+turns, as they may recall, and so does an agent token holding ``session.use``, within its
+binding (``binding_check``: the session's workload and environment); only operators read an
 assembled prompt, which holds the actor's memories and messages.
 """
 
@@ -14,11 +16,12 @@ from typing import Any
 from django.http import HttpRequest
 
 from chat.models import Session
-from portal.access import Caller, scoped_get, workspace_for
+from portal.access import Caller, binding_check, scoped_get, workspace_for
 from portal.errors import NotFoundError
 from portal.ids import numeric_id
-from portal.models import Role, Workspace, role_at_least
+from portal.models import Role, Workspace
 from portal.pages import PageAccess, workspace_page
+from portal.permissions import Permission, allows
 
 
 class Action(StrEnum):
@@ -28,8 +31,8 @@ class Action(StrEnum):
 
 
 REQUIRED_ROLE: dict[Action, str] = {
-    Action.READ: Role.VIEWER,
-    Action.WRITE: Role.EDITOR,
+    Action.READ: Permission.SESSION_READ,
+    Action.WRITE: Permission.SESSION_USE,
     Action.PROMPT: Role.OPERATOR,
 }
 
@@ -46,12 +49,14 @@ def session_for(caller: Caller, session_id: Any, action: Action) -> Session:
     if pk is None:
         raise NotFoundError(f"No session {session_id!r}: session ids are ASCII digits.")
     rows = Session.objects.select_related("actor", "workload")
-    return scoped_get(caller, rows, pk, what="session", required=REQUIRED_ROLE[action])
+    session = scoped_get(caller, rows, pk, what="session", required=REQUIRED_ROLE[action])
+    binding_check(caller, workload_id=session.workload_id, environment=session.environment)
+    return session
 
 
 def may(role: str | None, action: Action) -> bool:
     """Whether ``role`` may do ``action`` (the pages show a control only when it may)."""
-    return role_at_least(role, REQUIRED_ROLE[action])
+    return allows(role, REQUIRED_ROLE[action])
 
 
 def sessions_page(request: HttpRequest, slug: str, action: Action) -> PageAccess:

@@ -1,7 +1,8 @@
 """Sessions over HTTP: start one, post its turns (the context assembled for the user's),
 read it, its turns' diagnostics and (operators) their prompts, end it.
 
-Roles are ``chat.access``'s: viewers read, editors and up write, operators read prompts.
+Roles are ``chat.access``'s: viewers read, editors and up write, operators read prompts;
+agent tokens read and write within their scopes and binding.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from chat.api.serializers import (
 )
 from chat.filtersets import SessionFilterSet
 from chat.selectors import session_list, session_turn
+from portal.access import binding_check
 from portal.api.errors import ErrorSerializer
 from portal.api.views import (
     WORKSPACE_PARAM,
@@ -84,6 +86,7 @@ class SessionsView(ApiView):
         serializer = SessionCreateSerializer(data=json_object(request))
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
+        binding_check(caller, workload_id=data["workloadId"], environment=data["environment"])
         session = services.session_create(
             workspace=workspace,
             actor_id=data["actorId"],

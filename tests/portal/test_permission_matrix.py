@@ -42,6 +42,8 @@ BODIES: dict[str, Any] = {
     "-": None,
     "{}": {},
     "recall": "recall",  # recall_body(the fixture's workload)
+    "session": "session",  # a session of user:ada with the fixture's workload, in prod
+    "turn": {"messages": [{"role": "user", "content": "release summary"}]},
     "memory": {
         "content": "Prefers short answers",
         "memoryType": "preference",
@@ -97,6 +99,14 @@ POST   /memory/memories/{memory_id}/suppress             -        403   403   20
 POST   /memory/memories/{memory_id}/restore              -        403   403   200   200   404
 POST   /memory/memories/{memory_id}/reactivate           {}       403   403   403   409   404
 POST   /context/layout?ws                                layout   403   200   200   200   404
+# sessions and turns: what an agent does too
+POST   /sessions?ws                                      session  201   403   201   201   404
+GET    /sessions/?ws                                     -        200   200   200   200   404
+GET    /sessions/{session_id}                            -        200   200   200   200   404
+POST   /sessions/{session_id}/turns                      turn     201   403   201   201   404
+GET    /sessions/{session_id}/turns/{turn}               -        200   200   200   200   404
+GET    /sessions/{session_id}/turns/{turn}/prompt        -        403   403   403   200   404
+POST   /sessions/{session_id}/end                        -        200   403   200   200   404
 # audit
 GET    /audit/events/?ws                                 -        403   200   200   200   404
 GET    /audit/events/{event_id}?ws                       -        403   200   200   200   404
@@ -198,6 +208,10 @@ def world(operator, editor, viewer, agent, outsider, workload_a) -> dict[str, st
     assert recalled.status_code == 200, recalled.content
     event = AuditEvent.objects.filter(workspace=workspace, type=EventType.ASSEMBLED).get()
     run = maintenance_start(workspace=workspace, sweep="expiry", mode="preview", author="t")
+    session = editor.api().post("/v1/sessions", session_body(workload_a), format="json").json()
+    turn = BODIES["turn"]
+    posted = editor.api().post(f"/v1/sessions/{session['id']}/turns", turn, format="json")
+    assert posted.status_code == 201, posted.content
     spare, _ = api_token_create(workspace=workspace, name="spare", role=Role.EDITOR)
     get_user_model().objects.create_user(username="nina", password="pw-nina")
     return {
@@ -210,8 +224,14 @@ def world(operator, editor, viewer, agent, outsider, workload_a) -> dict[str, st
         "sweep": "expiry",
         "run_id": str(run.pk),
         "token_id": str(spare.pk),
+        "session_id": str(session["id"]),
+        "turn": "1",
         "username": "vera",
     }
+
+
+def session_body(workload: Any) -> dict[str, str]:
+    return {"actorId": "user:ada", "workloadId": str(workload.id), "environment": "prod"}
 
 
 def _url(op: Op, values: dict[str, str]) -> str:
@@ -233,7 +253,8 @@ class PermissionMatrixTests:
     @pytest.mark.parametrize("op", MATRIX, ids=lambda op: f"{op.method} {op.path}")
     def test_each_role_gets_its_status(self, request, world, workload_a, op, role):
         who = request.getfixturevalue(role)
-        body = recall_body(workload_a) if op.body == "recall" else op.body
+        built = {"recall": recall_body, "session": session_body}
+        body = built[op.body](workload_a) if op.body in ("recall", "session") else op.body
 
         response = getattr(who.api(), op.method.lower())(_url(op, world), body, format="json")
 
