@@ -253,6 +253,9 @@ SPECTACULAR_SETTINGS = {
         "TokenRoleEnum": "portal.models.Role",
         "MemberRoleEnum": "portal.models.MEMBER_ROLES",
         "MessageRoleEnum": ["user", "assistant", "tool"],
+        # "status" names a token's and a chat session's.
+        "TokenStatusEnum": ["active", "expired", "revoked"],
+        "SessionStatusEnum": "chat.models.SessionStatus",
     },
 }
 

@@ -268,6 +268,10 @@ class NothingShowsTheContentTests:
             "sweep": ["retention"],
             "session_id": [ada["session"]],
             "turn": ["1", "3"],
+            "token_id": [str(pk) for pk in workspace.api_tokens.values_list("pk", flat=True)],
+            "member_id": [str(pk) for pk in workspace.memberships.values_list("pk", flat=True)],
+            "username": [m.user.username for m in workspace.memberships.select_related("user")],
+            "compaction_run_id": ["1"],
         }
         client = client_for(operator)
         query = f"?actor=user:ada&workspace={workspace.slug}&memory={ada['ids'][0]}"
