@@ -21,6 +21,7 @@ class EventType(models.TextChoices):
     ARCHIVE_RESTORED = "maintenance.archive_restored"
     MAINTENANCE_REVERTED = "maintenance.reverted"
     LAYOUT_CONFIG_SET = "context.layout_config_set"
+    COMPACTED = "context.compacted"
     TOKEN_ISSUED = "token.issued"
     TOKEN_REVOKED = "token.revoked"
     TOKEN_ROTATED = "token.rotated"

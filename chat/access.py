@@ -1,11 +1,12 @@
 """Who may do what with sessions: one table, read by the API and the pages alike, naming
 the permissions of ``portal.permissions`` (the table every role check consults).
 
-Every member reads sessions (their status, counts and budget diagnostics, never content),
-and so does an agent token holding ``session.read``; editors and up start sessions and post
-turns, as they may recall, and so does an agent token holding ``session.use``, within its
-binding (``binding_check``: the session's workload and environment); only operators read an
-assembled prompt, which holds the actor's memories and messages.
+Every member reads sessions (their status, counts and budget diagnostics, never content) and
+their compaction runs, and so does an agent token holding ``session.read``; editors and up
+start sessions, post turns and ask for a compaction run, as they may recall, and so does an
+agent token holding ``session.use``, within its binding (``binding_check``: the session's
+workload and environment); only operators read an assembled prompt, which holds the actor's
+memories and messages.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 from django.http import HttpRequest
 
-from chat.models import Session
+from chat.models import CompactionRun, Session
 from portal.access import Caller, binding_check, scoped_get, workspace_for
 from portal.errors import NotFoundError
 from portal.ids import numeric_id
@@ -26,7 +27,7 @@ from portal.permissions import Permission, allows
 
 class Action(StrEnum):
     READ = "read"  # list and read sessions and their turns' diagnostics
-    WRITE = "write"  # start a session, post turns, end it
+    WRITE = "write"  # start a session, post turns, compact it, end it
     PROMPT = "prompt"  # read a turn's formatted prompt (private content)
 
 
@@ -52,6 +53,19 @@ def session_for(caller: Caller, session_id: Any, action: Action) -> Session:
     session = scoped_get(caller, rows, pk, what="session", required=REQUIRED_ROLE[action])
     binding_check(caller, workload_id=session.workload_id, environment=session.environment)
     return session
+
+
+def compaction_run_for(caller: Caller, run_id: Any) -> CompactionRun:
+    """A compaction run of a workspace the caller may see (read); another workspace's run is
+    answered as one that does not exist."""
+    pk = numeric_id(run_id)
+    if pk is None:
+        raise NotFoundError(f"No compaction run {run_id!r}: run ids are ASCII digits.")
+    rows = CompactionRun.objects.select_related("session")
+    run = scoped_get(caller, rows, pk, what="compaction run", required=REQUIRED_ROLE[Action.READ])
+    session = run.session
+    binding_check(caller, workload_id=session.workload_id, environment=session.environment)
+    return run
 
 
 def may(role: str | None, action: Action) -> bool:

@@ -10,5 +10,9 @@ class ChatConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        # Registrations with the floors below: erasure of an actor removes its sessions.
-        from chat import erasure  # noqa: F401
+        # Registrations with the floors below: erasure of an actor removes its sessions; the
+        # audit pages' words for context.compacted. And COMPACTION_SERVICES checked at start.
+        from chat import erasure, events  # noqa: F401
+        from chat.compaction.summarizers import services_check
+
+        services_check()

@@ -11,7 +11,11 @@ For the user's message of a session, under the workload's stored layout configur
   history and, while priming is on, the actor's earlier sessions of the workload give the
   prior-session history;
 * the planner lays them out (seed 000's accounting, section filling and cascade), the kept
-  parts become the prompt, and the compaction monitor reads the turn's budget status.
+  parts become the prompt, and the session's compaction monitor records the turn's budget
+  status and decides (``chat.compaction.coordinator``); a decision to compact writes the run.
+
+Turns an earlier compaction summarised are not the current history any more: their summary
+memories reach the prompt through the recall, like any memory.
 
 Everything is recorded in one ``TurnContext``, in the caller's transaction.
 """
@@ -19,8 +23,16 @@ Everything is recorded in one ``TurnContext``, in the caller's transaction.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from chat.compaction.coordinator import (
+    Waited,
+    budget_status_plain,
+    compaction_start,
+    monitor_keep,
+    session_monitor,
+)
 from chat.context import (
     PastTurn,
     Recalled,
@@ -29,15 +41,9 @@ from chat.context import (
     recall_budget,
     retrieval_plan,
 )
-from chat.models import Session, Turn, TurnContext
+from chat.models import CompactionRun, CompactionTrigger, Session, Turn, TurnContext
 from recall.assembly import TOP_K_MAX, RecallRequest, recall_assemble
 from recall.layout.config import LayoutConfig, PrimingConfig
-from recall.layout.monitor import (
-    BudgetSeverity,
-    BudgetStatus,
-    CompactionConfig,
-    ContextBudgetMonitor,
-)
 from recall.layout.planner import request_budget
 from recall.layout.request import LayoutRequest
 from recall.layout.services import layout_config_current
@@ -45,9 +51,21 @@ from recall.runtime import token_estimator
 from recall.selectors import memory_tiers
 
 
-def turn_assemble(*, session: Session, query: Turn, author: str) -> TurnContext:
+@dataclass(frozen=True)
+class Assembled:
+    """A turn's recorded context and the compaction run its monitor asked for, if any (to be
+    sent once the session is saved: ``chat.compaction.coordinator.compaction_send``)."""
+
+    context: TurnContext
+    run: CompactionRun | None
+
+
+def turn_assemble(
+    *, session: Session, query: Turn, author: str, waited: Waited | None = None
+) -> Assembled:
     """Assemble and record the context for ``query``, the user's turn just appended to the
-    (locked) session."""
+    (locked) session; ``waited`` is the run in flight the turn waited for. The session's
+    monitor state is updated on ``session``, which the caller saves."""
     current = layout_config_current(workload=session.workload)
     config = current.config
     estimator = token_estimator()
@@ -83,6 +101,7 @@ def turn_assemble(*, session: Session, query: Turn, author: str) -> TurnContext:
         )
     )
     envelope = recorded.envelope
+    history, history_given = _history(session, query, config)
     composed = compose_turn(
         config,
         system_prompt=session.system_prompt,
@@ -90,20 +109,33 @@ def turn_assemble(*, session: Session, query: Turn, author: str) -> TurnContext:
         tool_schema_tokens=session.tool_schema_tokens,
         memories=_recalled(session, envelope["entries"]),
         plan=plan,
-        history=_history(session, query, config),
+        history=history,
+        history_given=history_given,
         prior=prior,
         query=_past(query),
         estimator=estimator,
         config_version=current.version.version if current.version else None,
     )
     status = composed.result.budget_status(turn_index=query.index)
-    monitor = session_monitor(session=session, config=config.compaction)
+    monitor = session_monitor(session=session, config=config)
     monitor.record_turn(status)
     decision = monitor.compaction_decision()
+    run = None
+    if decision.compact:
+        run = compaction_start(
+            session=session,
+            monitor=monitor,
+            config=config,
+            trigger=CompactionTrigger.AUTOMATIC,
+            reason=decision.code,
+            author=author,
+        )
+    else:
+        monitor_keep(session, monitor)
     # The policy's own budget, which the event records beside the cap.
     policy_budget = int(recorded.event.payload["tokenBudgetCap"]["policy"])
     diagnostics: Any = envelope["diagnostics"]
-    return TurnContext.objects.create(
+    context = TurnContext.objects.create(
         workspace_id=session.workspace_id,
         session=session,
         turn=query.index,
@@ -137,9 +169,12 @@ def turn_assemble(*, session: Session, query: Turn, author: str) -> TurnContext:
             "reason": decision.reason,
             "severity": decision.severity.value if decision.severity else None,
             "timeBudgetMs": decision.time_budget_ms,
+            "runId": str(run.pk) if run is not None else None,
+            "waitedFor": waited.as_dict() if waited is not None else None,
         },
         event_id=recorded.event.pk,
     )
+    return Assembled(context, run)
 
 
 def _past(turn: Turn) -> PastTurn:
@@ -162,14 +197,17 @@ def _recalled(session: Session, entries: Sequence[Any]) -> list[Recalled]:
     ]
 
 
-def _history(session: Session, query: Turn, config: LayoutConfig) -> list[PastTurn]:
-    """The session's turns before ``query`` that the layout can keep: its last
-    ``max_history_turns`` (older ones are counted, never read)."""
+def _history(session: Session, query: Turn, config: LayoutConfig) -> tuple[list[PastTurn], int]:
+    """The session's current turns before ``query`` that the layout can keep (its last
+    ``max_history_turns``; older ones are counted, never read), and how many there are.
+    Turns a compaction summarised are not current."""
+    current = session.turns.filter(index__lt=query.index, compacted_by__isnull=True)
+    given = current.count()
     keep = config.max_history_turns
-    if keep == 0:
-        return []
-    rows = session.turns.filter(index__lt=query.index).order_by("-index")[:keep]
-    return [_past(turn) for turn in reversed(list(rows))]
+    if keep == 0 or given == 0:
+        return [], given
+    rows = current.order_by("-index")[:keep]
+    return [_past(turn) for turn in reversed(list(rows))], given
 
 
 def prior_session_turns(*, session: Session, priming: PrimingConfig) -> list[PastTurn]:
@@ -190,46 +228,8 @@ def prior_session_turns(*, session: Session, priming: PrimingConfig) -> list[Pas
     )
     tails: list[list[PastTurn]] = []
     for pk in earlier:
-        rows = Turn.objects.filter(session_id=pk).order_by("-index")[
+        rows = Turn.objects.filter(session_id=pk, compacted_by__isnull=True).order_by("-index")[
             : priming.previous_session_turns
         ]
         tails.append([_past(turn) for turn in reversed(list(rows))])
     return prior_turns(tails, priming)
-
-
-def budget_status_plain(status: BudgetStatus) -> dict[str, Any]:
-    pct = status.utilization_pct
-    return {
-        "turn": status.turn_index,
-        "totalTokens": status.total_tokens,
-        "availableBudget": status.available_budget,
-        # JSON has no infinity: a zero budget with anything in it is null, and overage.
-        "utilizationPct": round(pct, 2) if pct != float("inf") else None,
-        "severity": status.severity.value,
-    }
-
-
-def session_monitor(*, session: Session, config: CompactionConfig) -> ContextBudgetMonitor:
-    """The session's compaction monitor, rebuilt from the budget statuses of its latest
-    assembled turns (its trend window).
-
-    Compaction (issue 34) keeps the monitor's own state here, with the session: the
-    compactions started and finished, which the cooldown counts from.
-    """
-    monitor = ContextBudgetMonitor(config)
-    window = max(config.trend_window, 1)
-    statuses = list(
-        session.contexts.order_by("-turn").values_list("budget_status", flat=True)[:window]
-    )
-    for stored in reversed(statuses):
-        pct = stored["utilizationPct"]
-        monitor.record_turn(
-            BudgetStatus(
-                total_tokens=stored["totalTokens"],
-                available_budget=stored["availableBudget"],
-                utilization_pct=float("inf") if pct is None else float(pct),
-                severity=BudgetSeverity(stored["severity"]),
-                turn_index=stored["turn"],
-            )
-        )
-    return monitor

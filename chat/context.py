@@ -366,13 +366,17 @@ def compose_turn(
     query: PastTurn,
     estimator: TokenEstimator,
     config_version: int | None = None,
+    history_given: int | None = None,
 ) -> Composed:
     """Phases 4 and 5 after the recall: the recalled memories into sections, the layout
     planned (``recall.layout.planner``), the kept parts rendered as the prompt.
 
     ``history`` is the current session's turns before ``query`` that the layout may keep
-    (its last ``max_history_turns``; the older ones are counted from ``query.index``).
+    (its last ``max_history_turns``); ``history_given`` how many current turns precede
+    ``query`` (by default ``query.index - 1``: none was summarised), the older ones counted.
     """
+    if history_given is None:
+        history_given = query.index - 1
     priority = config.supporting_context.section_priority
     sections = supporting_sections(memories, plan, priority)
     result = plan_checked_layout(
@@ -401,8 +405,8 @@ def compose_turn(
     layout = layout_report(
         result,
         given={name: len(items) for name, items in sections.items.items()},
-        history_given=query.index - 1,
-        history_unread=query.index - 1 - len(history),
+        history_given=history_given,
+        history_unread=history_given - len(history),
         prior_given=len(prior),
         over_retrieval_limit=sections.over_retrieval_limit,
         config_version=config_version,

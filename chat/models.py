@@ -52,6 +52,15 @@ class Session(models.Model):
     turn_count = models.PositiveIntegerField(default=0)
     # The budget status of the latest assembled turn (``TurnContext.budget_status``).
     last_budget = models.JSONField(null=True, blank=True)
+    # The compaction monitor's state between turns (``recall.layout.monitor.MonitorState``):
+    # the budget statuses of its trend window (oldest first), the turns it recorded, the
+    # recorded turn the last compaction started at, and the run in flight (none: null).
+    monitor_recent = models.JSONField(default=list, blank=True)
+    monitor_turns = models.PositiveIntegerField(default=0)
+    compaction_started_turn = models.PositiveIntegerField(null=True, blank=True)
+    compaction_run = models.ForeignKey(
+        "CompactionRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     author = models.CharField(max_length=200)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -99,6 +108,11 @@ class Turn(models.Model):
     role = models.CharField(max_length=10, choices=Role.choices)
     content = models.TextField()
     tokens = models.PositiveIntegerField()
+    # The compaction run that summarised the turn: it has left the current history (kept for
+    # the record until the session's retention).
+    compacted_by = models.ForeignKey(
+        "CompactionRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="turns"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -141,3 +155,109 @@ class TurnContext(models.Model):
 
     def __str__(self) -> str:
         return f"context of turn {self.turn} of session {self.session_id}"
+
+
+class CompactionTrigger(models.TextChoices):
+    AUTOMATIC = "automatic"  # the monitor decided after a turn
+    MANUAL = "manual"  # POST /v1/sessions/{id}/compact, the session page's "Compact now"
+
+
+class CompactionStatus(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+ACTIVE_COMPACTION = (CompactionStatus.QUEUED, CompactionStatus.RUNNING)
+
+
+class CompactionRun(models.Model):
+    """One compaction of a session (seed 000): its oldest turns summarised into ``summary``
+    memories of the actor until the estimate reaches ``target_utilization`` or the time
+    budget runs out, the actor's duplicate insights superseded, memories promoted.
+
+    No content: the summaries are memories (``summary_ids``), the turns are named by index.
+    """
+
+    workspace = models.ForeignKey("portal.Workspace", on_delete=models.CASCADE, related_name="+")
+    # Indexed by chat_compaction_session_idx, which leads with the session.
+    session = models.ForeignKey(
+        Session, on_delete=models.CASCADE, related_name="compaction_runs", db_index=False
+    )
+    trigger = models.CharField(max_length=10, choices=CompactionTrigger.choices)
+    # The monitor's decision code (severity, rising_trend) or "manual", and the latest
+    # turn's severity when the run was asked for.
+    reason = models.CharField(max_length=20)
+    severity = models.CharField(max_length=10)
+    status = models.CharField(
+        max_length=10, choices=CompactionStatus.choices, default=CompactionStatus.QUEUED
+    )
+    # The compaction configuration the run reads (``memory.compaction`` as saved), the
+    # summarizer it names (``llm_service``) and that summarizer's kind.
+    config = models.JSONField()
+    service = models.CharField(max_length=100)
+    service_kind = models.CharField(max_length=20, blank=True, default="")
+    time_budget_ms = models.PositiveIntegerField()
+    time_budget_exhausted = models.BooleanField(default=False)
+    target_utilization = models.FloatField()
+    target_met = models.BooleanField(null=True, blank=True)
+    # The estimate of the latest assembled turn before, and after the summaries replace
+    # their turns (``chat.compaction.rules.estimate_after``), over the same dynamic budget.
+    available_budget = models.PositiveIntegerField(null=True, blank=True)
+    tokens_before = models.PositiveIntegerField(null=True, blank=True)
+    tokens_after = models.PositiveIntegerField(null=True, blank=True)
+    utilization_before = models.FloatField(null=True, blank=True)
+    utilization_after = models.FloatField(null=True, blank=True)
+    turns_summarised = models.JSONField(default=list, blank=True)  # turn indexes
+    summary_ids = models.JSONField(default=list, blank=True)  # the summary memories' ids
+    insights_superseded = models.JSONField(default=list, blank=True)  # memory ids
+    memories_promoted = models.JSONField(default=list, blank=True)  # memory ids
+    notes = models.JSONField(default=list, blank=True)  # what the run decided not to do, why
+    error_code = models.CharField(max_length=40, blank=True, default="")
+    error = models.TextField(blank=True, default="")
+    # The monitor's recorded turns when the run was asked for (its cooldown counts from it).
+    monitor_turn = models.PositiveIntegerField(default=0)
+    author = models.CharField(max_length=200)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    duration_ms = models.PositiveIntegerField(null=True, blank=True)
+    event_id = models.BigIntegerField(null=True, blank=True)  # its context.compacted event
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [
+            models.Index(fields=["session", "-id"], name="chat_compaction_session_idx"),
+            # The dashboard's panel: a workspace's runs by day.
+            models.Index(fields=["workspace", "created_at"], name="chat_compaction_ws_idx"),
+        ]
+        constraints = [
+            # One run per session at a time.
+            models.UniqueConstraint(
+                fields=["session"],
+                condition=Q(status__in=["queued", "running"]),
+                name="chat_compaction_one_active",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"compaction run {self.pk} of session {self.session_id} ({self.status})"
+
+    @property
+    def finished(self) -> bool:
+        return self.status not in ACTIVE_COMPACTION
+
+    @property
+    def outcome(self) -> str:
+        """In one word, for the pages and the dashboard: ``pending``, ``failed``,
+        ``target_met``, ``time_budget_exhausted`` or ``target_missed``."""
+        if not self.finished:
+            return "pending"
+        if self.status == CompactionStatus.FAILED:
+            return "failed"
+        if self.target_met:
+            return "target_met"
+        if self.time_budget_exhausted:
+            return "time_budget_exhausted"
+        return "target_missed"

@@ -5,13 +5,14 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, date, datetime
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Case, CharField, Count, QuerySet, Value, When
+from django.db.models.functions import TruncDate
 
 from chat.filtersets import SessionFilterSet
-from chat.models import Session, SessionStatus, Turn, TurnContext
+from chat.models import CompactionRun, Session, SessionStatus, Turn, TurnContext
 from portal.errors import NotFoundError, ValidationFailed
 from portal.models import Workspace
 
@@ -50,6 +51,39 @@ def session_turn(*, session: Session, index: Any) -> tuple[Turn, TurnContext | N
 def session_contexts(*, session: Session) -> QuerySet[TurnContext]:
     """The session's assembled contexts, in turn order, without their prompts."""
     return session.contexts.defer("prompt").order_by("turn")
+
+
+def session_compaction_runs(*, session: Session) -> QuerySet[CompactionRun]:
+    """The session's compaction runs, newest first."""
+    return session.compaction_runs.order_by("-id")
+
+
+# A run's outcome in SQL, as ``CompactionRun.outcome`` says it.
+OUTCOME_SQL = Case(
+    When(status__in=["queued", "running"], then=Value("pending")),
+    When(status="failed", then=Value("failed")),
+    When(target_met=True, then=Value("target_met")),
+    When(time_budget_exhausted=True, then=Value("time_budget_exhausted")),
+    default=Value("target_missed"),
+    output_field=CharField(),
+)
+
+
+def compaction_outcomes_per_day(
+    *, workspace: Workspace, since: datetime
+) -> dict[date, dict[str, int]]:
+    """The workspace's compaction runs asked for since ``since``, by UTC day and outcome."""
+    rows = (
+        CompactionRun.objects.filter(workspace=workspace, created_at__gte=since)
+        .annotate(day=TruncDate("created_at", tzinfo=UTC), result=OUTCOME_SQL)
+        .values("day", "result")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    counts: dict[date, dict[str, int]] = {}
+    for row in rows:
+        counts.setdefault(row["day"], {})[row["result"]] = row["n"]
+    return counts
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """Session writes: start a session, append its turns (assembling the context for a user
-turn, ``chat.assembly``), end it, delete sessions (erasure, the ``sessions`` sweep).
+turn, ``chat.assembly``), ask for a compaction run, end it, delete sessions (erasure, the
+``sessions`` sweep).
 
 Turn content is personal data: no function here logs it, and no error message quotes it.
 """
@@ -15,12 +16,36 @@ from django.db.models import Count, QuerySet
 from django.utils import timezone
 
 from chat.assembly import turn_assemble
-from chat.models import Role, Session, SessionStatus, Turn, TurnContext
+from chat.compaction.coordinator import (
+    MONITOR_FIELDS,
+    compaction_send,
+    compaction_start,
+    compaction_wait,
+    session_monitor,
+)
+from chat.compaction.records import compaction_fail
+from chat.models import (
+    CompactionRun,
+    CompactionTrigger,
+    Role,
+    Session,
+    SessionStatus,
+    Turn,
+    TurnContext,
+)
 from policies.models import Workload
 from policies.selectors import environment_check
 from policies.services import workload_check_live
-from portal.errors import ConflictError, DomainError, NotFoundError, ValidationFailed
+from portal.errors import (
+    ConflictError,
+    DomainError,
+    NotFoundError,
+    UnprocessableError,
+    ValidationFailed,
+)
 from portal.models import Workspace
+from portal.tasks import QueueUnavailable
+from recall.layout.services import layout_config_current
 from recall.models import Actor
 from recall.runtime import token_estimator
 from recall.services import actor_check_not_erased, actor_get_or_create
@@ -247,28 +272,109 @@ def turns_append(*, session: Session, messages: Sequence[Message]) -> list[Turn]
 @dataclass(frozen=True)
 class Posted:
     """What a turns request did: the session after it, the turns it appended and, when the
-    last was the user's, the context assembled for it."""
+    last was the user's, the context assembled for it and the compaction run it asked for."""
 
     session: Session
     turns: list[Turn]
     context: TurnContext | None
+    run: CompactionRun | None = None
 
 
 def session_turns_post(*, session: Session, messages: Any, author: str) -> Posted:
     """Append the messages to an active session and, when the last one is the user's,
     assemble the context for it (``chat.assembly``): all in one transaction, so a refusal
-    (an ended session, a workload archived since, a message not valid) appends nothing."""
+    (an ended session, a workload archived since, a message not valid) appends nothing.
+
+    A compaction run in flight is waited for first, up to ``COMPACTION_WAIT_MS``, outside the
+    transaction (the run needs the session's lock to finish); a run the monitor asks for is
+    sent once the session is saved (without a broker it has run when this returns)."""
     checked = messages_check(messages)
+    waited = compaction_wait(session=session)
     with transaction.atomic():
         locked = session_locked(session)
         session_check_active(locked)
         turns = turns_append(session=locked, messages=checked)
-        context = None
+        context = run = None
         if turns[-1].role == Role.USER:
-            context = turn_assemble(session=locked, query=turns[-1], author=author)
+            assembled = turn_assemble(session=locked, query=turns[-1], author=author, waited=waited)
+            context, run = assembled.context, assembled.run
             locked.last_budget = context.budget_status
-        locked.save(update_fields=["turn_count", "last_budget", "updated_at"])
-    return Posted(locked, turns, context)
+        locked.save(update_fields=["turn_count", "last_budget", *MONITOR_FIELDS, "updated_at"])
+        if run is not None:
+            compaction_send(run)
+    if run is not None:
+        run.refresh_from_db()
+    return Posted(locked, turns, context, run)
+
+
+# --- compaction ---------------------------------------------------------------------------------
+
+
+def compaction_request(*, session: Session, author: str) -> CompactionRun:
+    """A manual compaction run of the session (seed 000's ``/compact``): written and sent;
+    without a broker it has run when this returns.
+
+    Refused, with nothing written, while compaction is disabled in the workload's layout
+    configuration (422 ``COMPACTION_DISABLED``: ``enabled: false`` disables the manual path
+    too), for an ended session (409 ``SESSION_ENDED``), before any turn was assembled (409
+    ``COMPACTION_NO_HISTORY``) and while a run of the session is in flight (409
+    ``COMPACTION_IN_PROGRESS``, naming it). It bypasses the cooldown, and starts one.
+    """
+    with transaction.atomic():
+        locked = session_locked(session)
+        session_check_active(locked)
+        config = layout_config_current(workload=locked.workload).config
+        if not config.compaction.enabled:
+            raise UnprocessableError(
+                "COMPACTION_DISABLED",
+                f"Compaction is disabled in the layout configuration of {locked.workload.name}"
+                " (memory.compaction.enabled is not true), which disables manual runs too;"
+                " nothing was started.",
+                {"workloadId": str(locked.workload_id)},
+            )
+        if locked.compaction_run_id is not None:
+            raise ConflictError(
+                f"Compaction run {locked.compaction_run_id} of session {locked.pk} is still in"
+                " flight; wait for it to finish.",
+                {"runId": str(locked.compaction_run_id)},
+                code="COMPACTION_IN_PROGRESS",
+            )
+        monitor = session_monitor(session=locked, config=config)
+        if monitor.latest is None:
+            raise ConflictError(
+                f"Session {locked.pk} has no assembled turn yet, so there is nothing to compact.",
+                {"sessionId": str(locked.pk)},
+                code="COMPACTION_NO_HISTORY",
+            )
+        run = compaction_start(
+            session=locked,
+            monitor=monitor,
+            config=config,
+            trigger=CompactionTrigger.MANUAL,
+            reason="manual",
+            author=author,
+        )
+        locked.save(update_fields=[*MONITOR_FIELDS, "updated_at"])
+    try:
+        compaction_send(run)
+    except QueueUnavailable:
+        _fail_unsent(run)
+        raise QueueUnavailable(
+            f"The task queue is not reachable right now, so compaction run {run.pk} was not"
+            " started and changed nothing; it is recorded as failed. Try again shortly.",
+            {"runId": str(run.pk)},
+        ) from None
+    run.refresh_from_db()
+    return run
+
+
+def _fail_unsent(run: CompactionRun) -> None:
+    compaction_fail(
+        run_id=run.pk,
+        code="QUEUE_UNAVAILABLE",
+        message="The task queue was not reachable; the run was never started.",
+        only_queued=True,
+    )
 
 
 # --- deletion -----------------------------------------------------------------------------------
@@ -297,5 +403,7 @@ def sessions_delete(
     # Children first, each one statement (the ORM's cascade would read every row first).
     TurnContext.objects.filter(session_id__in=pks).delete()
     Turn.objects.filter(session_id__in=pks).delete()
+    Session.objects.filter(pk__in=pks).update(compaction_run=None)
+    CompactionRun.objects.filter(session_id__in=pks).delete()
     Session.objects.filter(pk__in=pks).delete()
     return Deleted(len(pks), sum(n for _, n in listed))

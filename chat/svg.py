@@ -1,4 +1,5 @@
-"""Server-rendered SVG for the session page (no chart library, no JavaScript).
+"""Server-rendered SVG for the session page and the dashboard (no chart library, no
+JavaScript).
 
 ``utilisation_chart`` draws a session's utilisation per assembled turn: the dynamic budget
 used (the layout's estimate over it), one point per turn joined by a line, over the severity
@@ -6,12 +7,17 @@ bands of ``recall.layout.monitor`` (elevated above 70 %, warning above 85 %, cri
 95 %, overage above 100 %), each boundary drawn and labelled. A reading off the top (a zero
 budget holding anything, or far over) is drawn at the top edge and says so. The page shows
 the same numbers in a table beside it.
+
+``outcomes_chart`` draws a workspace's compaction runs per day (the dashboard's panel): one
+stacked bar a day, a segment per outcome (target met, target missed, time budget exhausted,
+failed, still running), so that missed targets stand out; each bar says its counts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import date
 
 from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
@@ -139,6 +145,79 @@ def utilisation_chart(readings: Sequence[Reading], *, dom_id: str = "utilisation
         id=dom_id,
         w=WIDTH,
         h=HEIGHT,
+        desc=desc,
+        body=mark_safe("".join(parts)),  # noqa: S308 - every value above is escaped
+    )
+
+
+# --- the dashboard's compaction panel -------------------------------------------------------------
+
+OUTCOMES: tuple[tuple[str, str, str], ...] = (  # (outcome, words, colour), bottom up
+    ("target_met", "target met", "#137a4b"),
+    ("target_missed", "target missed", "#d08a00"),
+    ("time_budget_exhausted", "time budget exhausted", "#b5520f"),
+    ("failed", "failed", "#b42318"),
+    ("pending", "still running", "#8a94a3"),
+)
+BARS_WIDTH = 560
+BARS_HEIGHT = 170
+BARS_TOP = 18
+BARS_BOTTOM = 22
+
+
+def outcomes_chart(
+    counts: Mapping[date, Mapping[str, int]], days: Sequence[date], *, dom_id: str = "compaction"
+) -> SafeString:
+    """Runs per day by outcome, ``days`` in order (today last), scaled to the busiest day."""
+    totals = [sum(counts.get(day, {}).values()) for day in days]
+    peak = max([*totals, 1])
+    slot = BARS_WIDTH / max(len(days), 1)
+    plot = BARS_HEIGHT - BARS_TOP - BARS_BOTTOM
+    base = BARS_TOP + plot
+    parts = [f'<line x1="0" x2="{BARS_WIDTH}" y1="{base}" y2="{base}" stroke="#d5dbe3"/>']
+    for n, day in enumerate(days):
+        x = n * slot + slot * 0.15
+        width = slot * 0.7
+        top = float(base)
+        words = []
+        for outcome, label, colour in OUTCOMES:
+            value = counts.get(day, {}).get(outcome, 0)
+            if not value:
+                continue
+            height = plot * value / peak
+            top -= height
+            parts.append(
+                f'<rect x="{x:.1f}" y="{top:.1f}" width="{width:.1f}" height="{height:.1f}"'
+                f' fill="{colour}" data-outcome="{outcome}"/>'
+            )
+            words.append(f"{value} {label}")
+        total = totals[n]
+        title = f"{day:%a %b} {day.day}: " + (", ".join(words) if words else "no run")
+        parts.append(f"<title>{escape(title)}</title>")
+        centre = n * slot + slot / 2
+        if total:
+            parts.append(
+                f'<text x="{centre:.1f}" y="{top - 4:.1f}" fill="{INK}" font-size="11"'
+                f' text-anchor="middle" font-weight="600">{total}</text>'
+            )
+        parts.append(
+            f'<text x="{centre:.1f}" y="{BARS_HEIGHT - 6}" fill="{MUTED}" font-size="11"'
+            f' text-anchor="middle">{day.day}</text>'
+        )
+    overall = {outcome: sum(c.get(outcome, 0) for c in counts.values()) for outcome, *_ in OUTCOMES}
+    desc = (
+        ", ".join(f"{overall[o]} {label}" for o, label, _ in OUTCOMES if overall[o])
+        or "No compaction run"
+    ) + f" from {days[0]:%b} {days[0].day} to {days[-1]:%b} {days[-1].day}."
+    return format_html(
+        '<svg class="outcomes" id="{id}" role="img" viewBox="0 0 {w} {h}" width="100%"'
+        ' aria-labelledby="{id}-title {id}-desc" xmlns="http://www.w3.org/2000/svg"'
+        ' font-family="system-ui, sans-serif">'
+        '<title id="{id}-title">Compaction runs per day by outcome</title>'
+        '<desc id="{id}-desc">{desc}</desc>{body}</svg>',
+        id=dom_id,
+        w=BARS_WIDTH,
+        h=BARS_HEIGHT,
         desc=desc,
         body=mark_safe("".join(parts)),  # noqa: S308 - every value above is escaped
     )

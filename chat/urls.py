@@ -8,6 +8,7 @@ app_name = "chat"
 urlpatterns = [
     path("sessions/", views.sessions, name="sessions"),
     path("sessions/<str:session_id>/", views.session, name="session"),
+    path("sessions/<str:session_id>/compact/", views.session_compact, name="session-compact"),
     path(
         "sessions/<str:session_id>/turns/<int:turn>/prompt/",
         views.turn_prompt,

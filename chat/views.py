@@ -1,5 +1,6 @@
 """The Sessions pages: the workspace's sessions, one session's turns with their budget
-diagnostics and utilisation chart, and (operators) a turn's formatted prompt.
+diagnostics and utilisation chart, its compaction runs and "Compact now" (editors and up),
+and (operators) a turn's formatted prompt.
 
 Every member reads sessions without their content; the prompt, which holds the actor's
 memories and words, is for operators (``chat.access``).
@@ -10,20 +11,26 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlencode
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import Http404, HttpResponse
-from django.shortcuts import render
-from django.views.decorators.http import require_GET
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
 
+from chat import services
 from chat.access import Action, may, sessions_page
-from chat.models import Session, SessionStatus, TurnContext
-from chat.selectors import session_contexts, session_list
+from chat.compaction.summarizers import service_config
+from chat.events import OUTCOME_BADGES, OUTCOME_WORDS
+from chat.models import CompactionRun, Session, SessionStatus, TurnContext
+from chat.selectors import session_compaction_runs, session_contexts, session_list
 from chat.svg import Reading, utilisation_chart
-from portal.errors import ValidationFailed
+from portal.errors import DomainError, ValidationFailed
 from portal.http import HtmxHttpRequest
 from portal.ids import numeric_id
 from portal.models import Workspace
+from recall.layout.services import layout_config_current
 
 PAGE_SIZE = 50
 FILTER_FIELDS = ("actor", "workload", "environment", "status")
@@ -77,7 +84,8 @@ def _stage_words(removed: dict[str, int]) -> str:
 def _timeline(session: Session, contexts: dict[int, TurnContext]) -> list[dict[str, Any]]:
     """Each turn, oldest first, with what its context kept and pruned (no content)."""
     rows = []
-    for turn in session.turns.only("index", "role", "tokens", "created_at").order_by("index"):
+    turns = session.turns.only("index", "role", "tokens", "created_at", "compacted_by_id")
+    for turn in turns.order_by("index"):
         context = contexts.get(turn.index)
         row: dict[str, Any] = {"turn": turn, "context": context}
         if context is not None:
@@ -90,11 +98,37 @@ def _timeline(session: Session, contexts: dict[int, TurnContext]) -> list[dict[s
     return rows
 
 
+def run_row(run: CompactionRun) -> dict[str, Any]:
+    """A compaction run as the session page lists it (no content)."""
+    config = service_config(run.service)
+    return {
+        "run": run,
+        "outcome": OUTCOME_WORDS.get(run.outcome, run.outcome),
+        "badge": OUTCOME_BADGES.get(run.outcome, ""),
+        "service_label": config.label if config else f"{run.service} (no longer configured)",
+        "over_budget": run.duration_ms is not None and run.duration_ms > run.time_budget_ms,
+    }
+
+
+def _compaction(access: Any, found: Session) -> dict[str, Any]:
+    runs = [run_row(run) for run in session_compaction_runs(session=found)[:50]]
+    enabled = layout_config_current(workload=found.workload).config.compaction.enabled
+    return {
+        "runs": runs,
+        "pending": any(row["run"].outcome == "pending" for row in runs),
+        "compaction_enabled": enabled,
+        "can_compact": may(access.role, Action.WRITE) and found.status == SessionStatus.ACTIVE,
+    }
+
+
 @login_required
 @require_GET
 def session(request: HtmxHttpRequest, slug: str, session_id: str) -> HttpResponse:
     access = sessions_page(request, slug, Action.READ)
     found = _session(access.workspace, session_id)
+    if request.htmx and request.htmx.target == "compaction":
+        page = {**access.context(), "session": found, **_compaction(access, found)}
+        return render(request, "chat/_compaction.html", page)
     contexts = {context.turn: context for context in session_contexts(session=found)}
     readings = [
         Reading(turn, c.budget_status["utilizationPct"], c.budget_status["severity"])
@@ -107,8 +141,28 @@ def session(request: HtmxHttpRequest, slug: str, session_id: str) -> HttpRespons
         "readings": readings,
         "timeline": _timeline(found, contexts),
         "can_read_prompts": may(access.role, Action.PROMPT),
+        **_compaction(access, found),
     }
     return render(request, "chat/session.html", context)
+
+
+@login_required
+@require_POST
+def session_compact(request: HttpRequest, slug: str, session_id: str) -> HttpResponse:
+    """ "Compact now" (editors and up): a manual run, as ``POST .../compact``."""
+    access = sessions_page(request, slug, Action.WRITE)
+    found = _session(access.workspace, session_id)
+    try:
+        run = services.compaction_request(session=found, author=access.caller.label)
+    except DomainError as exc:
+        messages.error(request, f"Nothing was compacted: {exc.message}")
+    else:
+        if run.finished:
+            words = OUTCOME_WORDS.get(run.outcome, run.outcome)
+            messages.success(request, f"Compaction run {run.pk} finished: {words}.")
+        else:
+            messages.success(request, f"Compaction run {run.pk} is queued.")
+    return redirect(reverse("chat:session", args=[slug, found.pk]) + "#compaction")
 
 
 @login_required

@@ -1,7 +1,8 @@
 """The dashboard: a workspace at a glance (its floor, workload compliance, recent events, the
-recall volume chart), and the home page that lists the caller's workspaces.
+recall volume chart, the compaction runs by outcome), and the home page that lists the
+caller's workspaces.
 
-The top floor: it reads policies and audit alike.
+The top floor: it reads policies, audit and chat alike.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from django.utils import timezone
 
 from audit.models import AuditEvent
 from audit.selectors import assembled_per_day
+from chat.selectors import compaction_outcomes_per_day
+from chat.svg import OUTCOMES, outcomes_chart
 from policies.selectors import workload_compliance, workspace_policy_current
 from portal.access import caller_of, workspaces_for
 from portal.pages import workspace_page
@@ -84,6 +87,25 @@ def volume_chart(counts: dict[date, int], today: date) -> dict[str, Any]:
     }
 
 
+def compaction_panel(workspace: Any, since: datetime, today: date) -> dict[str, Any]:
+    """The compaction runs of the last ``CHART_DAYS`` days by outcome: the chart and totals."""
+    counts = compaction_outcomes_per_day(workspace=workspace, since=since)
+    days = [today - timedelta(days=offset) for offset in range(CHART_DAYS - 1, -1, -1)]
+    totals: dict[str, int] = {}
+    for by_outcome in counts.values():
+        for outcome, n in by_outcome.items():
+            totals[outcome] = totals.get(outcome, 0) + n
+    return {
+        "compaction_chart": outcomes_chart(counts, days),
+        "compaction_legend": OUTCOMES,
+        "compaction_totals": totals,
+        "compaction_runs": sum(totals.values()),
+        "compaction_missed": totals.get("target_missed", 0)
+        + totals.get("time_budget_exhausted", 0)
+        + totals.get("failed", 0),
+    }
+
+
 @login_required
 def dashboard(request: HttpRequest, slug: str) -> HttpResponse:
     access = workspace_page(request, slug)
@@ -103,5 +125,6 @@ def dashboard(request: HttpRequest, slug: str) -> HttpResponse:
         .only("id", "type", "author", "occurred_at", "environment", "actor_id")
         .order_by("-id")[:10],
         "chart": volume_chart(assembled_per_day(workspace=workspace, since=since), today),
+        **compaction_panel(workspace, since, today),
     }
     return render(request, "console/dashboard.html", context)

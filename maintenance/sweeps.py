@@ -102,6 +102,12 @@ class Draft:
 def _rows(
     run: MaintenanceRun, prefilter: str, params: dict[str, Any], order: str = "id"
 ) -> Iterator[list[Row]]:
+    return _workspace_rows(run.workspace_id, prefilter, params, order)
+
+
+def _workspace_rows(
+    workspace_id: int, prefilter: str, params: dict[str, Any], order: str = "id"
+) -> Iterator[list[Row]]:
     """The workspace's rows passing ``prefilter``, a page at a time, in id order (or actor by
     actor, ``order="actor"``)."""
     after, after_actor = 0, 0
@@ -111,7 +117,7 @@ def _rows(
         with connection.cursor() as cursor:
             cursor.execute(
                 sql,
-                {**params, "workspace": run.workspace_id, "after": after,
+                {**params, "workspace": workspace_id, "after": after,
                  "after_actor": after_actor, "page": PAGE},
             )  # fmt: skip
             page = [_row(values) for values in cursor.fetchall()]
@@ -168,13 +174,19 @@ class Sweep:
         """The fingerprints of the rows ``ids`` that still exist, locked to the end of the
         batch's transaction: memories, in id order, as recall's hit updates take them (no
         lock cycle between the two)."""
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"SELECT m.id, {FINGERPRINT_SQL} FROM {TABLE} m"
-                " WHERE m.workspace_id = %s AND m.id = ANY(%s) ORDER BY m.id FOR UPDATE",
-                [run.workspace_id, list(ids)],
-            )
-            return dict(cursor.fetchall())
+        return memories_locked(workspace_id=run.workspace_id, ids=ids)
+
+
+def memories_locked(*, workspace_id: int, ids: Sequence[int]) -> dict[int, str]:
+    """The fingerprints of the memories ``ids`` that still exist, locked (in id order) to the
+    end of the caller's transaction."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT m.id, {FINGERPRINT_SQL} FROM {TABLE} m"
+            " WHERE m.workspace_id = %s AND m.id = ANY(%s) ORDER BY m.id FOR UPDATE",
+            [workspace_id, sorted(ids)],
+        )
+        return dict(cursor.fetchall())
 
 
 class Expiry(Sweep):
@@ -341,41 +353,65 @@ class Promotion(Sweep):
     state_columns = ("tier", "updated_at")
 
     def drafts(self, run: MaintenanceRun) -> Iterator[list[Draft]]:
-        now = run.as_of or timezone.now()
-        s = run.settings
-        counter = ConnectionCounter(run.embedder, s["connectionSimilarity"], s["connectionsFull"])
-        prefilter = "m.tier = 'short_term' AND m.lifecycle_status = 'active' AND m.is_current"
-        for page in _rows(run, prefilter, {}, order="actor"):
-            wanted: dict[int, list[int]] = {}
-            for row in page:
-                if row.embedding_model == run.embedder and lifecycle.connections_matter(
-                    row.facts, s, now
-                ):
-                    wanted.setdefault(row.actor_pk, []).append(row.facts.id)
-            links: dict[int, int] = {}
-            for actor_pk, ids in wanted.items():  # in actor order, as the page is
-                links.update(counter.counts(actor_pk, ids))
-            drafts = []
-            for row in page:
-                if not lifecycle.promotion_applies(row.facts):
-                    continue
-                n = links.get(row.facts.id, 0)
-                signals = lifecycle.promotion_signals(row.facts, n, s, now)
-                if lifecycle.promotion_due(signals, s):
-                    drafts.append(
-                        Draft(
-                            row.facts.id,
-                            row.actor,
-                            "promotable",
-                            row.fingerprint,
-                            signals.score,
-                            {"signals": _signals(signals), "connections": n},
-                        )  # fmt: skip
-                    )
-            yield drafts
+        return promotion_listing(
+            workspace_id=run.workspace_id,
+            settings=run.settings,
+            model=run.embedder,
+            now=run.as_of or timezone.now(),
+        )
 
     def change(self, run: MaintenanceRun, items: Sequence[MaintenanceItem], now: datetime) -> None:
-        _update(items, "tier = 'long_term', updated_at = %s", [now])
+        memories_promote(ids=[item.memory_id for item in items], now=now)
+
+
+def promotion_listing(
+    *,
+    workspace_id: int,
+    settings: dict[str, Any],
+    model: str,
+    now: datetime,
+    actor_pk: int | None = None,
+) -> Iterator[list[Draft]]:
+    """The short-term memories whose promotion score reaches the threshold (the promotion
+    sweep's listing; compaction's for one actor, ``actor_pk``)."""
+    s = settings
+    counter = ConnectionCounter(model, s["connectionSimilarity"], s["connectionsFull"])
+    prefilter = "m.tier = 'short_term' AND m.lifecycle_status = 'active' AND m.is_current"
+    params: dict[str, Any] = {}
+    if actor_pk is not None:
+        prefilter += " AND m.actor_id = %(actor)s"
+        params["actor"] = actor_pk
+    for page in _workspace_rows(workspace_id, prefilter, params, order="actor"):
+        wanted: dict[int, list[int]] = {}
+        for row in page:
+            if row.embedding_model == model and lifecycle.connections_matter(row.facts, s, now):
+                wanted.setdefault(row.actor_pk, []).append(row.facts.id)
+        links: dict[int, int] = {}
+        for pk, ids in wanted.items():  # in actor order, as the page is
+            links.update(counter.counts(pk, ids))
+        drafts = []
+        for row in page:
+            if not lifecycle.promotion_applies(row.facts):
+                continue
+            n = links.get(row.facts.id, 0)
+            signals = lifecycle.promotion_signals(row.facts, n, s, now)
+            if lifecycle.promotion_due(signals, s):
+                drafts.append(
+                    Draft(
+                        row.facts.id,
+                        row.actor,
+                        "promotable",
+                        row.fingerprint,
+                        signals.score,
+                        {"signals": _signals(signals), "connections": n},
+                    )  # fmt: skip
+                )
+        yield drafts
+
+
+def memories_promote(*, ids: Sequence[int], now: datetime) -> None:
+    """Make the memories long-term (the promotion sweep's change)."""
+    _update_ids(ids, "tier = 'long_term', updated_at = %s", [now])
 
 
 def _signals(signals: lifecycle.PromotionSignals) -> dict[str, float]:
@@ -391,28 +427,6 @@ class Dedup(Sweep):
     name = "dedup"
     state_columns = ("is_current", "superseded_by_id", "updated_at")
 
-    _INSIGHTS = f"""
-    SELECT m.id, a.kind || ':' || a.name, m.created_at, {FINGERPRINT_SQL}
-    FROM (
-        SELECT r.id FROM (
-            SELECT m.id, row_number() OVER (
-                PARTITION BY m.actor_id ORDER BY m.created_at DESC, m.id DESC) AS rank
-            FROM {TABLE} m
-            WHERE m.workspace_id = %(workspace)s AND m.actor_id = ANY(%(actors)s)
-              AND m.memory_type = 'insight' AND m.is_current AND m.lifecycle_status = 'active'
-              AND m.embedding_model = %(model)s
-        ) r WHERE r.rank <= %(limit)s
-    ) recent
-    JOIN {TABLE} m ON m.id = recent.id JOIN recall_actor a ON a.id = m.actor_id
-    """
-    _PAIRS = """
-    SELECT x.id, y.id, 1 - (x.embedding <=> y.embedding)
-    FROM recall_memoryrecord x JOIN recall_memoryrecord y
-      ON x.actor_id = y.actor_id AND x.id < y.id
-    WHERE x.id = ANY(%(ids)s) AND y.id = ANY(%(ids)s)
-      AND (x.embedding <=> y.embedding) <= %(max_distance)s
-    """
-
     def drafts(self, run: MaintenanceRun) -> Iterator[list[Draft]]:
         s = run.settings
         after = 0
@@ -425,47 +439,16 @@ class Dedup(Sweep):
                     [run.workspace_id, after, DEDUP_ACTORS_PER_PAGE],
                 )
                 actors = [pk for (pk,) in cursor.fetchall()]
-                if not actors:
-                    return
-                after = actors[-1]
-                cursor.execute(
-                    self._INSIGHTS,
-                    {"workspace": run.workspace_id, "actors": actors, "model": run.embedder,
-                     "limit": s["dedupMaxInsights"]},
-                )  # fmt: skip
-                insights = cursor.fetchall()
-                cursor.execute(
-                    self._PAIRS,
-                    {"ids": [row[0] for row in insights],
-                     "max_distance": 1.0 - s["dedupSimilarity"]},
-                )  # fmt: skip
-                pairs = {(a, b): float(sim) for a, b, sim in cursor.fetchall()}
-            by_actor: dict[str, list[tuple[int, datetime, str]]] = {}
-            for pk, actor, created, fingerprint in insights:
-                by_actor.setdefault(actor, []).append((pk, created, fingerprint))
-            drafts = []
-            for actor, rows in by_actor.items():
-                prints = {pk: fingerprint for pk, _, fingerprint in rows}
-                plan = lifecycle.dedup_plan(
-                    [lifecycle.Insight(pk, created) for pk, created, _ in rows],
-                    pairs,
-                    s["dedupSimilarity"],
-                )
-                for step in plan:
-                    drafts.append(
-                        Draft(
-                            step.older,
-                            actor,
-                            "duplicate_insight",
-                            prints[step.older],
-                            step.similarity,
-                            {
-                                "supersededBy": str(step.newer),
-                                "newerFingerprint": prints[step.newer],
-                            },
-                        )  # fmt: skip
-                    )
-            yield drafts
+            if not actors:
+                return
+            after = actors[-1]
+            yield dedup_listing(
+                workspace_id=run.workspace_id,
+                actor_pks=actors,
+                model=run.embedder,
+                limit=s["dedupMaxInsights"],
+                threshold=s["dedupSimilarity"],
+            )
 
     def partners(self, items: Sequence[MaintenanceItem]) -> list[int]:
         return [int(item.details["supersededBy"]) for item in items]
@@ -473,29 +456,103 @@ class Dedup(Sweep):
     def still_due(self, run: MaintenanceRun, items: Sequence[MaintenanceItem]) -> dict[int, str]:
         """The newer insight must still be current and active (a recall hit on it is fine)."""
         newer = {item.memory_id: int(item.details["supersededBy"]) for item in items}
-        alive = set(
-            MemoryRecord.objects.filter(
-                pk__in=set(newer.values()), lifecycle_status="active", is_current=True
-            ).values_list("pk", flat=True)
-        )
-        return {
-            pk: f"its newer insight {other} is no longer current"
-            for pk, other in newer.items()
-            if other not in alive
-        }
+        return insights_gone(newer)
 
     def change(self, run: MaintenanceRun, items: Sequence[MaintenanceItem], now: datetime) -> None:
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"UPDATE {TABLE} m SET is_current = false, superseded_by_id = v.newer,"
-                " updated_at = %s FROM unnest(%s::bigint[], %s::bigint[]) AS v(id, newer)"
-                " WHERE m.id = v.id",
-                [
-                    now,
-                    [item.memory_id for item in items],
-                    [int(item.details["supersededBy"]) for item in items],
-                ],
+        insights_supersede(
+            newer={item.memory_id: int(item.details["supersededBy"]) for item in items}, now=now
+        )
+
+
+_INSIGHTS = f"""
+SELECT m.id, a.kind || ':' || a.name, m.created_at, {FINGERPRINT_SQL}
+FROM (
+    SELECT r.id FROM (
+        SELECT m.id, row_number() OVER (
+            PARTITION BY m.actor_id ORDER BY m.created_at DESC, m.id DESC) AS rank
+        FROM {TABLE} m
+        WHERE m.workspace_id = %(workspace)s AND m.actor_id = ANY(%(actors)s)
+          AND m.memory_type = 'insight' AND m.is_current AND m.lifecycle_status = 'active'
+          AND m.embedding_model = %(model)s
+    ) r WHERE r.rank <= %(limit)s
+) recent
+JOIN {TABLE} m ON m.id = recent.id JOIN recall_actor a ON a.id = m.actor_id
+"""
+_PAIRS = """
+SELECT x.id, y.id, 1 - (x.embedding <=> y.embedding)
+FROM recall_memoryrecord x JOIN recall_memoryrecord y
+  ON x.actor_id = y.actor_id AND x.id < y.id
+WHERE x.id = ANY(%(ids)s) AND y.id = ANY(%(ids)s)
+  AND (x.embedding <=> y.embedding) <= %(max_distance)s
+"""
+
+
+def dedup_listing(
+    *, workspace_id: int, actor_pks: Sequence[int], model: str, limit: int, threshold: float
+) -> list[Draft]:
+    """Of each actor's ``limit`` most recent current, active insights (embedded by
+    ``model``), each older one that repeats a newer one (cosine at or above ``threshold``,
+    ``lifecycle.dedup_plan``): the dedup sweep's listing of a page of actors, and
+    compaction's insight dedup of one actor."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _INSIGHTS,
+            {"workspace": workspace_id, "actors": list(actor_pks), "model": model,
+             "limit": limit},
+        )  # fmt: skip
+        insights = cursor.fetchall()
+        cursor.execute(
+            _PAIRS, {"ids": [row[0] for row in insights], "max_distance": 1.0 - threshold}
+        )
+        pairs = {(a, b): float(sim) for a, b, sim in cursor.fetchall()}
+    by_actor: dict[str, list[tuple[int, datetime, str]]] = {}
+    for pk, actor, created, fingerprint in insights:
+        by_actor.setdefault(actor, []).append((pk, created, fingerprint))
+    drafts = []
+    for actor, rows in by_actor.items():
+        prints = {pk: fingerprint for pk, _, fingerprint in rows}
+        plan = lifecycle.dedup_plan(
+            [lifecycle.Insight(pk, created) for pk, created, _ in rows], pairs, threshold
+        )
+        for step in plan:
+            drafts.append(
+                Draft(
+                    step.older,
+                    actor,
+                    "duplicate_insight",
+                    prints[step.older],
+                    step.similarity,
+                    {"supersededBy": str(step.newer), "newerFingerprint": prints[step.newer]},
+                )  # fmt: skip
             )
+    return drafts
+
+
+def insights_gone(newer: dict[int, int]) -> dict[int, str]:
+    """Of ``newer`` (older insight → the newer one superseding it), the older ones whose newer
+    insight is no longer current and active, with why."""
+    alive = set(
+        MemoryRecord.objects.filter(
+            pk__in=set(newer.values()), lifecycle_status="active", is_current=True
+        ).values_list("pk", flat=True)
+    )
+    return {
+        pk: f"its newer insight {other} is no longer current"
+        for pk, other in newer.items()
+        if other not in alive
+    }
+
+
+def insights_supersede(*, newer: dict[int, int], now: datetime) -> None:
+    """Each older insight of ``newer`` is no longer current, superseded by its newer one (the
+    dedup sweep's change)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {TABLE} m SET is_current = false, superseded_by_id = v.newer,"
+            " updated_at = %s FROM unnest(%s::bigint[], %s::bigint[]) AS v(id, newer)"
+            " WHERE m.id = v.id",
+            [now, list(newer), list(newer.values())],
+        )
 
 
 class Reembed(Sweep):
@@ -641,11 +698,12 @@ def _record_state(
 
 
 def _update(items: Sequence[MaintenanceItem], assignments: str, params: list[Any]) -> None:
+    _update_ids([item.memory_id for item in items], assignments, params)
+
+
+def _update_ids(ids: Sequence[int], assignments: str, params: list[Any]) -> None:
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {TABLE} SET {assignments} WHERE id = ANY(%s)",
-            [*params, [item.memory_id for item in items]],
-        )
+        cursor.execute(f"UPDATE {TABLE} SET {assignments} WHERE id = ANY(%s)", [*params, list(ids)])
 
 
 def _iso(value: datetime | None) -> str | None:

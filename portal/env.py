@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import os
 import re
+from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -55,6 +57,17 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if raw is None:
         return default
     return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def env_json(name: str, default: Any) -> Any:
+    """A JSON value; unset or blank gives ``default``."""
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} must be JSON: {exc}.") from None
 
 
 _KEY_ID = re.compile(r"^[A-Za-z0-9_.-]{1,32}$")

@@ -13,7 +13,7 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 
 from portal.database_url import parse_database_url
-from portal.env import env_bool, env_int, env_keyring, env_list, env_str
+from portal.env import env_bool, env_int, env_json, env_keyring, env_list, env_str
 from portal.ids import ID_SCHEMA
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -354,6 +354,19 @@ if AUDIT_ANCHOR_FILE:
 # leaves room for foreground recall on a busy database.
 MAINTENANCE_BATCH_SIZE = env_int("MAINTENANCE_BATCH_SIZE", 500, minimum=1)
 MAINTENANCE_BATCH_PAUSE_MS = env_int("MAINTENANCE_BATCH_PAUSE_MS", 0, minimum=0)
+
+# --- Compaction --------------------------------------------------------------------------------
+# The summarizers a workload's `memory.compaction.llm_service` may name, by name (a JSON object;
+# docs/deploy.md): `compaction` is the built-in extractive one unless the variable names an
+# entry of that name. Each entry is checked when the apps are ready (chat.compaction), so a
+# malformed one stops the start-up; an entry names the environment variable of its key.
+_COMPACTION_SERVICES = env_json("COMPACTION_SERVICES", {})
+if not isinstance(_COMPACTION_SERVICES, dict):
+    raise ImproperlyConfigured("COMPACTION_SERVICES must be a JSON object of name → entry.")
+COMPACTION_SERVICES = {"compaction": {"kind": "extractive"}, **_COMPACTION_SERVICES}
+# How long a turn's assembly waits for the session's compaction in flight before it goes on
+# without it (and says so), in milliseconds.
+COMPACTION_WAIT_MS = env_int("COMPACTION_WAIT_MS", 2000, minimum=0, maximum=60_000)
 
 # --- Logging: never log request bodies or Authorization headers ---------------------------------
 LOGGING = {

@@ -5,7 +5,17 @@ from typing import Any
 from django.urls import reverse
 from rest_framework import serializers
 
-from chat.models import Role, Session, SessionStatus, Turn, TurnContext
+from chat.compaction.summarizers import service_config
+from chat.models import (
+    CompactionRun,
+    CompactionStatus,
+    CompactionTrigger,
+    Role,
+    Session,
+    SessionStatus,
+    Turn,
+    TurnContext,
+)
 from chat.services import (
     EXTERNAL_ID_MAX_CHARS,
     MESSAGE_MAX_CHARS,
@@ -68,6 +78,7 @@ def session_links(session: Session) -> dict[str, str]:
     return {
         "self": reverse("api-session", args=[session.pk]),
         "turns": reverse("api-session-turns", args=[session.pk]),
+        "compact": reverse("api-session-compact", args=[session.pk]),
         "end": reverse("api-session-end", args=[session.pk]),
         "page": reverse("chat:session", args=[session.workspace.slug, session.pk]),
     }
@@ -88,6 +99,11 @@ class SessionSerializer(serializers.Serializer):
         allow_null=True,
         help_text="The budget status of the latest assembled turn: turn, totalTokens, "
         "availableBudget, utilizationPct (null: a zero budget holding anything), severity.",
+    )
+    compactionRunId = serializers.CharField(
+        source="compaction_run_id",
+        allow_null=True,
+        help_text="The session's compaction run in flight, if any.",
     )
     author = serializers.CharField()
     createdAt = serializers.DateTimeField(source="created_at")
@@ -139,8 +155,11 @@ RECALL_HELP = (
     "(the smallest) and limitedBy."
 )
 COMPACTION_HELP = (
-    "The compaction monitor's decision after this turn: enabled, compact, code, reason, "
-    "severity, timeBudgetMs. Nothing runs it yet."
+    "The session's compaction monitor after this turn (its state is kept with the session): "
+    "enabled, compact, code (disabled, no_history, in_progress, cooldown, severity, "
+    "rising_trend, not_needed), reason, severity, timeBudgetMs, runId (the run it asked for, "
+    "GET /v1/compaction/runs/{id}) and waitedFor (the run in flight this turn waited for "
+    "before its assembly: runId, waitedMs, finished; null when there was none)."
 )
 
 
@@ -173,11 +192,15 @@ class PromptSerializer(serializers.Serializer):
 
 def context_links(context: TurnContext) -> dict[str, str]:
     session, turn = context.session_id, context.turn
-    return {
+    links = {
         "self": reverse("api-session-turn", args=[session, turn]),
         "prompt": reverse("api-session-turn-prompt", args=[session, turn]),
         "auditEvent": reverse("api-audit-event", args=[context.event_id]),
     }
+    run_id = (context.compaction or {}).get("runId")
+    if run_id:
+        links["compactionRun"] = reverse("api-compaction-run", args=[run_id])
+    return links
 
 
 def context_data(context: TurnContext) -> dict[str, Any]:
@@ -273,4 +296,100 @@ def turn_prompt(context: TurnContext) -> dict[str, Any]:
         "private": True,
         "messages": context.prompt,
         "parts": context.parts,
+    }
+
+
+# --- compaction runs ----------------------------------------------------------------------------
+
+OUTCOME_HELP = (
+    "pending (queued or running), failed, target_met, time_budget_exhausted (stopped by the "
+    "time budget before the target) or target_missed (no more turns it could summarise)."
+)
+
+
+class CompactionRunSerializer(serializers.Serializer):
+    """A compaction run, as ``compaction_run_data`` builds it (no content)."""
+
+    id = serializers.CharField()
+    sessionId = serializers.CharField()
+    trigger = StrictChoiceField(choices=CompactionTrigger.values)
+    reason = serializers.CharField(
+        help_text="The monitor's decision code (severity, rising_trend), or manual."
+    )
+    severity = serializers.CharField(help_text="The latest turn's severity when it was asked.")
+    status = StrictChoiceField(choices=CompactionStatus.values)
+    outcome = serializers.CharField(help_text=OUTCOME_HELP)
+    service = serializers.CharField(help_text="The llm_service it names (COMPACTION_SERVICES).")
+    serviceKind = serializers.CharField(help_text="extractive or openai.")
+    serviceLabel = serializers.CharField(allow_null=True)
+    timeBudgetMs = serializers.IntegerField()
+    timeBudgetExhausted = serializers.BooleanField()
+    durationMs = serializers.IntegerField(allow_null=True)
+    targetUtilization = serializers.FloatField()
+    targetMet = serializers.BooleanField(allow_null=True)
+    availableBudget = serializers.IntegerField(allow_null=True)
+    tokensBefore = serializers.IntegerField(
+        allow_null=True,
+        help_text="The latest assembled turn's estimate before pruning (an upper bound).",
+    )
+    tokensAfter = serializers.IntegerField(
+        allow_null=True,
+        help_text="The same estimate with the summaries in place of their turns.",
+    )
+    utilizationBefore = serializers.FloatField(allow_null=True)
+    utilizationAfter = serializers.FloatField(allow_null=True)
+    turnsSummarised = serializers.ListField(child=serializers.IntegerField())
+    summaryMemoryIds = serializers.ListField(child=serializers.CharField())
+    insightsSuperseded = serializers.ListField(child=serializers.CharField())
+    memoriesPromoted = serializers.ListField(child=serializers.CharField())
+    notes = serializers.ListField(child=serializers.CharField())
+    error = serializers.JSONField(allow_null=True, help_text="{code, message} when it failed.")
+    author = serializers.CharField()
+    createdAt = serializers.DateTimeField()
+    startedAt = serializers.DateTimeField(allow_null=True)
+    finishedAt = serializers.DateTimeField(allow_null=True)
+    links = serializers.DictField(child=serializers.CharField())
+
+
+def compaction_run_data(run: CompactionRun) -> dict[str, Any]:
+    when = serializers.DateTimeField().to_representation
+    config = service_config(run.service)
+    links = {
+        "self": reverse("api-compaction-run", args=[run.pk]),
+        "session": reverse("api-session", args=[run.session_id]),
+    }
+    if run.event_id is not None:
+        links["auditEvent"] = reverse("api-audit-event", args=[run.event_id])
+    return {
+        "id": str(run.pk),
+        "sessionId": str(run.session_id),
+        "trigger": run.trigger,
+        "reason": run.reason,
+        "severity": run.severity,
+        "status": run.status,
+        "outcome": run.outcome,
+        "service": run.service,
+        "serviceKind": run.service_kind or (config.kind if config else ""),
+        "serviceLabel": config.label if config else None,
+        "timeBudgetMs": run.time_budget_ms,
+        "timeBudgetExhausted": run.time_budget_exhausted,
+        "durationMs": run.duration_ms,
+        "targetUtilization": run.target_utilization,
+        "targetMet": run.target_met,
+        "availableBudget": run.available_budget,
+        "tokensBefore": run.tokens_before,
+        "tokensAfter": run.tokens_after,
+        "utilizationBefore": run.utilization_before,
+        "utilizationAfter": run.utilization_after,
+        "turnsSummarised": list(run.turns_summarised),
+        "summaryMemoryIds": [str(pk) for pk in run.summary_ids],
+        "insightsSuperseded": [str(pk) for pk in run.insights_superseded],
+        "memoriesPromoted": [str(pk) for pk in run.memories_promoted],
+        "notes": list(run.notes),
+        "error": {"code": run.error_code, "message": run.error} if run.error_code else None,
+        "author": run.author,
+        "createdAt": when(run.created_at),
+        "startedAt": when(run.started_at) if run.started_at else None,
+        "finishedAt": when(run.finished_at) if run.finished_at else None,
+        "links": links,
     }

@@ -24,4 +24,14 @@ urlpatterns = [
         name="api-session-turn-prompt",
     ),
     path("sessions/<str:session_id>/end", views.SessionEndView.as_view(), name="api-session-end"),
+    path(
+        "sessions/<str:session_id>/compact",
+        views.SessionCompactView.as_view(),
+        name="api-session-compact",
+    ),
+    path(
+        "compaction/runs/<id:run_id>",
+        views.CompactionRunView.as_view(),
+        name="api-compaction-run",
+    ),
 ]

@@ -1,5 +1,6 @@
 """Sessions over HTTP: start one, post its turns (the context assembled for the user's),
-read it, its turns' diagnostics and (operators) their prompts, end it.
+read it, its turns' diagnostics and (operators) their prompts, compact it, end it; read a
+compaction run.
 
 Roles are ``chat.access``'s: viewers read, editors and up write, operators read prompts;
 agent tokens read and write within their scopes and binding.
@@ -13,14 +14,16 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from chat import services
-from chat.access import Action, session_for, sessions_workspace
+from chat.access import Action, compaction_run_for, session_for, sessions_workspace
 from chat.api.serializers import (
+    CompactionRunSerializer,
     SessionCreateSerializer,
     SessionSerializer,
     TurnAnswerSerializer,
     TurnDetailSerializer,
     TurnPromptSerializer,
     TurnsRequestSerializer,
+    compaction_run_data,
     turn_detail,
     turn_prompt,
     turns_answer,
@@ -210,3 +213,60 @@ class SessionTurnPromptView(ApiView):
         response = Response(turn_prompt(context))
         response["Cache-Control"] = "no-store, private"
         return response
+
+
+COMPACT_DESCRIPTION = """\
+Seed 000's `/compact`: a compaction run of the session, now, whatever the monitor would
+decide (its cooldown included; the run starts a new one). The run summarises the session's
+oldest turns outside `compaction_recency_window` (at least `min_turns_to_summarize`, at most
+`max_turns_per_summary` per summary) into `summary` memories of the actor until the estimate
+is at or below `target_utilization` or the time budget runs out, supersedes the actor's
+duplicate insights (`insight_dedup_enabled`) and promotes the memories the promotion rule
+finds due when the workspace's schedule executes promotion. Without a task queue the run has
+finished when this answers (200); with one it is queued (202): follow `links.self`.
+"""
+
+
+class SessionCompactView(ApiView):
+    @extend_schema(
+        request=None,
+        responses={
+            200: OpenApiResponse(
+                CompactionRunSerializer, description="The run, finished (no task queue)."
+            ),
+            202: OpenApiResponse(CompactionRunSerializer, description="The run, queued."),
+            409: OpenApiResponse(
+                ErrorSerializer,
+                description="COMPACTION_IN_PROGRESS (details.runId); SESSION_ENDED; "
+                "COMPACTION_NO_HISTORY: no turn assembled yet.",
+            ),
+            422: OpenApiResponse(
+                ErrorSerializer,
+                description="COMPACTION_DISABLED: the workload's layout configuration does "
+                "not enable compaction (memory.compaction.enabled), which disables this too.",
+            ),
+        },
+        summary="Compact a session now (editors and operators)",
+        description=COMPACT_DESCRIPTION,
+    )
+    def post(self, request: Request, session_id: str) -> Response:
+        caller = self.caller(request)
+        session = session_for(caller, session_id, Action.WRITE)
+        json_object_or_empty(request)
+        run = services.compaction_request(session=session, author=caller.label)
+        body = compaction_run_data(run)
+        response = Response(
+            body, status=status.HTTP_200_OK if run.finished else status.HTTP_202_ACCEPTED
+        )
+        response["Location"] = body["links"]["self"]
+        return response
+
+
+class CompactionRunView(ApiView):
+    @extend_schema(
+        responses=CompactionRunSerializer,
+        summary="A compaction run: its outcome, tokens before and after, turns summarised",
+    )
+    def get(self, request: Request, run_id: int) -> Response:
+        run = compaction_run_for(self.caller(request), run_id)
+        return Response(compaction_run_data(run))

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from django.conf import settings
+
 from recall.layout import config
 from recall.layout.vocabulary import KNOWN_SECTIONS, MAX_COUNT
 
@@ -58,12 +60,20 @@ def _section(
     }
 
 
-def memory_config_schema() -> dict[str, Any]:
-    """The ``memory:`` section: any subset of its keys (the rest take the seed's defaults)."""
+def memory_config_schema(*, services: list[str] | None = None) -> dict[str, Any]:
+    """The ``memory:`` section: any subset of its keys (the rest take the seed's defaults).
+    ``services``: the names a saved ``compaction.llm_service`` may take."""
+    compaction = _section(config.COMPACTION_SCALARS, name="compaction")
+    if services is not None:
+        compaction["properties"]["llm_service"] = {
+            "type": "string",
+            "enum": services,
+            "description": "A compaction service of COMPACTION_SERVICES.",
+        }
     sections = {
         "supporting_context": _section(config.SUPPORTING_SCALARS, config.SUPPORTING_NESTED),
         "priming": _section(config.PRIMING_SCALARS),
-        "compaction": _section(config.COMPACTION_SCALARS, name="compaction"),
+        "compaction": compaction,
     }
     schema = _section(config.MEMORY_SCALARS)
     schema["properties"].update(sections)
@@ -71,10 +81,12 @@ def memory_config_schema() -> dict[str, Any]:
     return schema
 
 
-def layout_config_schema(*, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def layout_config_schema(
+    *, extra: Mapping[str, Any] | None = None, services: list[str] | None = None
+) -> dict[str, Any]:
     """A configuration as an object, with or without its ``memory`` root (plus ``extra``
     keys beside it), or as YAML text."""
-    memory = memory_config_schema()
+    memory = memory_config_schema(services=services)
     bare = {**memory, "properties": {**memory["properties"], **(extra or {})}}
     del bare["nullable"]  # null stands for "the defaults" under the root alone
     rooted = {
@@ -89,25 +101,27 @@ def layout_config_schema(*, extra: Mapping[str, Any] | None = None) -> dict[str,
 YAML_TEXT = {"type": "string", "description": "The configuration as YAML text."}
 
 
-def layout_config_field_schema() -> dict[str, Any]:
+def layout_config_field_schema(*, services: list[str] | None = None) -> dict[str, Any]:
     """A ``config`` value: the configuration as an object or as YAML text."""
-    return {"oneOf": [*layout_config_schema()["oneOf"], YAML_TEXT]}
+    return {"oneOf": [*layout_config_schema(services=services)["oneOf"], YAML_TEXT]}
 
 
 def layout_config_save_schema(
     *, comment: dict[str, Any], base_version: dict[str, Any], read_only: list[str]
 ) -> dict[str, Any]:
     """A save's body: the configuration itself (with ``comment`` and ``baseVersion``), or
-    ``{"config": <object or YAML text>, ...}``, GET's response included."""
+    ``{"config": <object or YAML text>, ...}``, GET's response included. A save names one of
+    the configured compaction services (``COMPACTION_SERVICES``)."""
     extra = {"comment": comment, "baseVersion": base_version}
+    services = sorted(settings.COMPACTION_SERVICES)
     wrapped = {
         "type": "object",
         "properties": {
-            "config": layout_config_field_schema(),
+            "config": layout_config_field_schema(services=services),
             **extra,
             **{key: {"description": "Read-only; ignored."} for key in sorted(read_only)},
         },
         "required": ["config"],
         "additionalProperties": False,
     }
-    return {"oneOf": [*layout_config_schema(extra=extra)["oneOf"], wrapped]}
+    return {"oneOf": [*layout_config_schema(extra=extra, services=services)["oneOf"], wrapped]}

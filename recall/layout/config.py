@@ -381,29 +381,14 @@ def _memory_section(data: Any) -> Any:
     return data
 
 
-# Keys the seed names, which the parser accepts, but which nothing reads yet: set to anything
-# but its default, each is refused with the reason (seed 000: "a flexible dict accepting a
+# Keys the seed names, which the parser accepts, but which nothing reads: set to anything but
+# its default, each is refused with the reason (seed 000: "a flexible dict accepting a
 # misspelled key does not mean the formatter uses it"). Every other key changes what a session
-# turn or the Layout tab gives (tests/chat/test_config_keys.py walks them all).
-_COMPACTION_RUN = (
-    "has no effect: automatic compaction does not run yet (the monitor only reports its "
-    "decision for each turn)"
-)
+# turn, its compaction run or the Layout tab gives (tests/chat/test_config_keys.py walks them
+# all).
 NO_EFFECT: dict[str, str] = {
-    **{
-        f"compaction.{key}": _COMPACTION_RUN
-        for key in (
-            "llm_service",
-            "target_utilization",
-            "cooldown_turns",
-            "max_turns_per_summary",
-            "min_turns_to_summarize",
-            "compaction_recency_window",
-            "insight_dedup_enabled",
-            "insight_similarity_threshold",
-            "max_insights_to_check",
-        )
-    },
+    # Seed 000: "critical_threshold is an accepted config field but does not replace that
+    # fixed classifier in the current monitor."
     "compaction.critical_threshold": (
         "has no effect: the severity classes are fixed (critical above 95 %, overage above "
         "100 %), as in seed 000"

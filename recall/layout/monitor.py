@@ -14,7 +14,10 @@ offline example runs with only its import lines changed::
     print(monitor.should_compact())   # False
 
 The monitor only decides *whether* a compaction run is eligible; running it (calling a
-model, summarising turns) belongs to the caller.
+model, summarising turns) belongs to the caller. Its state between turns (``MonitorState``:
+the readings of the trend window, the turns recorded, the turn the last compaction started
+at, whether one is in flight) is what a session keeps (``chat.compaction.coordinator``), so
+``ContextBudgetMonitor.from_state`` gives back the monitor that decided the turn before.
 """
 
 from __future__ import annotations
@@ -198,6 +201,17 @@ def is_rising_trend(values: Sequence[float]) -> bool:
     return least_squares_slope(values) > 0.0
 
 
+@dataclass(frozen=True)
+class MonitorState:
+    """A monitor's state between turns: what ``ContextBudgetMonitor.state`` gives and
+    ``ContextBudgetMonitor.from_state`` takes back."""
+
+    recent: tuple[BudgetStatus, ...] = ()  # the trend window's readings, oldest first
+    turns_recorded: int = 0
+    last_compaction_started_at: int | None = None  # turns_recorded when it started
+    compaction_in_progress: bool = False
+
+
 class ContextBudgetMonitor:
     """Records per-turn budget status and decides when automatic compaction is due.
 
@@ -224,6 +238,25 @@ class ContextBudgetMonitor:
         self._turns_recorded = 0
         self._compaction_in_progress = False
         self._last_compaction_started_at: int | None = None
+
+    @classmethod
+    def from_state(cls, config: CompactionConfig, state: MonitorState) -> ContextBudgetMonitor:
+        """The monitor as it was when ``state`` was taken, under ``config`` (a trend window
+        shortened since keeps the latest readings only)."""
+        monitor = cls(config)
+        monitor._recent.extend(state.recent)
+        monitor._turns_recorded = state.turns_recorded
+        monitor._last_compaction_started_at = state.last_compaction_started_at
+        monitor._compaction_in_progress = state.compaction_in_progress
+        return monitor
+
+    def state(self) -> MonitorState:
+        return MonitorState(
+            recent=tuple(self._recent),
+            turns_recorded=self._turns_recorded,
+            last_compaction_started_at=self._last_compaction_started_at,
+            compaction_in_progress=self._compaction_in_progress,
+        )
 
     @property
     def turns_recorded(self) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import QuerySet
 
@@ -33,13 +34,25 @@ from recall.models import WorkloadLayoutConfigVersion
 
 
 def layout_config_validate(document: Any) -> LayoutConfig:
-    """``parse_memory_config`` with its errors as the API/form ``ValidationFailed``."""
+    """``parse_memory_config`` with its errors as the API/form ``ValidationFailed``; and the
+    compaction service it names must be one of ``COMPACTION_SERVICES`` (the settings')."""
     try:
-        return parse_memory_config(document)
+        config = parse_memory_config(document)
     except LayoutConfigError as exc:
         raise ValidationFailed(
             exc.errors, "The layout configuration is not valid; nothing was saved."
         ) from exc
+    service = config.compaction.llm_service
+    if service not in settings.COMPACTION_SERVICES:
+        names = ", ".join(sorted(settings.COMPACTION_SERVICES))
+        raise ValidationFailed(
+            {
+                "memory.compaction.llm_service": f"unknown compaction service {service!r}; "
+                f"the services are: {names} (COMPACTION_SERVICES)"
+            },
+            "The layout configuration is not valid; nothing was saved.",
+        )
+    return config
 
 
 def _changed_paths(before: Any, after: Any, path: str = "") -> list[str]:

@@ -5,8 +5,10 @@ The walk takes every key of the parser's tables. A key of ``NO_EFFECT`` set away
 default is refused, saying it has no effect. Every other key has a scenario here: the same
 session, in a fresh workspace each time (so no run's hits or sessions reach another), is run
 under a base configuration and under the base with that key changed, and what the turns
-answer (prompt, layout, recall budget, budget status, compaction decision) must differ. A key
-added to the parser without a scenario, or one whose change changes nothing, fails.
+answer (prompt, layout, recall budget, budget status, compaction decision) or what the
+session's compaction runs did (their outcome, tokens, turns, summaries, insights superseded;
+not the service they name) must differ. A key added to the parser without a scenario, or one
+whose change changes nothing, fails.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 import pytest
 from django.db import transaction
 
-from chat.models import Session
+from chat.models import CompactionRun, Session
 from chat.services import Message, session_create, session_turns_post, turns_append
 from policies.services import workload_create, workspace_create
 from recall.layout.config import (
@@ -58,6 +60,23 @@ FOUR_TURNS = (
     [("assistant", "planned " * 300), ("user", "release dates and owners")],
     [("assistant", "dated " * 600), ("user", "release risks and the open questions")],
 )
+# Long exchanges in a small window: the session reaches warning and is compacted (eager runs).
+LONG_TURNS = tuple(
+    [("assistant", f"Answer {n}. " + "The release train leaves on Friday with owners. " * 12),
+     ("user", f"release question {n} about notes and plans?")]
+    for n in range(10)
+)  # fmt: skip
+COMPACTING = {
+    "context_window": 1600,
+    "output_buffer": 0,
+    "compaction": {
+        "enabled": True,
+        "cooldown_turns": 1,
+        "min_turns_to_summarize": 2,
+        "max_turns_per_summary": 4,
+        "compaction_recency_window": 2,
+    },
+}
 TREND = {"compaction": {"enabled": True}}
 RISING = {"compaction": {"enabled": True, "compaction_threshold": 0.0}}
 FULL = {"context_window": 60, "output_buffer": 0, "compaction": {"enabled": True}}
@@ -84,6 +103,20 @@ SCENARIOS: dict[str, tuple[dict[str, Any], Any, tuple[list[tuple[str, str]], ...
     "compaction.trend_window": (RISING, 2, FOUR_TURNS),
     "compaction.max_duration_ms": (RISING, 1_000, FOUR_TURNS),
     "compaction.critical_max_duration_ms": (FULL, 1_000, TWO_TURNS),
+    "compaction.llm_service": (COMPACTING, "terse", LONG_TURNS),
+    "compaction.target_utilization": (COMPACTING, 0.3, LONG_TURNS),
+    "compaction.cooldown_turns": (COMPACTING, 4, LONG_TURNS),
+    "compaction.min_turns_to_summarize": (COMPACTING, 5, LONG_TURNS),
+    "compaction.max_turns_per_summary": (COMPACTING, 2, LONG_TURNS),
+    "compaction.compaction_recency_window": (COMPACTING, 12, LONG_TURNS),
+    "compaction.insight_dedup_enabled": (COMPACTING, False, LONG_TURNS),
+    "compaction.insight_similarity_threshold": (COMPACTING, 0.5, LONG_TURNS),
+    "compaction.max_insights_to_check": (COMPACTING, 2, LONG_TURNS),
+}
+# The compaction services the walk may name: the built-in one and a terser one.
+SERVICES = {
+    "compaction": {"kind": "extractive"},
+    "terse": {"kind": "extractive", "max_tokens": 25},
 }
 # Keys a session turn cannot show yet, shown by the Layout tab's planner (POST
 # /v1/context/layout): a session flags no summary as redundant (a memory does not say which
@@ -122,6 +155,12 @@ def _world() -> tuple[Any, Any]:
             for word in ("notes", "plans", "dates")
         ),
     )
+    # Three insights saying the same, oldest first: compaction's insight dedup supersedes the
+    # two older ones (one, when it checks only the two most recent).
+    for _ in range(3):
+        factories.memories(
+            workspace, {"memory_type": "insight", "content": "Ada reads the release notes"}
+        )
     for number in (1, 2):
         earlier = session_create(
             workspace=workspace, actor_id="user:ada", workload_id=workload.id,
@@ -136,8 +175,30 @@ def _world() -> tuple[Any, Any]:
     return workspace, workload
 
 
+RUN_FIELDS = (
+    "status", "trigger", "reason", "severity", "time_budget_ms", "time_budget_exhausted",
+    "target_utilization", "target_met", "tokens_before", "tokens_after", "utilization_after",
+    "turns_summarised", "notes", "error_code",
+)  # fmt: skip
+
+
+def _runs(session: Session) -> list[Any]:
+    """What the session's compaction runs did, without ids, times or the service's name."""
+    runs = CompactionRun.objects.filter(session=session).order_by("pk")
+    return [
+        (
+            *(getattr(run, name) for name in RUN_FIELDS),
+            len(run.summary_ids),
+            len(run.insights_superseded),
+            len(run.memories_promoted),
+        )
+        for run in runs
+    ]
+
+
 def _run(memory: dict[str, Any], turns: tuple[list[tuple[str, str]], ...]) -> list[Any]:
-    """What each turn of a session answers under ``memory``, without ids or times."""
+    """What each turn of a session answers under ``memory``, without ids or times, and what
+    its compaction runs did."""
     workspace, workload = _world()
     if memory:
         layout_config_save(workload=workload, document={"memory": memory}, author="system:test")
@@ -156,7 +217,11 @@ def _run(memory: dict[str, Any], turns: tuple[list[tuple[str, str]], ...]) -> li
         assert context is not None
         layout = {k: v for k, v in context.layout.items() if k != "configVersion"}
         recall = {k: context.recall[k] for k in ("topK", "tokenBudget", "counts", "usedTokens")}
-        seen.append((context.prompt, layout, recall, context.budget_status, context.compaction))
+        compaction = {
+            k: v for k, v in context.compaction.items() if k not in ("runId", "waitedFor")
+        }
+        seen.append((context.prompt, layout, recall, context.budget_status, compaction))
+    seen.append(_runs(session))
     return seen
 
 
@@ -180,7 +245,8 @@ class ConfigKeyWalkTests:
 
         assert "has no effect" in caught.value.errors[f"memory.{key}"]
 
-    def test_every_other_key_changes_what_a_session_turn_gives(self):
+    def test_every_other_key_changes_what_a_session_turn_gives(self, settings):
+        settings.COMPACTION_SERVICES = SERVICES
         baselines: dict[str, list[Any]] = {}
         unchanged = []
         for key, (base, value, turns) in SCENARIOS.items():
@@ -210,24 +276,24 @@ class NoEffectSavedBeforeTests:
     def test_a_save_refuses_it_and_names_the_key(self, operator, workload_a):
         response = operator.api().put(
             f"/v1/workloads/{workload_a.id}/layout-config",
-            {"memory": {"compaction": {"target_utilization": 0.5}}},
+            {"memory": {"compaction": {"critical_threshold": 0.5}}},
             format="json",
         )
 
         assert response.status_code == 400
         fields = response.json()["error"]["details"]["fields"]
-        assert "has no effect" in fields["memory.compaction.target_utilization"]
+        assert "has no effect" in fields["memory.compaction.critical_threshold"]
 
     def test_a_document_stored_before_is_read_as_it_was_saved(self, editor, workload_a):
         document = layout_config_to_dict(LayoutConfig())
-        document["memory"]["compaction"]["target_utilization"] = 0.5
+        document["memory"]["compaction"]["critical_threshold"] = 0.5
         WorkloadLayoutConfigVersion.objects.create(
             workload=workload_a, version=1, document=document, author="system:test"
         )
 
         current = layout_config_current(workload=workload_a)
 
-        assert current.config.compaction.target_utilization == 0.5
+        assert current.config.compaction.critical_threshold == 0.5
         session = session_create(
             workspace=editor.workspace, actor_id="user:ada", workload_id=workload_a.id,
             environment="prod", author="system:test",

@@ -37,6 +37,7 @@ DIRECT = (
     *import_module("recall.migrations.0017_hit_fold").DIRECT,
     *import_module("audit.migrations.0017_stored_queries").DIRECT,
     *import_module("chat.migrations.0001_initial").DIRECT,
+    *import_module("chat.migrations.0003_compaction_run_row_security").DIRECT,
 )
 PROTECTED = (*DIRECT, *THROUGH)
 # Workspace-scoped, but read before the workspace is known (a token by its hash, a user's
@@ -49,6 +50,7 @@ POPULATED = {
     "audit_auditevent", "audit_auditchainhead", "audit_auditcheckpoint", "audit_injection",
     "maintenance_maintenancerun", "maintenance_maintenanceitem", "recall_memorychange",
     "recall_hitfold", "audit_storedquery", "chat_session", "chat_turn", "chat_turncontext",
+    "chat_compactionrun",
 }  # fmt: skip
 
 
@@ -105,6 +107,13 @@ def _populate(persona: Any, workload: Any) -> None:
         format="json",
     )
     assert turned.status_code == 201, turned.content
+    from recall.layout.services import layout_config_save
+
+    layout_config_save(
+        workload=workload, document={"memory": {"compaction": {"enabled": True}}}, author="t"
+    )
+    compacted = persona.api().post(f"/v1/sessions/{session.json()['id']}/compact")
+    assert compacted.status_code == 200, compacted.content  # a compaction run
     maintenance_start(workspace=workspace, sweep="expiry", mode="preview", author="t")
     audit_chain_check(workspace=workspace, full=True)
     hits_fold(workspace_id=workspace.pk)

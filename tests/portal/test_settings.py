@@ -10,7 +10,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from portal import embedded_db
 from portal.database_url import parse_database_url
-from portal.env import env_bool, env_int
+from portal.env import env_bool, env_int, env_json
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -111,6 +111,15 @@ class EnvHelperTests:
         with pytest.raises(ImproperlyConfigured, match="SOME_INT must be at most 64, got 65"):
             env_int("SOME_INT", 1, minimum=0, maximum=64)
         assert env_int("SOME_INT", 1, minimum=0, maximum=65) == 65
+
+    def test_malformed_json_fails_at_start_up_and_blank_is_the_default(self, monkeypatch):
+        monkeypatch.setenv("SOME_JSON", "{kind: extractive}")
+        with pytest.raises(ImproperlyConfigured, match="SOME_JSON must be JSON"):
+            env_json("SOME_JSON", {})
+        monkeypatch.setenv("SOME_JSON", " ")
+        assert env_json("SOME_JSON", {"a": 1}) == {"a": 1}
+        monkeypatch.setenv("SOME_JSON", '{"x": {"kind": "extractive"}}')
+        assert env_json("SOME_JSON", {}) == {"x": {"kind": "extractive"}}
 
     def test_too_many_recall_lanes_fail_at_start_up_with_the_limit(self):
         # A lane is a small integer in the database: far too many would fail every recall.

@@ -333,3 +333,48 @@ def test_disabled_or_in_progress_never_compacts(pcts: list[float]) -> None:
     running = monitor_with(*pcts, cooldown_turns=0)
     running.mark_compaction_started()
     assert not running.should_compact()
+
+
+# --- the state a session keeps between turns ------------------------------------------------
+
+
+@settings(max_examples=200)
+@given(ops=operations, cooldown=st.integers(0, 4), window=st.integers(0, 6))
+def test_a_monitor_rebuilt_from_its_state_decides_as_the_one_kept(
+    ops: list[float | str], cooldown: int, window: int
+) -> None:
+    """A session rebuilds its monitor from the stored state before every turn: the rebuilt
+    one must decide exactly as one kept in memory for the whole conversation."""
+    config = CompactionConfig(enabled=True, cooldown_turns=cooldown, trend_window=window)
+    kept = ContextBudgetMonitor(config)
+    state = ContextBudgetMonitor(config).state()
+    for op in ops:
+        rebuilt = ContextBudgetMonitor.from_state(config, state)
+        for monitor in (kept, rebuilt):
+            if op == "start":
+                monitor.mark_compaction_started()
+            elif op == "finish":
+                monitor.mark_compaction_finished()
+            else:
+                assert isinstance(op, float)
+                monitor.record_turn(status(op))
+        state = rebuilt.state()
+        assert rebuilt.compaction_decision() == kept.compaction_decision()
+        assert len(state.recent) <= max(window, 1)
+
+
+def test_the_offline_example_through_a_stored_state() -> None:
+    """Seed 000's example with the monitor put away and rebuilt between each step."""
+    config = CompactionConfig(enabled=True, cooldown_turns=1)
+    monitor = ContextBudgetMonitor(config)
+    monitor.record_turn(
+        BudgetStatus(
+            total_tokens=900, available_budget=1000, utilization_pct=90.0,
+            severity=BudgetSeverity.from_utilization(90.0),
+        )
+    )  # fmt: skip
+    monitor = ContextBudgetMonitor.from_state(config, monitor.state())
+    assert monitor.should_compact() is True
+    monitor.mark_compaction_started()
+    monitor = ContextBudgetMonitor.from_state(config, monitor.state())
+    assert monitor.should_compact() is False
