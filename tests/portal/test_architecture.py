@@ -47,6 +47,8 @@ PURE = (
     "recall/layout/monitor.py",
     "maintenance/lifecycle.py",
     "chat/context.py",
+    "chat/compaction/rules.py",
+    "chat/compaction/service_config.py",
 )
 FRAMEWORKS = ("django", "rest_framework", "drf_spectacular", "django_filters", "celery")
 MOST_LINES = 800
