@@ -21,13 +21,19 @@ def a_recalled_memory(editor: Any, workload: Any) -> tuple[MemoryRecord, AuditEv
 
 
 def a_session(editor: Any, workload: Any) -> int:
-    """A session of ada's with one assembled turn (call after ``a_recalled_memory``)."""
+    """A session of ada's with one assembled turn and a compaction run (call after
+    ``a_recalled_memory``)."""
     api = editor.api()
+    layout = {"memory": {"compaction": {"enabled": True}}}
+    response = api.put(f"/v1/workloads/{workload.id}/layout-config", layout, format="json")
+    assert response.status_code in (200, 201), response.content
     body = {"actorId": "user:ada", "workloadId": str(workload.id), "environment": "prod"}
     session = api.post("/v1/sessions", body, format="json").json()
     turn = {"messages": [{"role": "user", "content": "release summary"}]}
     response = api.post(f"/v1/sessions/{session['id']}/turns", turn, format="json")
     assert response.status_code == 201, response.content
+    response = api.post(f"/v1/sessions/{session['id']}/compact")
+    assert response.status_code == 200, response.content
     return int(session["id"])
 
 
