@@ -385,16 +385,37 @@ class DashboardPageTests:
     ):
         client = client_for(viewer)
         client.get("/w/team-a/")
-        # 11 with the row-level security scope of the signed-in user's requests
-        with django_assert_num_queries(11):
+        # 12 with the row-level security scope of the signed-in user's requests and the
+        # compaction panel's one grouped count
+        with django_assert_num_queries(12):
             client.get("/w/team-a/")
         assembled(workspace_a, workload_a, n=20)
         for env in ("dev", "prod"):
             workload_policy_save(
                 workload=workload_a, environment=env, document={"confidenceMin": 0.1}, author="t"
             )
-        with django_assert_num_queries(11):
+        compacted_sessions(workload_a, n=3)
+        with django_assert_num_queries(12):
             assert client.get("/w/team-a/").status_code == 200
+
+
+def compacted_sessions(workload: Any, n: int) -> None:
+    """``n`` sessions with one manual compaction run each."""
+    from chat.services import compaction_request, session_create, session_turns_post
+    from recall.layout.services import layout_config_save
+
+    layout_config_save(
+        workload=workload, document={"memory": {"compaction": {"enabled": True}}}, author="t"
+    )
+    for _ in range(n):
+        session = session_create(
+            workspace=workload.workspace, actor_id="user:ada", workload_id=workload.id,
+            environment="prod", author="t",
+        )  # fmt: skip
+        session_turns_post(
+            session=session, messages=[{"role": "user", "content": "release?"}], author="t"
+        )
+        compaction_request(session=session, author="t")
 
 
 def test_the_list_names_changed_axes_in_the_algebras_order_not_jsonbs():
