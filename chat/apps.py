@@ -11,8 +11,9 @@ class ChatConfig(AppConfig):
 
     def ready(self) -> None:
         # Registrations with the floors below: erasure of an actor removes its sessions; the
-        # audit pages' words for context.compacted. And COMPACTION_SERVICES checked at start.
-        from chat import erasure, events  # noqa: F401
+        # audit pages' words for context.compacted; a summary memory's page names its run.
+        # And COMPACTION_SERVICES checked at start.
+        from chat import erasure, events, panels  # noqa: F401
         from chat.compaction.summarizers import services_check
 
         services_check()

@@ -254,6 +254,10 @@ class TurnDetailSerializer(serializers.Serializer):
     turn = serializers.IntegerField()
     role = StrictChoiceField(choices=Role.values)
     tokens = serializers.IntegerField(help_text="The message's estimated tokens.")
+    summarisedBy = serializers.CharField(
+        allow_null=True,
+        help_text="The compaction run that summarised the turn: it has left the history.",
+    )
     createdAt = serializers.DateTimeField()
     assembled = serializers.BooleanField(
         help_text="Whether a context was assembled for this turn (the user's last message of "
@@ -274,6 +278,7 @@ def turn_detail(turn: Turn, context: TurnContext | None) -> dict[str, Any]:
         "turn": turn.index,
         "role": turn.role,
         "tokens": turn.tokens,
+        "summarisedBy": str(turn.compacted_by_id) if turn.compacted_by_id else None,
         "createdAt": serializers.DateTimeField().to_representation(turn.created_at),
         "assembled": context is not None,
     }

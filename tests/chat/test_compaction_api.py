@@ -159,3 +159,20 @@ class ServiceNameTests:
         field = error_of(response)["details"]["fields"]["memory.compaction.llm_service"]
         assert "unknown compaction service 'gpt-9'" in field
         assert "the services are: compaction (COMPACTION_SERVICES)" in field
+
+
+class SummarisedTurnTests:
+    def test_a_summarised_turn_names_its_run(self, editor, viewer, workload_a):
+        from tests.chat.compaction_support import compacting, start, talk_until_compacted
+        from tests.chat.helpers import roomy_floor
+
+        roomy_floor(workload_a.workspace)
+        compacting(workload_a)
+        session = start(workload_a)
+        run = talk_until_compacted(session).run
+
+        first = viewer.api().get(f"/v1/sessions/{session.pk}/turns/1").json()
+        last = viewer.api().get(f"/v1/sessions/{session.pk}/turns/{session.turns.count()}")
+
+        assert first["summarisedBy"] == str(run.pk)
+        assert last.json()["summarisedBy"] is None

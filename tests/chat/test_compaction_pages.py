@@ -166,3 +166,22 @@ class AuditWordsTests:
         assert f"#{session['id']}" in page
         listing = client_for(viewer).get("/w/team-a/audit/").content.decode()
         assert f"session #{session['id']}, manual: target met; 0 turns summarised" in listing
+
+
+class SummaryMemoryPageTests:
+    def test_a_summary_memorys_page_names_its_run_and_session(self, viewer, workload_a):
+        from tests.chat.compaction_support import compacting, start, talk_until_compacted
+        from tests.chat.helpers import roomy_floor
+
+        roomy_floor(workload_a.workspace)
+        compacting(workload_a)
+        session = start(workload_a)
+        run = talk_until_compacted(session).run
+
+        page = client_for(viewer).get(f"/w/team-a/memories/{run.summary_ids[0]}/")
+
+        text = page.content.decode()
+        assert "Made by compaction" in text
+        assert "One of the 2 summaries" in text and "turns 1–8 of" in text
+        assert f"session #{session.pk}" in text
+        assert f"compaction run #{run.pk}" in text
