@@ -30,7 +30,7 @@ urlpatterns = [
         name="api-session-compact",
     ),
     path(
-        "compaction/runs/<id:run_id>",
+        "compaction/runs/<id:compaction_run_id>",
         views.CompactionRunView.as_view(),
         name="api-compaction-run",
     ),

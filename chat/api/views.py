@@ -267,6 +267,6 @@ class CompactionRunView(ApiView):
         responses=CompactionRunSerializer,
         summary="A compaction run: its outcome, tokens before and after, turns summarised",
     )
-    def get(self, request: Request, run_id: int) -> Response:
-        run = compaction_run_for(self.caller(request), run_id)
+    def get(self, request: Request, compaction_run_id: int) -> Response:
+        run = compaction_run_for(self.caller(request), compaction_run_id)
         return Response(compaction_run_data(run))

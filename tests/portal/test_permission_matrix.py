@@ -25,6 +25,7 @@ from django.contrib.auth import get_user_model
 from drf_spectacular.generators import SchemaGenerator
 
 from audit.models import AuditEvent, EventType
+from chat.models import CompactionRun
 from maintenance.services import maintenance_start
 from policies import algebra
 from policies.services import workload_policy_save
@@ -106,6 +107,8 @@ GET    /sessions/{session_id}                            -        200   200   20
 POST   /sessions/{session_id}/turns                      turn     201   403   201   201   404
 GET    /sessions/{session_id}/turns/{turn}               -        200   200   200   200   404
 GET    /sessions/{session_id}/turns/{turn}/prompt        -        403   403   403   200   404
+POST   /sessions/{session_id}/compact                    -        422   403   422   422   404
+GET    /compaction/runs/{compaction_run_id}              -        200   200   200   200   404
 POST   /sessions/{session_id}/end                        -        200   403   200   200   404
 # audit
 GET    /audit/events/?ws                                 -        403   200   200   200   404
@@ -212,6 +215,11 @@ def world(operator, editor, viewer, agent, outsider, workload_a) -> dict[str, st
     turn = BODIES["turn"]
     posted = editor.api().post(f"/v1/sessions/{session['id']}/turns", turn, format="json")
     assert posted.status_code == 201, posted.content
+    compaction = CompactionRun.objects.create(
+        workspace=workspace, session_id=session["id"], trigger="manual", reason="manual",
+        severity="warning", status="succeeded", config={}, service="compaction",
+        time_budget_ms=15000, target_utilization=0.7,
+    )  # fmt: skip
     spare, _ = api_token_create(workspace=workspace, name="spare", role=Role.EDITOR)
     get_user_model().objects.create_user(username="nina", password="pw-nina")
     return {
@@ -225,6 +233,7 @@ def world(operator, editor, viewer, agent, outsider, workload_a) -> dict[str, st
         "run_id": str(run.pk),
         "token_id": str(spare.pk),
         "session_id": str(session["id"]),
+        "compaction_run_id": str(compaction.pk),
         "turn": "1",
         "username": "vera",
     }
