@@ -22,9 +22,10 @@ $(SERVE_STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet -e .
 	@touch $@
 
-# The test extras come with the package itself, so they satisfy the serving stamp too.
-$(TEST_STAMP): pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet -e ".[test]"
+# The test extras come with the package itself, so they satisfy the serving stamp too; the
+# Python client (clients/python) is installed beside it, so that its tests run in the suite.
+$(TEST_STAMP): pyproject.toml clients/python/pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e ".[test]" -e ./clients/python
 	@touch $(SERVE_STAMP) $@
 
 install: $(SERVE_STAMP)
