@@ -8,6 +8,9 @@ agent tokens read and write within their scopes and binding.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
@@ -29,8 +32,10 @@ from chat.api.serializers import (
     turns_answer,
 )
 from chat.filtersets import SessionFilterSet
+from chat.models import Session
 from chat.selectors import session_list, session_turn
-from portal.access import binding_check
+from chat.services import Posted
+from portal.access import Caller, binding_check
 from portal.api.errors import ErrorSerializer
 from portal.api.views import (
     WORKSPACE_PARAM,
@@ -66,6 +71,42 @@ does not fail: it is pruned. Nothing is appended when the call is refused.
 """
 
 
+def session_start(caller: Caller, slug: str | None, body: Callable[[], dict[str, Any]]) -> Session:
+    """Start the session a request's body describes (``body()``, read once the caller is
+    checked), as ``POST /v1/sessions`` does (``session.use``, the token's binding); the MCP
+    server's ``assemble_context`` starts its sessions through it too."""
+    workspace = sessions_workspace(caller, slug, Action.WRITE)
+    serializer = SessionCreateSerializer(data=body())
+    serializer.is_valid(raise_exception=True)
+    valid = serializer.validated_data
+    binding_check(caller, workload_id=valid["workloadId"], environment=valid["environment"])
+    return services.session_create(
+        workspace=workspace,
+        actor_id=valid["actorId"],
+        workload_id=valid["workloadId"],
+        environment=valid["environment"],
+        author=caller.label,
+        external_id=valid.get("externalId", ""),
+        system_prompt=valid.get("systemPrompt", ""),
+        system_prompt_tokens=valid.get("systemPromptTokens"),
+        tool_schema_tokens=valid["toolSchemaTokens"],
+    )
+
+
+def session_turns_add(
+    caller: Caller, session_id: str, body: Callable[[], dict[str, Any]]
+) -> Posted:
+    """Append a request body's messages (``body()``, read once the caller is checked) to a
+    session, as ``POST .../turns`` does (``session.use``, the token's binding for the
+    session's workload); the MCP server's ``assemble_context`` posts through it too."""
+    session = session_for(caller, session_id, Action.WRITE)
+    data = body()
+    reject_unknown(data, {"messages"})
+    return services.session_turns_post(
+        session=session, messages=data.get("messages"), author=caller.label
+    )
+
+
 class SessionsView(ApiView):
     """``POST /v1/sessions`` starts a session, ``GET /v1/sessions/`` lists them; each path
     answers the other method too (the schema shows each under the path the API map gives)."""
@@ -84,23 +125,8 @@ class SessionsView(ApiView):
         summary="Start a session of an actor with a workload in an environment",
     )
     def post(self, request: Request) -> Response:
-        caller = self.caller(request)
-        workspace = sessions_workspace(caller, request.query_params.get("workspace"), Action.WRITE)
-        serializer = SessionCreateSerializer(data=json_object(request))
-        serializer.is_valid(raise_exception=True)
-        data = serializer.validated_data
-        binding_check(caller, workload_id=data["workloadId"], environment=data["environment"])
-        session = services.session_create(
-            workspace=workspace,
-            actor_id=data["actorId"],
-            workload_id=data["workloadId"],
-            environment=data["environment"],
-            author=caller.label,
-            external_id=data.get("externalId", ""),
-            system_prompt=data.get("systemPrompt", ""),
-            system_prompt_tokens=data.get("systemPromptTokens"),
-            tool_schema_tokens=data["toolSchemaTokens"],
-        )
+        slug = request.query_params.get("workspace")
+        session = session_start(self.caller(request), slug, lambda: json_object(request))
         body = SessionSerializer(session).data
         response = Response(body, status=status.HTTP_201_CREATED)
         response["Location"] = body["links"]["self"]
@@ -172,12 +198,7 @@ class SessionTurnsView(ApiView):
     )
     def post(self, request: Request, session_id: str) -> Response:
         caller = self.caller(request)
-        session = session_for(caller, session_id, Action.WRITE)
-        data = json_object(request)
-        reject_unknown(data, {"messages"})
-        posted = services.session_turns_post(
-            session=session, messages=data.get("messages"), author=caller.label
-        )
+        posted = session_turns_add(caller, session_id, lambda: json_object(request))
         return Response(turns_answer(posted), status=status.HTTP_201_CREATED)
 
 

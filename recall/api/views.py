@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -133,6 +134,24 @@ def _agent_writes_new(data: dict[str, Any]) -> None:
         )
 
 
+def memories_write(
+    caller: Caller, slug: str | None, actor_id: str, body: Callable[[], Any]
+) -> list[MemoryRecord]:
+    """Write the memories of a request's body (``body()``: one object or ``{"memories":
+    [...]}``, read once the caller is checked) for ``actor_id``, as ``POST .../memories``
+    does (the ``memory.create`` permission; an agent writes new memories only); the MCP
+    server's ``remember`` writes through it too."""
+    workspace = workspace_for(caller, slug, required=Permission.MEMORY_CREATE)
+    actor_id = services.actor_normalize(actor_id)
+    data = body()
+    items = _validate_batch(data)
+    if caller.token is not None and caller.token.is_agent:
+        _agent_writes_new(data)
+    return services.memory_import(
+        workspace=workspace, actor_id=actor_id, items=items, author=caller.label
+    )
+
+
 class ActorMemoriesView(ApiView):
     @extend_schema(
         parameters=[WORKSPACE_PARAM, *MEMORY_FILTER_PARAMS], responses=MemorySerializer(many=True)
@@ -169,19 +188,10 @@ class ActorMemoriesView(ApiView):
         summary='Add one memory, or up to 1,000 as {"memories": [...]} (all or nothing)',
     )
     def post(self, request: Request, actor_id: str) -> Response:
-        caller = self.caller(request)
-        workspace = workspace_for(
-            caller, request.query_params.get("workspace"), required=Permission.MEMORY_CREATE
-        )
-        actor_id = services.actor_normalize(actor_id)
-        data = request.data
-        items = _validate_batch(data)
-        if caller.token is not None and caller.token.is_agent:
-            _agent_writes_new(data)
-        rows = services.memory_import(
-            workspace=workspace, actor_id=actor_id, items=items, author=caller.label
-        )
+        slug = request.query_params.get("workspace")
+        rows = memories_write(self.caller(request), slug, actor_id, lambda: request.data)
         body = MemorySerializer(rows, many=True).data
+        data = request.data
         if isinstance(data, dict) and "memories" in data:
             return Response({"memories": body, "count": len(body)}, status=status.HTTP_201_CREATED)
         return Response(body[0], status=status.HTTP_201_CREATED)
@@ -389,6 +399,18 @@ def recall_envelope(
     """The recall of ``actor_id`` (normalized) in ``workspace`` (the caller's, checked) for a
     request body already validated (``data``), recorded: what the endpoint answers, through
     DRF or its lean path."""
+    return recall_recorded(caller, workspace, actor_id, data, check).envelope
+
+
+def recall_recorded(
+    caller: Caller,
+    workspace: Workspace,
+    actor_id: str,
+    data: dict[str, Any],
+    check: TokenCheck | None,
+) -> assembly.Recorded:
+    """``recall_envelope`` with the ``context.assembled`` event that records it (the MCP
+    server's ``recall`` answers both)."""
     # A stand-in: effective_policy_for checks, in its one query, that it is this
     # workspace's workload (404 otherwise).
     workload = Workload(id=data["workloadId"], workspace=workspace)
@@ -407,7 +429,7 @@ def recall_envelope(
             author=caller.label,
             token_check=check,
         )
-    ).envelope
+    )
 
 
 class ActorEraseView(ApiView):
