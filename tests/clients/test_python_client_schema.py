@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import copy
 import inspect
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -158,3 +160,15 @@ class PythonClientSchemaTests:
                 method = getattr(client, function.__name__, None)
                 assert method is not None, f"{client.__name__} has no {function.__name__}"
                 assert method.__wrapped__ is function
+
+
+def test_the_calls_the_docs_show_are_the_client_s():
+    root = Path(__file__).resolve().parents[2]
+    shown = set()
+    for page in ("README.md", "docs/integration.md", "clients/python/README.md"):
+        shown |= set(re.findall(r"\bclient\.(\w+)\(", (root / page).read_text()))
+
+    assert {"recall", "write_memory", "start_session", "post_turns"} <= shown
+    assert not {name for name in shown if not hasattr(Client, name)}
+    assert "docs/integration.md" in (root / "README.md").read_text()
+    assert "integration.md" in (root / "docs" / "README.md").read_text()

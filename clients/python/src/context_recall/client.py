@@ -143,7 +143,8 @@ class Client:
             response = self.http.request(**_request(call))
             wait = self.retry.delay(attempt, response)
             if wait is None:
-                return _answer(response)  # type: ignore[no-any-return]
+                answer: T = _answer(response)
+                return answer
             attempt += 1
             self._sleep(wait)
 
@@ -280,7 +281,8 @@ class AsyncClient:
             response = await self.http.request(**_request(call))
             wait = self.retry.delay(attempt, response)
             if wait is None:
-                return _answer(response)  # type: ignore[no-any-return]
+                answer: T = _answer(response)
+                return answer
             attempt += 1
             await self._sleep(wait)
 
