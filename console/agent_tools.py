@@ -62,21 +62,28 @@ class ToolRefused(Exception):
 def token_caller(secret: str | None, *, recall: bool = False) -> Caller:
     """The caller of one API call made with ``secret``: looked up (which scopes the
     connection to its workspace) and counted as the API looks up and counts a call."""
+    caller = token_looked_up(secret)
+    wait = api_call_counted(ident=token_ident(caller.token), token=caller.token, recall=recall)
+    if wait is not None:
+        raise exceptions.Throttled(wait)
+    return caller
+
+
+def token_looked_up(secret: str | None) -> Caller:
+    """The caller ``secret`` is, looked up as ``BearerTokenAuthentication`` looks it up (a
+    revoked, expired or rotated-out secret refused with the API's 401), not counted."""
     if not secret:
         raise exceptions.NotAuthenticated(NO_TOKEN)
     key_hash = bearer_key_hash(f"Bearer {secret.strip()}")
     assert key_hash is not None  # a bearer header, always
     user, token = BearerTokenAuthentication.looked_up(key_hash)
-    wait = api_call_counted(ident=token_ident(token), token=token, recall=recall)
-    if wait is not None:
-        raise exceptions.Throttled(wait)
     return Caller(user=user, token=token)
 
 
 def token_label(secret: str) -> str:
     """Who ``secret`` is, to say so when the server starts; ``ToolRefused`` (401) if the API
     would refuse it."""
-    return answered(lambda: _label(token_caller(secret)))["token"]
+    return answered(lambda: _label(token_looked_up(secret)))["token"]
 
 
 def _label(caller: Caller) -> dict[str, Any]:
@@ -94,7 +101,7 @@ def answered(work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         return work()
     except ToolRefused:
         raise
-    except Exception as exc:  # noqa: BLE001 - every refusal is answered, as by the API
+    except Exception as exc:  # every refusal is answered, as the API answers it
         raise refusal(exc) from None
     finally:
         close_old_connections()
