@@ -33,6 +33,7 @@ from policies.services import workload_create
 from portal import throttling
 from portal.models import Role
 from team.services import api_token_create
+from tests.chat.helpers import layout
 
 MEMORY = {"content": "Ada prefers release summaries in bullet points", "memoryType": "preference",
           "sourceKind": "user"}  # fmt: skip
@@ -162,6 +163,24 @@ class PythonClientTests:
         assert (ended["status"], ended["turnCount"]) == ("ended", 1)
         assert refused.code == "SESSION_ENDED"
         assert session["workloadId"] == str(workload_a.id)
+
+    def test_an_editor_compacts_a_session_and_reads_the_run(self, live_server, editor, workload_a):
+        with Client(live_server.url, token=editor.token) as client:
+            session = client.start_session(
+                actor_id="user:ada", workload_id=workload_a.id, environment="prod"
+            )
+            client.post_turns(session["id"], [{"role": "user", "content": QUERY}])
+            with pytest.raises(ValidationError) as disabled:
+                client.compact_session(session["id"])
+            layout(workload_a, {"compaction": {"enabled": True}})
+            run = client.compact_session(session["id"])
+            read = client.get_compaction_run(run["id"])
+
+        assert disabled.value.code == "COMPACTION_DISABLED"
+        assert (run["trigger"], run["status"], run["sessionId"]) == (
+            "manual", "succeeded", session["id"],
+        )  # fmt: skip
+        assert read == run
 
     def test_each_error_family_raises_its_class(
         self, live_server, bound_agent, workspace_a, workload_a

@@ -307,6 +307,18 @@ POST_TURNS = _operation(
     request=TurnsRequest,
     response=m.TurnAnswer,
 )
+COMPACT_SESSION = _operation(
+    "sessions_compact_create",
+    "POST",
+    "/v1/sessions/{session_id}/compact",
+    response=m.CompactionRun,
+)
+GET_COMPACTION_RUN = _operation(
+    "compaction_runs_retrieve",
+    "GET",
+    "/v1/compaction/runs/{compaction_run_id}",
+    response=m.CompactionRun,
+)
 GET_TURN = _operation(
     "sessions_turns_retrieve",
     "GET",
@@ -400,3 +412,17 @@ def get_turn(session_id: int | str, turn: int) -> Call[m.TurnDetail]:
 def get_turn_prompt(session_id: int | str, turn: int) -> Call[m.TurnPrompt]:
     """An assembled turn's prompt as it was returned (operators: private content)."""
     return _call(GET_TURN_PROMPT, {"session_id": session_id, "turn": turn})
+
+
+def compact_session(session_id: int | str) -> Call[m.CompactionRun]:
+    """Seed 000's ``/compact`` (editors and operators): a compaction run of the session now.
+    Without a task queue the run has finished when this answers (200); with one it is
+    queued (202): poll ``get_compaction_run``. A workload whose compaction is not enabled
+    is a 422 ``COMPACTION_DISABLED``; a run in flight, an ended session or one without an
+    assembled turn a 409."""
+    return _call(COMPACT_SESSION, {"session_id": session_id})
+
+
+def get_compaction_run(run_id: int | str) -> Call[m.CompactionRun]:
+    """A compaction run: its outcome, tokens before and after, turns summarised."""
+    return _call(GET_COMPACTION_RUN, {"compaction_run_id": run_id})

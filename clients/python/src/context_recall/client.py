@@ -182,6 +182,8 @@ class Client:
     post_turns = _sync(agent.post_turns)
     get_turn = _sync(agent.get_turn)
     get_turn_prompt = _sync(agent.get_turn_prompt)
+    compact_session = _sync(agent.compact_session)
+    get_compaction_run = _sync(agent.get_compaction_run)
     # What a platform does.
     list_workspaces = _sync(platform.list_workspaces)
     create_workspace = _sync(platform.create_workspace)
@@ -319,6 +321,8 @@ class AsyncClient:
     post_turns = _async(agent.post_turns)
     get_turn = _async(agent.get_turn)
     get_turn_prompt = _async(agent.get_turn_prompt)
+    compact_session = _async(agent.compact_session)
+    get_compaction_run = _async(agent.get_compaction_run)
     list_workspaces = _async(platform.list_workspaces)
     create_workspace = _async(platform.create_workspace)
     get_workspace = _async(platform.get_workspace)

@@ -305,6 +305,43 @@ class TurnAnswer(TypedDict):
     links: dict[str, str] | None
 
 
+class CompactionRun(TypedDict):
+    """A compaction run of a session: its trigger, outcome, tokens before and after and
+    what it did (turns summarised, summary memories, insights superseded, promotions)."""
+
+    id: str
+    sessionId: str
+    trigger: Literal["automatic", "manual"]
+    reason: str
+    severity: str
+    status: Literal["queued", "running", "succeeded", "failed"]
+    outcome: str
+    service: str
+    serviceKind: str
+    serviceLabel: str | None
+    timeBudgetMs: int
+    timeBudgetExhausted: bool
+    durationMs: int | None
+    targetUtilization: float
+    targetMet: bool | None
+    availableBudget: int | None
+    tokensBefore: int | None
+    tokensAfter: int | None
+    utilizationBefore: float | None
+    utilizationAfter: float | None
+    turnsSummarised: list[int]
+    summaryMemoryIds: list[str]
+    insightsSuperseded: list[str]
+    memoriesPromoted: list[str]
+    notes: list[str]
+    error: dict[str, Any] | None
+    author: str
+    createdAt: str
+    startedAt: str | None
+    finishedAt: str | None
+    links: dict[str, str]
+
+
 class TurnDetail(TypedDict):
     sessionId: str
     turn: int
