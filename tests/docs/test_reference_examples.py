@@ -1,6 +1,7 @@
 """The worked examples of the documentation run against the real code.
 
-Every ```python block with ``>>>`` lines in ``docs/`` is a doctest, run on its own (each block
+Every ```python block with ``>>>`` lines in ``docs/`` is a doctest (a Python client example,
+marked ``<!-- check: python-client -->``, must parse and call only the client's methods), run on its own (each block
 imports what it uses). A ```json block preceded by ``<!-- check: NAME -->`` is fed to the
 checker of that name below, which compares it with what the code computes. Every other
 ```json block must at least parse. So when the code changes, the page that describes it fails
@@ -12,6 +13,7 @@ outside the repository, and every relative link must name a file that exists.
 
 from __future__ import annotations
 
+import ast
 import doctest
 import json
 import re
@@ -136,11 +138,23 @@ class ReferenceExampleTests:
         result, _ = run_doctest(broken)
         assert result.failed > 0
 
-    def test_every_python_block_is_a_doctest(self) -> None:
+    def test_every_python_block_is_a_doctest_or_a_client_example(self) -> None:
+        # A client example (<!-- check: python-client -->) needs a server to run: it must
+        # parse, and each client.NAME( it calls must be a method of the Python client.
+        from context_recall import Client
+
         for page in doc_pages():
             for block in blocks(page):
-                if block.lang == "python":
+                if block.lang != "python":
+                    continue
+                if block.check != "python-client":
                     assert ">>>" in block.body, f"{block.label}: an example nothing runs"
+                    continue
+                ast.parse(block.body)
+                called = set(re.findall(r"\bclient\.(\w+)\(", block.body))
+                assert called, f"{block.label}: a client example that calls no client method"
+                unknown = {name for name in called if not hasattr(Client, name)}
+                assert not unknown, f"{block.label}: the client has no {sorted(unknown)}"
 
     def test_every_json_block_parses(self) -> None:
         for block in json_blocks():
