@@ -1,11 +1,11 @@
 """The worked examples of the documentation run against the real code.
 
-Every ```python block with ``>>>`` lines in ``docs/`` is a doctest (a Python client example,
-marked ``<!-- check: python-client -->``, must parse and call only the client's methods), run on its own (each block
-imports what it uses). A ```json block preceded by ``<!-- check: NAME -->`` is fed to the
-checker of that name below, which compares it with what the code computes. Every other
-```json block must at least parse. So when the code changes, the page that describes it fails
-here until it is brought up to date.
+Every ```python block with ``>>>`` lines in ``docs/`` is a doctest, run on its own (each block
+imports what it uses); a Python client example, marked ``<!-- check: python-client -->``, must
+parse and call only the client's methods. A ```json block preceded by ``<!-- check: NAME -->``
+is fed to the checker of that name below, which compares it with what the code computes. Every
+other ```json block must at least parse. So when the code changes, the page that describes it
+fails here until it is brought up to date.
 
 The documentation must also stand on its own: no link in the README or ``docs/`` may point
 outside the repository, and every relative link must name a file that exists.
