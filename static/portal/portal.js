@@ -1,48 +1,132 @@
 // The portal's own script: behaviour that would otherwise be inline (the Content-Security-
-// Policy allows scripts from this site only, never inline ones).
-document.addEventListener("DOMContentLoaded", function () {
-  var switcher = document.getElementById("ws-switch");
-  if (switcher) {
-    switcher.addEventListener("change", function () {
-      if (switcher.value) {
-        window.location.href = "/w/" + encodeURIComponent(switcher.value) + "/";
-      }
+// Policy allows scripts from this site only, never inline ones). Every handler is delegated
+// from the document, so fragments htmx swaps in later behave as the page did.
+(function () {
+  "use strict";
+
+  // A long token's Copy button (templates/_token.html): shown only where it can work.
+  function showCopyButtons(root) {
+    root.querySelectorAll("button.copy[hidden]").forEach(function (button) {
+      button.hidden = false;
     });
   }
-});
 
-// A "Copy" button (data-copy: the id of the element whose text it copies), on the page or
-// swapped in by htmx later: to the clipboard, or, where the browser does not allow that,
-// selected for the user to copy. What happened is said next to it (.copied).
-document.addEventListener("click", function (event) {
-  var button = event.target.closest ? event.target.closest("button[data-copy]") : null;
-  if (!button) {
-    return;
-  }
-  var source = document.getElementById(button.getAttribute("data-copy"));
-  if (!source) {
-    return;
-  }
-  var said = button.parentNode.querySelector(".copied");
-  function say(words) {
+  // A Copy button copies its data-copy text, or the text of the element data-copy-from names
+  // (a secret shown once). What happened is said on the button, or in a .copied status
+  // beside it when there is one.
+  function copied(button, ok) {
+    var said = button.parentElement && button.parentElement.querySelector(".copied");
     if (said) {
-      said.textContent = words;
+      said.textContent = ok ? "Copied." : "Selected: press Ctrl+C (\u2318C) to copy.";
+      return;
     }
+    button.textContent = ok ? "Copied" : "Select and copy";
+    window.setTimeout(function () { button.textContent = "Copy"; }, 1600);
   }
-  function select() {
+
+  function copySource(button) {
+    var id = button.getAttribute("data-copy-from");
+    if (id) return document.getElementById(id);
+    return button.parentElement && button.parentElement.querySelector(".token-value");
+  }
+
+  function copyText(button) {
+    var source = copySource(button);
+    var text = button.hasAttribute("data-copy-from")
+      ? (source ? source.textContent.trim() : "")
+      : button.getAttribute("data-copy") || "";
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(text).then(
+        function () { copied(button, true); },
+        function () { copied(button, false); }
+      );
+      return;
+    }
+    // Plain http on another host: select the text and let the browser copy the selection.
+    if (!source) { copied(button, false); return; }
     var range = document.createRange();
     range.selectNodeContents(source);
     var selection = window.getSelection();
     selection.removeAllRanges();
     selection.addRange(range);
-    say("Selected: press Ctrl+C (⌘C) to copy.");
+    var ok = false;
+    try { ok = document.execCommand("copy"); } catch (e) { ok = false; }
+    copied(button, ok);
   }
-  var text = source.textContent.trim();
-  if (navigator.clipboard && window.isSecureContext) {
-    navigator.clipboard.writeText(text).then(function () {
-      say("Copied.");
-    }, select);
-  } else {
-    select();
+
+  // A preview (the floor's or a workload's impact) describes the form as it was when it was
+  // computed: once the form changes, it says it is out of date until it is computed again.
+  // The form names its preview's container (data-preview); fields that do not change the
+  // preview (the change comment) carry data-preview-ignore.
+  function markPreviewStale(event) {
+    var field = event.target;
+    if (!(field instanceof Element) || field.hasAttribute("data-preview-ignore")) return;
+    var form = field.form || field.closest("form");
+    var target = form && form.getAttribute("data-preview");
+    var box = target && document.getElementById(target);
+    if (!box) return;
+    var previews = Array.prototype.slice.call(box.querySelectorAll(".preview"));
+    if (box.matches(".preview")) previews.push(box);
+    previews.forEach(function (preview) {
+      if (preview.classList.contains("stale")) return;
+      preview.classList.add("stale");
+      var note = preview.querySelector(".stale-note");
+      if (note) note.textContent = note.getAttribute("data-text") || "Out of date.";
+    });
   }
-});
+
+  // "Set to the floor's value" on a workload axis in error: the axis's inputs are replaced by
+  // the floor's (a <template> rendered beside them), and the form is checked again.
+  function setToFloor(button) {
+    var name = button.getAttribute("data-floor-axis");
+    var template = document.getElementById("floor-value-" + name);
+    var slot = document.querySelector("#axis-" + name + " .axis-value");
+    if (!template || !slot) return;
+    slot.replaceChildren(template.content.cloneNode(true));
+    var set = document.querySelector("#axis-" + name + " input[value=set]");
+    if (set) set.checked = true;
+    var first = slot.querySelector("input, select");
+    if (first) {
+      first.dispatchEvent(new Event("change", { bubbles: true }));
+      first.focus();
+    }
+  }
+
+  // Error slots (templates/_error_slot.html) that an htmx response filled or cleared: the
+  // field each names follows (aria-invalid), and a folded section holding an error opens.
+  function followErrorSlots() {
+    document.querySelectorAll(".field-error[data-field]").forEach(function (slot) {
+      var field = document.getElementById(slot.getAttribute("data-field"));
+      if (!field) return;
+      if (slot.textContent.trim()) field.setAttribute("aria-invalid", "true");
+      else field.removeAttribute("aria-invalid");
+    });
+    document.querySelectorAll("details:not([open]) .field-error").forEach(function (slot) {
+      if (slot.textContent.trim()) slot.closest("details").open = true;
+    });
+  }
+
+  document.addEventListener("click", function (event) {
+    var target = event.target instanceof Element ? event.target : null;
+    var copy = target && target.closest("button.copy");
+    if (copy) { copyText(copy); return; }
+    var floor = target && target.closest("button[data-floor-axis]");
+    if (floor) setToFloor(floor);
+  });
+  document.addEventListener("input", markPreviewStale);
+  document.addEventListener("change", markPreviewStale);
+  document.addEventListener("htmx:load", function (event) { showCopyButtons(event.target); });
+  document.addEventListener("htmx:afterSettle", followErrorSlots);
+
+  document.addEventListener("DOMContentLoaded", function () {
+    showCopyButtons(document);
+    var switcher = document.getElementById("ws-switch");
+    if (switcher) {
+      switcher.addEventListener("change", function () {
+        if (switcher.value) {
+          window.location.href = "/w/" + encodeURIComponent(switcher.value) + "/";
+        }
+      });
+    }
+  });
+})();

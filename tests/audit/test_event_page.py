@@ -209,7 +209,11 @@ class AssembledEventTests:
 
 def event_hash(html: str) -> str:
     """The event's own hash, as the Chain section shows it."""
-    match = re.search(r"<dt>Hash</dt><dd><code class=\"hash\">([0-9a-f]{64})</code>", html)
+    match = re.search(
+        r'<dt>Hash</dt><dd><span class="token"><code class="token-value hash">'
+        r"([0-9a-f]{64})</code>",
+        html,
+    )
     assert match, "the chain section names the event's hash"
     return match.group(1)
 
