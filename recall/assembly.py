@@ -26,6 +26,7 @@ from audit.services import (
     append_lane,
     audit_event_append,
 )
+from policies.axes import PolicyDocument
 from policies.models import Workload
 from policies.selectors import (
     EffectivePolicy,
@@ -89,6 +90,13 @@ class RecallRequest:
     token_budget_cap: int | None = None
     session_id: str | None = None
     turn_index: int | None = None
+    # The diagnostics to report, when not the policy's: the sandbox's "show every decision"
+    # asks for ``full`` (an editor may read every memory anyway). An agent's recall reports
+    # what its policy says.
+    verbosity: str | None = None
+
+    def verbosity_under(self, policy: PolicyDocument) -> str:
+        return self.verbosity or str(policy["diagnosticsVerbosity"])
 
 
 SANDBOX = DRY_RUN_ORIGIN
@@ -134,7 +142,8 @@ def recall_plan(
     def read(effective: EffectivePolicy) -> RecallCandidates:
         rejected = rejected_limit
         if rejected is None:
-            rejected = DECISIONS_MAX if effective.policy["diagnosticsVerbosity"] == "full" else 0
+            full = request.verbosity_under(effective.policy) == "full"
+            rejected = DECISIONS_MAX if full else 0
         found = read_once(effective, rejected)
         if check is not None and not check.checked(found.token_ok):
             check.confirm()  # TokenChanged, unless the scope alone was not as noted
@@ -190,7 +199,7 @@ def recall_plan(
         request, effective, ranked, found.funnel, plan, found.path, now,
         warnings=warnings, below_floor=found.below_floor,
     )  # fmt: skip
-    if policy["diagnosticsVerbosity"] == "full":
+    if request.verbosity_under(policy) == "full":
         decisions = envelope["diagnostics"]["decisions"]
         decisions += _rejected(found, DECISIONS_MAX - len(decisions))
     envelope["reused"] = found.previous_fingerprint == envelope["prefixFingerprint"]
@@ -340,7 +349,7 @@ def _envelope(
         "afterRanking": len(ranked),
         "afterBudgetAllocation": len(entries) + len(truncated),
     }
-    verbosity = policy["diagnosticsVerbosity"]
+    verbosity = request.verbosity_under(policy)
     decisions: list[ReportedDecision] = []
     if verbosity == "full":
         decisions = [

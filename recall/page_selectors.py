@@ -3,8 +3,9 @@
 The memory browser's "recallable?" column is the recall filter itself, compiled by the engine
 as one CASE expression (``recall.engine.policy_filter``), so the page can never disagree with
 what recall would do. The sandbox's compare mode uses :func:`recall_preview`, the recall
-pipeline without its writes (no audit event, no hit counts, no funnel cache fill); its
-decisions are grouped by outcome (:func:`decision_groups`), each filtered memory with the value
+pipeline without its writes (no audit event, no hit counts, no funnel cache fill), with every
+decision on each side (:func:`decision_rows`); decisions are grouped by outcome
+(:func:`decision_groups`), each filtered memory with the value
 that failed, read in one bounded query (:func:`memory_policy_fields`).
 """
 
@@ -163,6 +164,9 @@ class RecallPreview:
     codes: dict[str, str]  # memory id -> decision code, for the rows the pipeline looked at
     rows: dict[str, RankedRow]  # the ranked rows (passed policy), by id
     budget: Budget
+    # What the recall would return, with every decision whatever the policy's verbosity
+    # (the sandbox shows each side's decisions and reasons).
+    envelope: Envelope
 
 
 def recall_preview(
@@ -184,7 +188,7 @@ def recall_preview(
     assembly = recall_plan(
         request=RecallRequest(
             workspace=workspace, workload=workload, environment=environment, actor_id=actor_id,
-            query=query, top_k=top_k, override=override, author="",
+            query=query, top_k=top_k, override=override, author="", verbosity="full",
         ),
         fill_cache=False, rejected_limit=DECISIONS_MAX,
     )  # fmt: skip
@@ -203,6 +207,7 @@ def recall_preview(
         codes=codes,
         rows={str(row.id): row for row, _ in ranked},
         budget=assembly.envelope["budget"],
+        envelope=assembly.envelope,
     )
 
 
@@ -437,3 +442,12 @@ def sandbox_decisions(
     fields = memory_policy_fields(workspace=workspace, ids=filtered[:DECISIONS_MAX])
     now = datetime.fromisoformat(envelope["generatedAt"])
     return decision_groups(envelope=envelope, policy=policy, fields=fields, now=now)
+
+
+def decision_rows(*, workspace: Workspace, preview: RecallPreview) -> dict[str, DecisionRow]:
+    """A preview's listed decisions by memory id, each with why (the value that failed, or why
+    the budget dropped it): one side of the sandbox's compare view."""
+    decisions = sandbox_decisions(
+        workspace=workspace, envelope=preview.envelope, policy=preview.policy
+    )
+    return {row.id: row for group in decisions.groups for row in group.rows}

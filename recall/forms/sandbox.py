@@ -21,6 +21,7 @@ from policies.models import Workload
 from recall.api.serializers import QUERY_REQUIRED
 from recall.assembly import TOP_K_MAX
 
+FULL = "full"
 # The recall request's wire names (services' errors use them) -> this form's fields.
 REQUEST_FIELDS = {"actorId": "actor", "workloadId": "workload", "topK": "top_k"}
 
@@ -52,6 +53,11 @@ class SandboxForm(forms.Form):
     compare = forms.BooleanField(
         label="Compare: run the saved policy and this draft override side by side",
         required=False,
+    )
+    # "Show every decision": the same recall, reporting every decision whatever the policy's
+    # diagnostics detail (a hidden field of the result's button, never of the form itself).
+    verbosity = forms.ChoiceField(
+        choices=[("", "the policy's"), (FULL, "every decision")], required=False
     )
 
     def __init__(

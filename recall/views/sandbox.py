@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
@@ -25,13 +25,15 @@ from portal.http import HtmxHttpRequest
 from portal.models import Role, Workspace
 from portal.pages import PageAccess, workspace_page
 from recall import assembly, services
-from recall.compare import RecallOutcome, recall_compare
+from recall.compare import MemoryChange, RecallOutcome, recall_compare
 from recall.envelope import ACTOR_UNKNOWN, Budget, Counts, Envelope
-from recall.forms.sandbox import SandboxForm
+from recall.forms.sandbox import FULL, SandboxForm
 from recall.page_selectors import (
     WARNING_WORDS,
+    DecisionRow,
     RecallPreview,
     actor_suggestions,
+    decision_rows,
     decision_words,
     recall_preview,
     sandbox_decisions,
@@ -117,6 +119,7 @@ def sandbox(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     outcome: dict[str, Any] = {}
     if posting and form.is_valid():
         outcome = _sandbox_run(form, access)
+        outcome["rerun_fields"] = _rerun_fields(request.POST)
     context = {
         **access.context(),
         "form": form,
@@ -132,8 +135,19 @@ def sandbox(request: HtmxHttpRequest, slug: str) -> HttpResponse:
         "selected_environment": environment,
         **outcome,
     }
+    if posting and request.htmx:
+        # A run swaps in its result and its form's error slots only: what was typed into the
+        # form while it ran stays.
+        return render(request, "recall/_sandbox_run.html", context)
     template = "recall/_sandbox_body.html" if request.htmx else "recall/sandbox.html"
     return render(request, template, context)
+
+
+def _rerun_fields(posted: QueryDict) -> list[tuple[str, str]]:
+    """The request a run was made with, as hidden fields: "show every decision" sends it
+    again as it was."""
+    skip = {"csrfmiddlewaretoken", "verbosity", "compare"}
+    return [(key, value) for key, values in posted.lists() if key not in skip for value in values]
 
 
 def _sandbox_run(form: SandboxForm, access: PageAccess) -> dict[str, Any]:
@@ -151,6 +165,8 @@ def _sandbox_run(form: SandboxForm, access: PageAccess) -> dict[str, Any]:
         "top_k": data["top_k"],
     }
     comparing = bool(data["compare"])
+    # Compare mode shows every decision on both sides anyway.
+    every_decision = data["verbosity"] == FULL and not comparing
     try:
         # A malformed id is refused on its field; an unknown one runs (an empty result).
         args["actor_id"] = services.actor_normalize(data["actor"].strip())
@@ -167,6 +183,7 @@ def _sandbox_run(form: SandboxForm, access: PageAccess) -> dict[str, Any]:
                 override=None if comparing else (override or None),
                 author=access.caller.label,
                 origin=assembly.SANDBOX,
+                verbosity=FULL if every_decision else None,
             )
         )
         envelope, event_id = recorded.envelope, recorded.event.pk
@@ -199,11 +216,16 @@ def _sandbox_run(form: SandboxForm, access: PageAccess) -> dict[str, Any]:
     )
     result["ran_for"] = (args["workload"].name, args["environment"])
     if previews is not None:
-        result["compare"] = _compare_context(envelope, *previews, override=override)
+        result["compare"] = _compare_context(
+            envelope, *previews, override=override, workspace=workspace
+        )
         result["budget_svg"] = budget_bar(
             envelope["budget"], dom_id="budget-saved", width=COMPARE_WIDTH
         )
     result["override_used"] = [] if comparing else labels.axis_rows(override)
+    if every_decision:
+        # What this workload's agents get: the policy's own diagnostics detail.
+        result["policy_verbosity"] = policy["diagnosticsVerbosity"] if policy else None
     return result
 
 
@@ -282,9 +304,11 @@ def _compare_context(
     draft: RecallPreview,
     *,
     override: dict[str, Any],
+    workspace: Workspace,
 ) -> dict[str, Any]:
-    """Which memories enter or leave the context under the draft override, as the page shows
-    it. The saved side is the real run's envelope (the preview gives the reasons of the rest)."""
+    """Each memory's decision on both sides, as the page shows it: differences first (what
+    enters or leaves the context, then other changed reasons), the rest folded. The saved side
+    is the real run's envelope (its preview gives the reasons of the rest)."""
     comparison = recall_compare(
         RecallOutcome(
             included=[e["id"] for e in envelope["entries"]],
@@ -313,23 +337,32 @@ def _compare_context(
                 "segmentKind": row.segment_kind,
                 "memoryType": row.memory_type,
                 "tokens": row.token_count,
-                "content": row.content,
+                "content": row.content if pk in draft.included else None,
             },
         )
-    rows = [
-        {
+    saved_rows = decision_rows(workspace=workspace, preview=saved)
+    draft_rows = decision_rows(workspace=workspace, preview=draft)
+
+    def side(code: str, row: DecisionRow | None) -> dict[str, str]:
+        return {"code": code, "words": decision_words(code), "why": row.why if row else ""}
+
+    def compare_row(change: MemoryChange) -> dict[str, Any]:
+        decided = saved_rows.get(change.id) or draft_rows.get(change.id)
+        shown = dict(meta.get(change.id, {}))
+        if not shown.get("segmentKind") and decided is not None:
+            shown["segmentKind"] = decided.segment_kind
+        return {
             "id": change.id,
             "change": change.change,
-            "saved_words": decision_words(change.saved_code),
-            "draft_words": decision_words(change.draft_code),
-            "saved_code": change.saved_code,
-            "draft_code": change.draft_code,
-            **meta.get(change.id, {}),
+            "differs": change.differs,
+            "saved": side(change.saved_code, saved_rows.get(change.id)),
+            "draft": side(change.draft_code, draft_rows.get(change.id)),
+            **shown,
         }
-        for change in comparison.changes
-    ]
+
     return {
-        "rows": rows,
+        "rows": [compare_row(c) for c in comparison.differing],
+        "alike": [compare_row(c) for c in comparison.alike],
         "entering": comparison.entering,
         "leaving": comparison.leaving,
         "override": labels.axis_rows(override),
@@ -338,4 +371,5 @@ def _compare_context(
         "draft_budget_svg": budget_bar(draft.budget, dom_id="budget-draft", width=COMPARE_WIDTH),
         "draft_budget_rows": _budget_rows(draft.budget),
         "same_policy": comparison.same_policy,
+        "draft_verbosity": draft.policy["diagnosticsVerbosity"],
     }

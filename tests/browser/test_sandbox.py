@@ -236,3 +236,127 @@ class SandboxDecisionsBrowserTests:
         assert "equal digests mean identical contexts" in hashes.inner_text()
         hashes.scroll_into_view_if_needed()
         shot(page, "sandbox-fingerprints")
+
+
+class SandboxRunBrowserTests:
+    def test_what_is_typed_while_a_slow_run_is_in_flight_is_kept(
+        self, page, live_server, login, editor, scene, shot
+    ):
+        # The result swaps in on its own: the form is not redrawn, so text typed into the
+        # query while the recall runs stays, and Run is off until the result is in.
+        login(page, "eddie", "pw-eddie")
+        run(page, live_server, query="release summary")
+        cdp = page.context.new_cdp_session(page)
+        cdp.send("Network.enable")
+        cdp.send(
+            "Network.emulateNetworkConditions",
+            {"offline": False, "latency": 1500, "downloadThroughput": -1, "uploadThroughput": -1},
+        )
+        button = page.get_by_role("button", name="Run recall")
+        button.click()
+        expect(button).to_be_disabled()
+        expect(page.locator("#run-busy")).to_be_visible()
+        query = page.get_by_label("Query")
+        query.press("End")
+        query.press_sequentially(" preferences")
+        assert page.locator("#sandbox-result").count() == 0  # typed while it ran
+        page.locator("#sandbox-result").wait_for()
+        assert query.input_value() == "release summary preferences"
+        expect(button).to_be_enabled()
+        assert AuditEvent.objects.filter(type=EventType.ASSEMBLED).count() == 1
+        # A later run with an error fills its slot; the run after that clears it again.
+        query.fill("   ")
+        button.click()
+        expect(page.locator("#query-err")).to_contain_text("Enter a query")
+        expect(query).to_have_attribute("aria-invalid", "true")
+        assert page.locator("#sandbox-result").count() == 0
+        query.fill("release summary")
+        button.click()
+        page.locator("#sandbox-result").wait_for()
+        expect(page.locator("#query-err")).to_be_empty()
+        assert query.get_attribute("aria-invalid") is None
+        shot(page, "sandbox-kept-while-running")
+
+    def test_show_every_decision_runs_the_same_recall_at_full_verbosity(
+        self, page, live_server, login, editor, workspace_a, scene, shot
+    ):
+        set_floor(workspace_a, diagnosticsVerbosity="summary")
+        login(page, "eddie", "pw-eddie")
+        run(page, live_server)
+        page.get_by_role("button", name="Run recall").click()
+        result = page.locator("#sandbox-result")
+        result.wait_for()
+        assert page.locator("#decisions-included").count() == 0
+        assert "Per-memory decisions are not in this response" in result.inner_text()
+        page.get_by_role("button", name="Show every decision").click()
+        included = page.locator("#decisions-included")
+        included.wait_for()
+        assert included.locator("tbody tr").count() >= 4
+        restricted = page.locator("#decisions-sensitivity_above_ceiling td.why")
+        assert restricted.all_inner_texts() == ["sensitivity restricted > confidential"]
+        note = page.locator("#every-decision-note").inner_text()
+        assert "this workload's agents get summary" in note
+        events = AuditEvent.objects.filter(type=EventType.ASSEMBLED).order_by("pk")
+        assert [e.payload["topK"] for e in events] == [6, 6]  # the same request, run again
+        shot(page, "sandbox-every-decision")
+
+
+class SandboxCompareBrowserTests:
+    def test_compare_shows_each_memorys_decision_on_both_sides_with_the_differences_marked(
+        self, page, live_server, login, editor, workload_a, scene, shot
+    ):
+        # As the issue found it: the workload's saved policy reports a summary (the floor
+        # allows full), and the draft overrides it to full.
+        from policies.services import workload_policy_save
+
+        workload_policy_save(
+            workload=workload_a,
+            environment="prod",
+            document={"diagnosticsVerbosity": "summary"},
+            author="system:test",
+        )
+        preference, _, restricted, _, tool_output, _, episode, _ = scene
+        login(page, "eddie", "pw-eddie")
+        run(page, live_server)
+        page.get_by_text("Policy override (draft)").click()
+        axis = page.locator("#axis-memoryTypeAllowed")
+        axis.get_by_label("Override this axis").check()
+        for label in ("fact", "episode"):
+            axis.get_by_label(label, exact=True).uncheck()
+        verbosity = page.locator("#axis-diagnosticsVerbosity")
+        verbosity.get_by_label("Override this axis").check()
+        verbosity.locator("select").select_option("full")
+        page.get_by_label("Compare: run the saved policy").check()
+        page.get_by_role("button", name="Run recall").click()
+        result = page.locator("#sandbox-result")
+        result.locator(".compare-grid").wait_for()
+
+        leaving = page.locator(f"#compare-{episode.pk}")
+        assert leaving.locator("td").nth(1).inner_text() == "leaves"
+        assert "Included in the context" in leaving.locator("td.side.saved").inner_text()
+        draft = leaving.locator("td.side.draft")
+        assert "changed" in (draft.get_attribute("class") or "")
+        assert "Filtered: memory type not allowed" in draft.inner_text()
+        assert "memory type episode; allowed:" in draft.inner_text()
+        other = page.locator(f"#compare-{restricted.pk}")
+        assert other.locator("td").nth(1).inner_text() == "other reason"
+        assert (
+            "sensitivity restricted > confidential" in other.locator("td.side.saved").inner_text()
+        )
+        assert "memory type not allowed" in other.locator("td.side.draft").inner_text()
+        assert other.locator("td.content").inner_text() == ""  # never a filtered one's content
+        # What both sides decide alike is folded under the differences.
+        alike = page.locator("details.compare-alike")
+        assert not page.locator(f"#compare-{preference.pk}").is_visible()
+        alike.locator("summary").click()
+        kept = page.locator(f"#compare-{preference.pk}")
+        assert kept.is_visible() and kept.locator("td").nth(1).inner_text() == "stays"
+        # The banner that told to override the verbosity to full is gone: both sides show
+        # their decisions.
+        assert "override it to" not in result.inner_text()
+        assert "Per-memory decisions are not in this response" not in result.inner_text()
+        assert tool_output.pk  # the tool result is a fact too: it leaves as well
+        assert page.locator(f"#compare-{tool_output.pk} td").nth(1).inner_text() == "leaves"
+        shot(page, "sandbox-compare-both-sides")
+        page.set_viewport_size({"width": 390, "height": 844})
+        shot(page, "sandbox-compare-both-sides-390")

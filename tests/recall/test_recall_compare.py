@@ -1,4 +1,5 @@
-"""recall.compare: saved policy vs draft override, memory by memory (plain Python, no database)."""
+"""recall.compare: each memory's decision under the saved policy and a draft override (plain
+Python, no database)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ from recall.compare import (
     INCLUDED,
     LEAVES,
     NOT_SELECTED,
+    OUT,
     STAYS,
     TRUNCATED,
+    MemoryChange,
     RecallOutcome,
     recall_compare,
 )
@@ -71,17 +74,32 @@ class RecallCompareTests:
         assert (truncated.saved_code, truncated.draft_code) == (NOT_SELECTED, TRUNCATED)
         assert (comparison.entering, comparison.leaving) == (2, 0)
 
-    def test_a_memory_truncated_on_one_side_and_an_entry_on_the_other_stays(self) -> None:
+    def test_a_memory_truncated_on_one_side_and_an_entry_on_the_other_stays_and_differs(
+        self,
+    ) -> None:
         comparison = recall_compare(outcome(["1"], truncated=["2"]), outcome(["1", "2"]))
         assert [(c.id, c.change, c.saved_code, c.draft_code) for c in comparison.changes] == [
-            ("1", STAYS, INCLUDED, INCLUDED),
             ("2", STAYS, TRUNCATED, INCLUDED),
+            ("1", STAYS, INCLUDED, INCLUDED),
         ]
+        assert [c.id for c in comparison.differing] == ["2"]
 
-    def test_memories_out_of_both_contexts_are_not_listed(self) -> None:
-        saved = outcome(["1"], codes={"9": "sensitivity_above_ceiling"})
-        draft = outcome(["1"], codes={"9": "sensitivity_above_ceiling"})
-        assert [c.id for c in recall_compare(saved, draft).changes] == ["1"]
+    def test_memories_out_of_both_contexts_are_listed_with_both_reasons(self) -> None:
+        # The draft's narrower type list filters 8, which the saved side ranked below top K;
+        # 9 is too sensitive on both sides: listed, decided alike, after the differences.
+        saved = outcome(["1"], codes={"8": "below_top_k", "9": "sensitivity_above_ceiling"})
+        draft = outcome(
+            ["1"], codes={"8": "memory_type_not_allowed", "9": "sensitivity_above_ceiling"}
+        )
+        comparison = recall_compare(saved, draft)
+        assert [(c.id, c.change, c.differs) for c in comparison.changes] == [
+            ("8", OUT, True),
+            ("1", STAYS, False),
+            ("9", OUT, False),
+        ]
+        assert comparison.changes[0].saved_code == "below_top_k"
+        assert comparison.changes[0].draft_code == "memory_type_not_allowed"
+        assert [c.id for c in comparison.alike] == ["1", "9"]
 
     def test_the_same_policy_is_told_by_both_hashes(self) -> None:
         assert recall_compare(outcome([]), outcome([])).same_policy is True
@@ -106,41 +124,58 @@ def in_context(side: RecallOutcome) -> set[str]:
     return set(side.included) | set(side.truncated)
 
 
+def decided(side: RecallOutcome) -> set[str]:
+    return in_context(side) | set(side.codes)
+
+
 class RecallComparePropertyTests:
     @given(outcomes(), outcomes())
-    def test_every_memory_in_either_context_is_listed_once_and_no_other(
+    def test_every_memory_either_side_decided_on_is_listed_once_and_no_other(
         self, saved: RecallOutcome, draft: RecallOutcome
     ) -> None:
         listed = [c.id for c in recall_compare(saved, draft).changes]
         assert len(listed) == len(set(listed))
-        assert set(listed) == in_context(saved) | in_context(draft)
+        assert set(listed) == decided(saved) | decided(draft)
 
     @given(outcomes(), outcomes())
     def test_the_change_says_on_which_sides_a_memory_is_in_context(
         self, saved: RecallOutcome, draft: RecallOutcome
     ) -> None:
         comparison = recall_compare(saved, draft)
+        changes = {
+            (True, True): STAYS,
+            (True, False): LEAVES,
+            (False, True): ENTERS,
+            (False, False): OUT,
+        }
         for c in comparison.changes:
             sides = (c.id in in_context(saved), c.id in in_context(draft))
-            assert (
-                c.change
-                == {(True, True): STAYS, (True, False): LEAVES, (False, True): ENTERS}[sides]
-            )
+            assert c.change == changes[sides]
             assert (c.saved_code in (INCLUDED, TRUNCATED)) is sides[0]
             assert (c.draft_code in (INCLUDED, TRUNCATED)) is sides[1]
+            assert c.differs is (c.saved_code != c.draft_code)
         assert comparison.entering == len(in_context(draft) - in_context(saved))
         assert comparison.leaving == len(in_context(saved) - in_context(draft))
 
     @given(outcomes(), outcomes())
-    def test_entering_comes_first_then_leaving_then_staying_each_in_the_sides_order(
+    def test_entering_then_leaving_then_other_differences_then_the_rest_each_in_sides_order(
         self, saved: RecallOutcome, draft: RecallOutcome
     ) -> None:
         changes = recall_compare(saved, draft).changes
-        ranks = [(ENTERS, LEAVES, STAYS).index(c.change) for c in changes]
+
+        def rank(c: MemoryChange) -> int:
+            if c.change in (ENTERS, LEAVES):
+                return (ENTERS, LEAVES).index(c.change)
+            return 2 if c.differs else 3
+
+        ranks = [rank(c) for c in changes]
         assert ranks == sorted(ranks)
-        sides_order = [*saved.included, *saved.truncated, *draft.included, *draft.truncated]
-        for change in (ENTERS, LEAVES, STAYS):
-            group = [c.id for c in changes if c.change == change]
+        sides_order = [
+            *saved.included, *saved.truncated, *saved.codes,
+            *draft.included, *draft.truncated, *draft.codes,
+        ]  # fmt: skip
+        for r in range(4):
+            group = [c.id for c in changes if rank(c) == r]
             assert group == sorted(group, key=sides_order.index)
 
     @given(outcomes(), outcomes())
@@ -149,11 +184,11 @@ class RecallComparePropertyTests:
     ) -> None:
         forward = {c.id: c.change for c in recall_compare(saved, draft).changes}
         backward = {c.id: c.change for c in recall_compare(draft, saved).changes}
-        swap = {ENTERS: LEAVES, LEAVES: ENTERS, STAYS: STAYS}
+        swap = {ENTERS: LEAVES, LEAVES: ENTERS, STAYS: STAYS, OUT: OUT}
         assert backward == {pk: swap[change] for pk, change in forward.items()}
 
     @given(outcomes())
     def test_an_outcome_compared_with_itself_changes_nothing(self, side: RecallOutcome) -> None:
         comparison = recall_compare(side, side)
-        assert all(c.change == STAYS for c in comparison.changes)
+        assert all(c.change in (STAYS, OUT) and not c.differs for c in comparison.changes)
         assert comparison.same_policy
