@@ -71,6 +71,7 @@ def _load_as_owner(total: int, large: int, label: str, marker: Path, started: fl
         workspace=workspace,
         document={**algebra.default_floor(), "relaxableAxes": ["diagnosticsVerbosity"]},
         author="bench",
+        comment="Bench floor",
     )
     typical = services.workload_create(workspace=workspace, name="typical", author="bench")
     selective = services.workload_create(

@@ -159,6 +159,9 @@ class BoundAxis:
     relaxes: bool = False  # workload: the error is WORKLOAD_RELAXES_OPERATOR_FLOOR
     relaxable: bool = False  # floor: requests may override the axis
     floor_display: str = ""  # workload: the floor's value in words
+    # workload: the axis's inputs holding the floor's value ("set to the floor's value")
+    floor_inputs: BoundAxis | None = None
+    error_code: str = ""  # the domain error's code, shown after its words
     toggle: Any = None  # sandbox: the "override this axis" box, a bound form field
 
     @property

@@ -23,7 +23,7 @@ from policies.algebra import (
 from policies.axes import AXES, Axis
 from policies.axis_fields import POLICY_INPUTS, BoundAxis, bind_axis, parse_axes
 from policies.labels import axis_label, axis_value
-from policies.services import change_comment
+from policies.services import change_comment, floor_change_comment
 from portal.errors import DomainError, ValidationFailed
 from portal.form_errors import form_errors
 from portal.versioning import NO_VERSION, parse_base_version
@@ -86,11 +86,11 @@ def _worded(
             whole = error.name in ("", DOCUMENT_FIELD)
             yield "", error.message if whole else error.named_message
         elif exc.code == WORKLOAD_RELAXES_OPERATOR_FLOOR:
+            # The words first; the page shows the code after them (``PolicyForm.error_codes``).
             value = named_floor.get(error.field, (floor or {}).get(error.field))
             yield (
                 error.field,
-                f"{WORKLOAD_RELAXES_OPERATOR_FLOOR}: wider than the operator floor "
-                f"(floor: {axis_value(error.field, value)}).",
+                f"Wider than the operator floor (floor: {axis_value(error.field, value)}).",
             )
         else:
             yield error.field, error.message
@@ -103,8 +103,13 @@ def field_name(name: str) -> str:
 
 
 def domain_error_lines(exc: PolicyError | DomainError) -> list[str]:
-    """A policy error as lines of a list shown away from the form (each names its field)."""
-    return [f"{field_name(name)}: {message}" if name else message for name, message in _worded(exc)]
+    """A policy error as lines of a list shown away from the form (each names its field, and
+    a workload's relaxed axis its code)."""
+    code = f" ({exc.code})" if exc.code == WORKLOAD_RELAXES_OPERATOR_FLOOR else ""
+    return [
+        f"{field_name(name)}: {message}{code}" if name else message
+        for name, message in _worded(exc)
+    ]
 
 
 # --- the bound form ----------------------------------------------------------------------------
@@ -143,6 +148,7 @@ class PolicyForm:
         self.floor = dict(floor or {})
         self.initial_relaxable = list(relaxable or [])
         self.errors: dict[str, str] = {}
+        self.error_codes: dict[str, str] = {}  # field -> the domain error's code, shown after
         self.relaxing: list[str] = []
         self.non_field_errors: list[str] = []
         self.document: dict[str, Any] = {}
@@ -171,7 +177,9 @@ class PolicyForm:
             return name in self.initial
         return self.data.get(f"mode-{name}") == "set"
 
-    def is_valid(self) -> bool:
+    def is_valid(self, *, saving: bool = True) -> bool:
+        """Whether the submitted form parses. ``saving=False`` (an impact preview) asks for
+        no change comment: only a save needs one."""
         if self.data is None:
             return False
         included = {name: axis for name, axis in AXES.items() if self._included(name)}
@@ -179,8 +187,10 @@ class PolicyForm:
         self.errors.update(errors)
         if not self.partial:
             document[RELAXABLE_KEY] = [a for a in self.data.getlist("relaxable") if a in AXES]
+        # The service's rules, reported with the other fields: the floor's comment is required.
+        check_comment = floor_change_comment if saving and not self.partial else change_comment
         try:
-            change_comment(self.comment)  # the service's rule, reported with the other fields
+            check_comment(self.comment)
         except ValidationFailed as exc:
             self.errors["comment"] = exc.details["fields"]["comment"]
         if self.base_version_text and self.base_version is None:
@@ -212,6 +222,7 @@ class PolicyForm:
                 continue
             if exc.code == WORKLOAD_RELAXES_OPERATOR_FLOOR:
                 self.relaxing.append(name)
+                self.error_codes[name] = exc.code
             self.errors[name] = message
 
     # rendering
@@ -227,10 +238,13 @@ class PolicyForm:
         bound = bind_axis(axis, POLICY_INPUTS, value=self._value(name), data=self.data)
         bound.included = self._included(name)
         bound.errors = [self.errors[name]] if name in self.errors else []
+        bound.error_code = self.error_codes.get(name, "")
         bound.relaxes = name in self.relaxing
         bound.display = axis_value(name, self.initial[name]) if name in self.initial else ""
         if self.partial:
             bound.floor_display = axis_value(name, self.floor.get(name))
+            if bound.relaxes:
+                bound.floor_inputs = bind_axis(axis, POLICY_INPUTS, value=self.floor.get(name))
         else:
             relaxable = (
                 self.data.getlist("relaxable") if self.data is not None else self.initial_relaxable

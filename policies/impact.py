@@ -1,14 +1,19 @@
-"""The floor page's impact preview: what a proposed floor would take out of recall.
+"""Impact previews: what a proposed floor, or a proposed workload policy, would take out of
+recall.
 
 Per workload and environment, the memories the current effective policy lets through and how
 many of those the proposed floor would stop, with how the workload policy would stand against
-it. The policies are this app's; the memories are recall's, and recall sits above policies: so
+it (``floor_change_impact``); for a workload policy being edited, the same for the
+environments it applies to, and how many it would let in (``workload_change_impact``).
+
+The policies are this app's; the memories are recall's, and recall sits above policies: so
 recall registers the counter at start-up (``recall.apps``: ``recall.engine.impact``) and this
 module calls whatever was registered.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -64,6 +69,13 @@ class ImpactRow:
     # each query, so the counts above cannot include it; the page says so instead.
     similarity_now: float | None = None
     similarity_proposed: float | None = None
+    # Memories the proposed policy would let through that the current one does not (a
+    # workload policy widened up to the floor); the floor's preview does not count them.
+    would_start: int = 0
+
+    @property
+    def recallable_after(self) -> int:
+        return self.recallable_now - self.would_stop + self.would_start
 
     @property
     def similarity_words(self) -> str:
@@ -119,4 +131,52 @@ def floor_change_impact(
             current,
             proposed,
         ) in zip(targets, counts, standing, pairs, strict=True)
+    ]
+
+
+def workload_change_impact(
+    *,
+    workload: Workload,
+    environment: str,
+    proposed: Mapping[str, Any],
+    floor: Mapping[str, Any],
+    latest: Mapping[str, WorkloadPolicyVersion],
+    environments: Sequence[str],
+    now: datetime | None = None,
+) -> list[ImpactRow]:
+    """What saving ``proposed`` (a parsed workload policy) as the workload's policy for
+    ``environment`` would change in recall: one row per environment it would apply to (its
+    own; for the all-environments default, each environment without a policy of its own),
+    with the memories recallable now, those it would stop and those it would let in.
+
+    ``latest``: the workload's newest policy per environment (``""``: the default). A policy
+    wider than the floor is clamped to it, as recall would: its rows say which axes.
+    """
+    targets = [environment] if environment else [e for e in environments if e not in latest]
+    proposed_policy, found = algebra.narrow_settled(floor, proposed)
+    relaxing = algebra.check_workload(floor, proposed)
+    pairs: Pairs = []
+    versions = []
+    for target in targets:
+        version = latest.get(target) or latest.get("")
+        current = algebra.narrow(floor, version.document if version else {})
+        pairs += [(current, proposed_policy), (proposed_policy, current)]
+        versions.append(version)
+    counts = _count(workload.workspace, pairs, now or datetime.now(tz=UTC))
+    return [
+        ImpactRow(
+            workload,
+            target,
+            version,
+            now_count,
+            stop,
+            relaxing,
+            found,
+            similarity_now=current["similarityMin"],
+            similarity_proposed=proposed_policy["similarityMin"],
+            would_start=start,
+        )  # fmt: skip
+        for target, version, (now_count, stop), (_, start), (current, _) in zip(
+            targets, versions, counts[::2], counts[1::2], pairs[::2], strict=True
+        )
     ]

@@ -29,6 +29,21 @@ def change_comment(comment: Any) -> str:
     return comment.strip()
 
 
+FLOOR_COMMENT_REQUIRED = (
+    "Say why the operator floor changes: a change comment (comment) is required, kept with the "
+    "version and in the audit trail."
+)
+
+
+def floor_change_comment(comment: Any) -> str:
+    """The floor's change comment, validated and required: every agent's recall follows the
+    floor, so each of its versions says why it was made."""
+    text = change_comment(comment)
+    if not text:
+        raise ValidationFailed({"comment": FLOOR_COMMENT_REQUIRED}, FLOOR_COMMENT_REQUIRED)
+    return text
+
+
 @transaction.atomic
 def workspace_create(
     *, slug: str, name: str, author: str, operator: Any | None = None
@@ -64,17 +79,18 @@ def workspace_policy_save(
     workspace: Workspace,
     document: Any,
     author: str,
-    comment: Any = "",
+    comment: Any,
     base_version: int | None = None,
 ) -> WorkspacePolicyVersion:
-    """Save the floor as the next version; return the current one if nothing changed.
+    """Save the floor as the next version; return the current one if nothing changed. The
+    change comment is required (``floor_change_comment``).
 
     ``base_version`` is the version the change was based on: a stale one raises
     ``VersionConflict`` (portal.versioning). A document identical to the current version
     records nothing (no version, no event), whatever its comment.
     """
     floor, relaxable = algebra.normalize_floor(document)
-    comment = change_comment(comment)
+    comment = floor_change_comment(comment)
 
     def locked_document() -> dict[str, Any]:
         # FOR NO KEY UPDATE: it excludes other saves but not the KEY SHARE a recall's audit

@@ -25,6 +25,14 @@ COMMENT_SCHEMA = {
     "nullable": True,
     "description": "Change comment.",
 }
+# The floor's comment is required (``policies.services.floor_change_comment``).
+FLOOR_COMMENT_SCHEMA = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": COMMENT_MAX,
+    "description": "Change comment: required, why the floor changes (blank is refused with "
+    "400 INVALID_REQUEST naming `comment`).",
+}
 
 
 BUDGET_NOT_HONOURABLE = (
@@ -82,7 +90,8 @@ def policy_save_schema(*, floor: bool) -> dict[str, Any]:
     """A save's body: the flat document with ``comment`` (and ``relaxableAxes`` for the
     floor), or GET's envelope ``{"policy": {...}, ...}`` sent back."""
     axes = policy_axes_schema(every_axis=floor)
-    extra: dict[str, Any] = {"comment": COMMENT_SCHEMA, "baseVersion": BASE_VERSION_SCHEMA}
+    comment = FLOOR_COMMENT_SCHEMA if floor else COMMENT_SCHEMA
+    extra: dict[str, Any] = {"comment": comment, "baseVersion": BASE_VERSION_SCHEMA}
     if floor:
         extra[RELAXABLE_KEY] = {
             "type": "array",
@@ -90,6 +99,9 @@ def policy_save_schema(*, floor: bool) -> dict[str, Any]:
             "description": "Axes a recall request may override.",
         }
     flat = {**axes, "properties": {**axes["properties"], **extra}}
+    required = ["comment"] if floor else []
+    if floor:
+        flat["required"] = [*flat.get("required", []), *required]
     # GET's read-only keys may come back with the envelope; they are ignored. (A workload's
     # envelope may also carry its workloadId and environment, which must then be the URL's.)
     read_only = ["version", "author", "createdAt"]
@@ -100,7 +112,7 @@ def policy_save_schema(*, floor: bool) -> dict[str, Any]:
             **extra,
             **{key: {"description": "Read-only; ignored."} for key in read_only},
         },
-        "required": ["policy"],
+        "required": ["policy", *required],
         "additionalProperties": False,
     }
     return {"oneOf": [flat, envelope]}

@@ -57,9 +57,11 @@ ENVIRONMENT_PARAM = OpenApiParameter(
     "Omit it for the all-environments default.",
 )
 POLICY_BODY_DOC = (
-    "A flat policy document (axis -> value), optionally with `comment` (the change comment); "
-    "the workspace floor also takes `relaxableAxes`. The envelope form returned by GET "
-    '(`{"policy": {...}, "relaxableAxes": [...], "comment": "..."}`) is accepted too.'
+    "A flat policy document (axis -> value) with `comment` (the change comment: required for "
+    "the workspace floor, a 400 `INVALID_REQUEST` naming `comment` otherwise; optional for a "
+    "workload policy); the workspace floor also takes `relaxableAxes`. The envelope form "
+    'returned by GET (`{"policy": {...}, "relaxableAxes": [...], "comment": "..."}`) is '
+    "accepted too."
 )
 
 

@@ -116,7 +116,7 @@ def _impact(
     workspace: Workspace, form: PolicyForm, current: WorkspacePolicyVersion
 ) -> dict[str, Any]:
     """The impact preview's context: rows, or the errors that prevent computing them."""
-    if not form.is_valid():
+    if not form.is_valid(saving=False):
         return {"impact_rows": None, "impact_errors": form.errors}
     try:
         rows = floor_change_impact(workspace=workspace, proposed=form.document, current=current)

@@ -19,6 +19,7 @@ from policies import algebra, services
 from policies.forms import (
     PolicyForm,
 )
+from policies.impact import ImpactRow, workload_change_impact
 from policies.labels import axis_value
 from policies.models import (
     Workload,
@@ -87,16 +88,27 @@ def workload_policy(request: HtmxHttpRequest, slug: str, workload_id: uuid.UUID)
     status = 200
     if request.method == "POST":
         if request.POST.get("_validate") == "1":
-            # Live validation: the same checks as a save, nothing written.
-            if form.is_valid():
+            # Live validation: the same checks as a save, nothing written, and what the
+            # policy as it stands would change in recall (a comment changes nothing there).
+            impact: list[ImpactRow] | None = None
+            if form.is_valid(saving=False):
                 try:
                     algebra.validate_workload(floor_version.document, form.document)
                 except algebra.PolicyError as exc:
                     form.add_error(exc)
+                impact = _impact(
+                    workload, environment, environments, form, floor_version.document, latest
+                )
             return render(
                 request,
                 "policies/_workload_validation.html",
-                {"form": form, "groups": form.groups()},
+                {
+                    **access.context(),
+                    "form": form,
+                    "groups": form.groups(),
+                    "impact": impact,
+                    "environment": environment,
+                },
             )
         if form.is_valid():
             try:
@@ -162,6 +174,31 @@ def workload_policy(request: HtmxHttpRequest, slug: str, workload_id: uuid.UUID)
     }
     template = "policies/_workload_body.html" if wants_fragment(request) else None
     return render(request, template or "policies/workload.html", context, status=status)
+
+
+def _impact(
+    workload: Workload,
+    environment: str,
+    environments: list[str],
+    form: PolicyForm,
+    floor: dict[str, Any],
+    latest: dict[str, WorkloadPolicyVersion],
+) -> list[ImpactRow] | None:
+    """The impact preview of the form's policy, clamped and settled as recall would use it
+    (a value wider than the floor counts as the floor's); None when an axis's value is not
+    valid."""
+    try:
+        document = algebra.normalize_document(form.document, partial=True)
+    except algebra.PolicyError:
+        return None
+    return workload_change_impact(
+        workload=workload,
+        environment=environment,
+        proposed=document,
+        floor=floor,
+        latest=latest,
+        environments=environments,
+    )
 
 
 def _effective_context(

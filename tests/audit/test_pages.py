@@ -350,6 +350,7 @@ class DashboardPageTests:
             workspace=workspace_a,
             document={**floor.document, "sensitivityCeiling": "internal", "relaxableAxes": []},
             author="user:olga",
+            comment="Test floor",
         )
         response = client_for(viewer).get("/w/team-a/")
         html = response.content.decode()

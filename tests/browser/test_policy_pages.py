@@ -8,6 +8,7 @@ from playwright.sync_api import expect
 from policies.models import WorkloadPolicyVersion
 from policies.selectors import workspace_policy_current
 from policies.services import workload_policy_save, workspace_policy_save
+from tests.recall import factories
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -114,6 +115,126 @@ class FloorPageTests:
         page.wait_for_url("**?a=1&b=2")
         expect(page.locator("table.diff")).to_contain_text("sensitivityCeiling")
         shot(page, "policies-floor-history")
+
+
+class FloorSaveTests:
+    def test_the_floor_needs_a_comment_and_its_preview_says_when_it_is_out_of_date(
+        self, page, live_server, login, operator, workspace_a, workload_a, shot
+    ):
+        factories.memories(
+            workspace_a,
+            {"content": "sure", "confirmation_status": "inferred", "confidence": 0.9},
+            {"content": "unsure", "confirmation_status": "inferred", "confidence": 0.55},
+        )
+        login(page, "olga", "pw-olga")
+        page.goto(f"{live_server.url}/w/team-a/policies/")
+        page.locator("#id_ax-confidenceMin").fill("0.6")
+        page.get_by_role("button", name="Preview impact").click()
+        impact = page.locator("#impact")
+        impact.get_by_text("Would stop being recallable").wait_for()
+        stale = impact.locator(".stale-note")
+        expect(stale).to_be_empty()
+        # The comment changes nothing the preview counts; another value does.
+        page.get_by_label("Change comment").fill("Trust inferred memories less")
+        expect(stale).to_be_empty()
+        page.locator("#id_ax-confidenceMin").fill("0.7")
+        expect(stale).to_have_text(
+            "Out of date: the form has changed since this preview; press Preview impact again."
+        )
+        assert "stale" in (impact.locator("section.preview").get_attribute("class") or "")
+        impact.scroll_into_view_if_needed()
+        shot(page, "floor-preview-out-of-date")
+        page.get_by_role("button", name="Preview impact").click()
+        expect(stale).to_be_empty()
+
+        # Saved without a comment: refused on the comment, the change kept to add one.
+        page.get_by_label("Change comment").fill("")
+        page.get_by_role("button", name="Save floor").click()
+        error = page.locator("#err-comment")
+        expect(error).to_contain_text("a change comment (comment) is required")
+        expect(page.get_by_label("Change comment")).to_have_attribute("aria-invalid", "true")
+        expect(page.locator("#id_ax-confidenceMin")).to_have_value("0.7")
+        assert workspace_policy_current(workspace=workspace_a).version == 1
+        page.get_by_label("Change comment").scroll_into_view_if_needed()
+        shot(page, "floor-comment-required")
+        page.get_by_label("Change comment").fill("Trust inferred memories less")
+        page.get_by_role("button", name="Save floor").click()
+        page.get_by_role("status").filter(has_text="as version 2").wait_for()
+        saved = workspace_policy_current(workspace=workspace_a)
+        assert (saved.version, saved.comment) == (2, "Trust inferred memories less")
+        page.set_viewport_size({"width": 390, "height": 844})
+        shot(page, "floor-saved-390")
+
+    def test_every_restore_button_lines_up_in_the_floor_history(
+        self, page, live_server, login, operator, workspace_a, shot
+    ):
+        for budget in (3000, 2800):
+            floor = workspace_policy_current(workspace=workspace_a)
+            workspace_policy_save(
+                workspace=workspace_a,
+                document={**floor.document, "totalTokenBudget": budget, "relaxableAxes": []},
+                author="user:olga",
+                comment=f"Budget {budget}",
+            )
+        login(page, "olga", "pw-olga")
+        page.goto(f"{live_server.url}/w/team-a/policies/history/")
+        buttons = page.get_by_role("button", name="Restore this version")
+        assert buttons.count() == 2  # v2 (with a diff link beside it) and v1 (without)
+        left = {round(box["x"]) for box in (b.bounding_box() for b in buttons.all()) if box}
+        assert len(left) == 1, left
+        shot(page, "floor-history-aligned")
+
+
+class WorkloadImpactTests:
+    def test_narrowing_a_workload_says_what_it_takes_out_of_recall_before_saving(
+        self, page, live_server, login, editor, workspace_a, workload_a, shot
+    ):
+        factories.memories(
+            workspace_a,
+            *({"content": f"fact {i}", "memory_type": "fact"} for i in range(5)),
+            *({"content": f"decision {i}", "memory_type": "decision"} for i in range(2)),
+        )
+        login(page, "eddie", "pw-eddie")
+        page.goto(f"{live_server.url}/w/team-a/workloads/{workload_a.pk}/policy/?environment=prod")
+        impact = page.locator("#impact")
+        expect(impact).to_contain_text("Change an axis")
+        axis = page.locator("#axis-memoryTypeAllowed")
+        axis.get_by_label("Set for this workload").check()
+        axis.get_by_label("fact", exact=True).uncheck()
+        row = impact.locator("tbody tr").first
+        expect(row).to_contain_text("prod")
+        expect(row.locator("td").nth(1)).to_have_text("2")  # with this policy: 7 -> 2
+        assert row.locator("td").nth(0).inner_text() == "7"
+        assert row.locator("td").nth(2).inner_text() == "5"  # would stop being recallable
+        # Typing in a box marks it out of date until the box is left.
+        budget = page.locator("#axis-totalTokenBudget")
+        budget.get_by_label("Set for this workload").check()
+        expect(impact.locator(".stale-note")).to_be_empty()
+        budget.get_by_label("totalTokenBudget").fill("3000")
+        expect(impact.locator(".stale-note")).to_contain_text("Out of date")
+        budget.get_by_label("totalTokenBudget").press("Tab")
+        expect(impact.locator(".stale-note")).to_be_empty()
+        impact.scroll_into_view_if_needed()
+        shot(page, "workload-impact-preview")
+
+        # A value wider than the floor leads with the words, then the code, and one click sets
+        # it to the floor's value.
+        ceiling = page.locator("#axis-sensitivityCeiling")
+        ceiling.get_by_label("Set for this workload").check()
+        ceiling.get_by_label("sensitivityCeiling").select_option("restricted")
+        error = page.locator("#err-sensitivityCeiling")
+        expect(error).to_contain_text("WORKLOAD_RELAXES_OPERATOR_FLOOR")
+        assert error.inner_text().startswith("Wider than the operator floor (floor: confidential).")
+        ceiling.scroll_into_view_if_needed()
+        shot(page, "workload-set-to-the-floor")
+        error.get_by_role("button", name="Set to the floor's value").click()
+        expect(ceiling.get_by_label("sensitivityCeiling")).to_have_value("confidential")
+        expect(error).to_be_empty()
+        page.locator("#form-status").filter(has_text="No problems found").wait_for()
+        expect(page.get_by_role("button", name="Save workload policy")).to_be_enabled()
+        page.set_viewport_size({"width": 390, "height": 844})
+        impact.scroll_into_view_if_needed()
+        shot(page, "workload-impact-preview-390")
 
 
 class ReadOnlyTests:
@@ -315,6 +436,7 @@ class ComplianceWordsTests:
                 "relaxableAxes": [],
             },
             author="user:olga",
+            comment="Test floor",
         )
         login(page, "olga", "pw-olga")
         page.get_by_role("link", name="Policies", exact=True).click()

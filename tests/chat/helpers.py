@@ -48,7 +48,9 @@ def roomy_floor(workspace: Workspace, total: int = 20_000) -> None:
         "perSegmentReservation": {},
         "relaxableAxes": [],
     }
-    workspace_policy_save(workspace=workspace, document=floor, author="system:test")
+    workspace_policy_save(
+        workspace=workspace, document=floor, author="system:test", comment="Test floor"
+    )
 
 
 def layout(workload: Any, memory: dict[str, Any]) -> None:

@@ -494,7 +494,10 @@ class EffectivePolicyTests:
         )
         operator.api().put(
             "/v1/workspaces/team-a/policy",
-            floor(sensitivityCeiling="internal", totalTokenBudget=2600),
+            {
+                **floor(sensitivityCeiling="internal", totalTokenBudget=2600),
+                "comment": "Narrow the floor",
+            },
             format="json",
         )
 
@@ -533,6 +536,7 @@ class EffectivePolicyTests:
                 },
             ),
             author="user:olga",
+            comment="Test floor",
         )
 
         response = operator.api().get(effective_url(workload_a))
@@ -556,6 +560,7 @@ class EffectivePolicyTests:
             workspace=viewer.workspace,
             document=floor(relaxableAxes=["confidenceMin", "memoryTypeAllowed"]),
             author="user:olga",
+            comment="Test floor",
         )
 
         body = viewer.api().get(effective_url(workload_a)).json()
@@ -569,6 +574,7 @@ class FloorAuditDiffTests:
             workspace=operator.workspace,
             document=floor(relaxableAxes=["confidenceMin"]),
             author="user:olga",
+            comment="Test floor",
         )
 
         event = AuditEvent.objects.filter(

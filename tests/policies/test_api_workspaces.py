@@ -358,6 +358,29 @@ class WorkspacePolicyTests:
         assert response.json()["relaxableAxes"] == ["diagnosticsVerbosity"]
         assert response.json()["comment"] == "Round trip"
 
+    @pytest.mark.parametrize("comment", [None, "", "   "])
+    def test_a_floor_without_a_change_comment_is_a_400_naming_the_field(self, operator, comment):
+        before = state(operator.workspace)
+        body = full_floor(sensitivityCeiling="internal")
+        if comment is not None:
+            body["comment"] = comment
+
+        response = operator.api().put(FLOOR_URL, body, format="json")
+
+        error = error_of(response, 400, "INVALID_REQUEST")
+        assert list(error["details"]["fields"]) == ["comment"]
+        assert "a change comment (comment) is required" in error["details"]["fields"]["comment"]
+        assert "a change comment (comment) is required" in error["message"]
+        assert state(operator.workspace) == before
+
+    def test_a_workload_policy_still_saves_without_a_comment(self, editor, workload_a):
+        response = editor.api().put(
+            f"/v1/workloads/{workload_a.id}/policy", {"confidenceMin": 0.4}, format="json"
+        )
+
+        assert response.status_code == 200, response.content
+        assert response.json()["comment"] == ""
+
     @pytest.mark.parametrize("persona", ["editor", "viewer"])
     def test_only_an_operator_may_put_the_floor(self, request, persona):
         who = request.getfixturevalue(persona)
@@ -499,6 +522,7 @@ class WorkspacePolicyVersionTests:
                 workspace=operator.workspace,
                 document=full_floor(totalTokenBudget=budget),
                 author="user:olga",
+                comment="Test floor",
             )
 
         body = operator.api().get(VERSIONS_URL + "?pageSize=2&page=2").json()
@@ -514,6 +538,7 @@ class WorkspacePolicyVersionTests:
                 workspace=operator.workspace,
                 document=full_floor(totalTokenBudget=budget),
                 author="user:olga",
+                comment="Test floor",
             )
         client = operator.api()
 
@@ -528,6 +553,7 @@ class WorkspacePolicyVersionTests:
             workspace=operator.workspace,
             document=full_floor(totalTokenBudget=3000),
             author="user:olga",
+            comment="Test floor",
         )
 
         response = operator.api().get("/v1/workspaces/team-a/policy/versions/1")

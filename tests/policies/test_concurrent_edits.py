@@ -27,6 +27,11 @@ def floor(**changes: Any) -> dict[str, Any]:
     return {**algebra.default_floor(), "relaxableAxes": [], **changes}
 
 
+def floor_body(**changes: Any) -> dict[str, Any]:
+    """A floor as the API saves it: with its change comment (required)."""
+    return {**floor(**changes), "comment": "Test change"}
+
+
 def axes(**changes: Any) -> dict[str, Any]:
     """A floor's axes as the form posts them (relaxable axes are checkboxes of their own)."""
     return {**algebra.default_floor(), **changes}
@@ -72,7 +77,7 @@ class FloorApiTests:
 
     def test_a_save_answers_with_the_new_versions_etag(self, operator):
         response = operator.api().put(
-            FLOOR_URL, floor(totalTokenBudget=3000), format="json", HTTP_IF_MATCH='"1"'
+            FLOOR_URL, floor_body(totalTokenBudget=3000), format="json", HTTP_IF_MATCH='"1"'
         )
 
         assert response.status_code == 200, response.content
@@ -88,11 +93,11 @@ class FloorApiTests:
                 return operator.api().put(FLOOR_URL, document, format="json", HTTP_IF_MATCH='"1"')
             return operator.api().put(FLOOR_URL, {**document, "baseVersion": 1}, format="json")
 
-        first = put(floor(totalTokenBudget=3000))
+        first = put(floor_body(totalTokenBudget=3000))
         assert first.status_code == 200, first.content
         after_first = state(operator.workspace)
 
-        second = put(floor(sensitivityCeiling="internal"))
+        second = put(floor_body(sensitivityCeiling="internal"))
 
         error = error_of(second, 409, "VERSION_CONFLICT")
         assert error["details"] == {"currentVersion": 2, "baseVersion": 1}
@@ -114,17 +119,20 @@ class FloorApiTests:
 
     def test_a_weak_etag_is_accepted_too(self, operator):
         response = operator.api().put(
-            FLOOR_URL, floor(totalTokenBudget=3000), format="json", HTTP_IF_MATCH='W/"1"'
+            FLOOR_URL, floor_body(totalTokenBudget=3000), format="json", HTTP_IF_MATCH='W/"1"'
         )
 
         assert response.status_code == 200, response.content
 
     def test_a_save_without_a_base_version_is_not_checked(self, operator):
         workspace_policy_save(
-            workspace=operator.workspace, document=floor(totalTokenBudget=3000), author="x"
+            workspace=operator.workspace,
+            document=floor(totalTokenBudget=3000),
+            author="x",
+            comment="Test floor",
         )
 
-        response = operator.api().put(FLOOR_URL, floor(totalTokenBudget=2800), format="json")
+        response = operator.api().put(FLOOR_URL, floor_body(totalTokenBudget=2800), format="json")
 
         assert response.status_code == 200, response.content
         assert response.json()["version"] == 3
@@ -133,7 +141,7 @@ class FloorApiTests:
         before = state(operator.workspace)
 
         response = operator.api().put(
-            FLOOR_URL, {**floor(), "comment": "just saving again"}, format="json"
+            FLOOR_URL, {**floor_body(), "comment": "just saving again"}, format="json"
         )
 
         assert response.status_code == 200, response.content
@@ -144,7 +152,7 @@ class FloorApiTests:
 
     def test_sets_in_another_order_are_still_identical(self, operator):
         before = state(operator.workspace)
-        document = floor()
+        document = floor_body()
         document["memoryTypeAllowed"] = list(reversed(document["memoryTypeAllowed"]))
 
         response = operator.api().put(FLOOR_URL, document, format="json", HTTP_IF_MATCH='"1"')
@@ -154,18 +162,21 @@ class FloorApiTests:
 
     def test_a_change_to_relaxable_axes_alone_is_a_change(self, operator):
         response = operator.api().put(
-            FLOOR_URL, floor(relaxableAxes=["confidenceMin"]), format="json"
+            FLOOR_URL, floor_body(relaxableAxes=["confidenceMin"]), format="json"
         )
 
         assert response.json()["version"] == 2
 
     def test_a_stale_save_is_refused_even_when_identical_to_the_current_version(self, operator):
         workspace_policy_save(
-            workspace=operator.workspace, document=floor(totalTokenBudget=3000), author="x"
+            workspace=operator.workspace,
+            document=floor(totalTokenBudget=3000),
+            author="x",
+            comment="Test floor",
         )
 
         response = operator.api().put(
-            FLOOR_URL, floor(totalTokenBudget=3000), format="json", HTTP_IF_MATCH='"1"'
+            FLOOR_URL, floor_body(totalTokenBudget=3000), format="json", HTTP_IF_MATCH='"1"'
         )
 
         error_of(response, 409, "VERSION_CONFLICT")
@@ -177,7 +188,7 @@ class FloorApiTests:
         before = state(operator.workspace)
 
         response = operator.api().put(
-            FLOOR_URL, floor(totalTokenBudget=3000), format="json", HTTP_IF_MATCH=header
+            FLOOR_URL, floor_body(totalTokenBudget=3000), format="json", HTTP_IF_MATCH=header
         )
 
         error = error_of(response, 400, "INVALID_REQUEST")
@@ -189,7 +200,7 @@ class FloorApiTests:
         before = state(operator.workspace)
 
         response = operator.api().put(
-            FLOOR_URL, {**floor(totalTokenBudget=3000), "baseVersion": value}, format="json"
+            FLOOR_URL, {**floor_body(totalTokenBudget=3000), "baseVersion": value}, format="json"
         )
 
         error = error_of(response, 400, "INVALID_REQUEST")
@@ -199,7 +210,7 @@ class FloorApiTests:
     def test_if_match_and_base_version_that_disagree_are_a_400(self, operator):
         response = operator.api().put(
             FLOOR_URL,
-            {**floor(totalTokenBudget=3000), "baseVersion": 1},
+            {**floor_body(totalTokenBudget=3000), "baseVersion": 1},
             format="json",
             HTTP_IF_MATCH='"2"',
         )
@@ -208,14 +219,14 @@ class FloorApiTests:
 
     def test_if_match_star_checks_nothing(self, operator):
         response = operator.api().put(
-            FLOOR_URL, floor(totalTokenBudget=3000), format="json", HTTP_IF_MATCH="*"
+            FLOOR_URL, floor_body(totalTokenBudget=3000), format="json", HTTP_IF_MATCH="*"
         )
 
         assert response.status_code == 200
 
     def test_an_outsider_learns_nothing_from_a_stale_if_match(self, outsider, workspace_a):
         response = outsider.api().put(
-            FLOOR_URL, floor(totalTokenBudget=3000), format="json", HTTP_IF_MATCH='"7"'
+            FLOOR_URL, floor_body(totalTokenBudget=3000), format="json", HTTP_IF_MATCH='"7"'
         )
 
         error_of(response, 404, "NOT_FOUND")
@@ -338,7 +349,9 @@ class ServiceTests:
     def test_an_identical_floor_returns_the_current_version(self, workspace_a):
         current = WorkspacePolicyVersion.objects.get(workspace=workspace_a)
 
-        saved = workspace_policy_save(workspace=workspace_a, document=floor(), author="x")
+        saved = workspace_policy_save(
+            workspace=workspace_a, document=floor(), author="x", comment="Test floor"
+        )
 
         assert saved.pk == current.pk
 
@@ -360,6 +373,7 @@ class ConcurrentSaveTests:
                     document=floor(totalTokenBudget=3000 - n * 100),
                     author=f"user:{n}",
                     base_version=1,
+                    comment="Test floor",
                 )
             else:
                 save_workload(workload, {"confidenceMin": 0.2 + n / 10}, base_version=1)
@@ -416,7 +430,10 @@ class FloorFormTests:
     def test_saving_again_after_the_conflict_goes_through(self, operator):
         client = client_for(operator)
         workspace_policy_save(
-            workspace=operator.workspace, document=floor(totalTokenBudget=3000), author="x"
+            workspace=operator.workspace,
+            document=floor(totalTokenBudget=3000),
+            author="x",
+            comment="Test floor",
         )
 
         response = client.post(
@@ -514,7 +531,10 @@ class WorkloadFormTests:
     ):
         save_workload(workload_a, {"sensitivityCeiling": "confidential"})
         workspace_policy_save(
-            workspace=operator.workspace, document=floor(sensitivityCeiling="internal"), author="x"
+            workspace=operator.workspace,
+            document=floor(sensitivityCeiling="internal"),
+            author="x",
+            comment="Test floor",
         )
 
         response = client_for(operator).post(
@@ -535,10 +555,16 @@ class HistoryRestoreTests:
 
     def test_restoring_from_a_stale_page_is_a_409_and_restores_nothing(self, operator):
         workspace_policy_save(
-            workspace=operator.workspace, document=floor(totalTokenBudget=3000), author="x"
+            workspace=operator.workspace,
+            document=floor(totalTokenBudget=3000),
+            author="x",
+            comment="Test floor",
         )
         workspace_policy_save(
-            workspace=operator.workspace, document=floor(totalTokenBudget=2800), author="user:otto"
+            workspace=operator.workspace,
+            document=floor(totalTokenBudget=2800),
+            author="user:otto",
+            comment="Test floor",
         )
         before = state(operator.workspace)
 
@@ -554,9 +580,14 @@ class HistoryRestoreTests:
 
     def test_restoring_a_version_identical_to_the_current_one_saves_nothing(self, operator):
         workspace_policy_save(
-            workspace=operator.workspace, document=floor(totalTokenBudget=3000), author="x"
+            workspace=operator.workspace,
+            document=floor(totalTokenBudget=3000),
+            author="x",
+            comment="Test floor",
         )
-        workspace_policy_save(workspace=operator.workspace, document=floor(), author="x")
+        workspace_policy_save(
+            workspace=operator.workspace, document=floor(), author="x", comment="Test floor"
+        )
         before = state(operator.workspace)
 
         response = client_for(operator).post(
@@ -570,7 +601,10 @@ class HistoryRestoreTests:
 
     def test_the_restore_buttons_carry_the_current_version(self, operator):
         workspace_policy_save(
-            workspace=operator.workspace, document=floor(totalTokenBudget=3000), author="x"
+            workspace=operator.workspace,
+            document=floor(totalTokenBudget=3000),
+            author="x",
+            comment="Test floor",
         )
 
         html = client_for(operator).get(self.history_url()).content.decode()

@@ -26,7 +26,10 @@ RAISE_SYSTEM = {"perSegmentReservation": {"system_policy": 1500, "memory": 800, 
 
 def set_floor(workspace: Workspace, **axes: Any) -> None:
     workspace_policy_save(
-        workspace=workspace, document={**default_floor(), **axes}, author="user:olga"
+        workspace=workspace,
+        document={**default_floor(), **axes},
+        author="user:olga",
+        comment="Test floor",
     )
 
 

@@ -52,6 +52,7 @@ def test_a_save_waiting_for_the_chain_head_lets_the_appends_insert_through(targe
                     workspace=workspace_a,
                     document={**default_floor(), "relaxableAxes": [], "totalTokenBudget": 2500},
                     author="user:olga",
+                    comment="Test floor",
                 )
             else:
                 workload_policy_save(

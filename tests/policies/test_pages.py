@@ -18,6 +18,7 @@ from policies.services import workload_create, workload_policy_save, workspace_p
 from portal.models import Workspace
 from recall.models import Actor, MemoryRecord
 from recall.selectors import embedder_model
+from tests.recall.factories import memories
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 
@@ -44,7 +45,12 @@ def _axis_fields(name: str, value: Any) -> dict[str, Any]:
 
 
 def floor_post(document: dict[str, Any], relaxable: list[str] = (), **extra: Any) -> dict:
-    data: dict[str, Any] = {"action": "save", "comment": "", "relaxable": list(relaxable)}
+    # The floor's change comment is required: a test that is not about it sends one.
+    data: dict[str, Any] = {
+        "action": "save",
+        "comment": "Test change",
+        "relaxable": list(relaxable),
+    }
     for name, value in document.items():
         data.update(_axis_fields(name, value))
     data.update(extra)
@@ -59,6 +65,24 @@ def workload_post(document: dict[str, Any], **extra: Any) -> dict:
         data.update(_axis_fields(name, value))
     data.update(extra)
     return data
+
+
+def axis_error_slot(html: str, axis: str) -> str:
+    """An axis's error slot (policies/_axis_error.html), as HTML."""
+    start = html.index(f'<div class="field-error" id="err-{axis}"')
+    depth, at = 0, start
+    for tag in re.finditer(r"<(/?)div\b", html[start:]):
+        depth += -1 if tag.group(1) else 1
+        if depth == 0:
+            at = start + tag.end()
+            break
+    return html[start : html.index(">", at) + 1]
+
+
+def axis_error(html: str, axis: str) -> str:
+    """An axis's error slot as text: its words, its code, its button."""
+    slot = re.sub(r"<template.*?</template>", "", axis_error_slot(html, axis), flags=re.S)
+    return " ".join(re.sub(r"<[^>]+>", " ", slot).split())
 
 
 def client_for(persona: Any, *, csrf: bool = False) -> Client:
@@ -183,13 +207,10 @@ class FloorPageTests:
         response = client_for(operator).post(floor_url(), data)
         assert response.status_code == 422
         html = response.content.decode()
-        assert '<p class="field-error" id="err-totalTokenBudget">Enter a whole number.</p>' in html
+        assert axis_error(html, "totalTokenBudget") == "Enter a whole number."
         data = floor_post({**floor, "confidenceMin": 2})
         html = client_for(operator).post(floor_url(), data).content.decode()
-        assert (
-            '<p class="field-error" id="err-confidenceMin">Must be between 0 and 1, got 2.0.</p>'
-            in html
-        )
+        assert axis_error(html, "confidenceMin") == "Must be between 0 and 1, got 2.0."
         assert 'value="2"' in html  # the submitted value is kept for correction
         assert versions_of(workspace_a) == 1
 
@@ -201,7 +222,9 @@ class FloorPageTests:
         response = client_for(operator).post(floor_url(), data)
         assert response.status_code == 422
         html = response.content.decode()
-        assert 'id="err-perSegmentReservation">Reservations add up to 2500 tokens' in html
+        assert axis_error(html, "perSegmentReservation").startswith(
+            "Reservations add up to 2500 tokens"
+        )
         assert versions_of(workspace_a) == 1
 
     def test_the_impact_preview_counts_memories_that_would_stop_being_recallable(
@@ -242,6 +265,42 @@ class FloorPageTests:
         prod = by_target[("support-bot", "prod")]
         assert (prod.recallable_now, prod.would_stop) == (5, 3)
         assert versions_of(workspace_a) == 1
+
+    def test_a_floor_saved_without_a_comment_is_refused_on_the_comment(self, operator, workspace_a):
+        floor = workspace_policy_current(workspace=workspace_a).document
+        data = floor_post({**floor, "confidenceMin": 0.6}, comment="   ")
+        response = client_for(operator).post(floor_url(), data)
+        assert response.status_code == 422
+        html = response.content.decode()
+        assert "The floor was not saved: fix Change comment (marked below)." in html
+        err = html[html.index('<p class="field-error" id="err-comment">') :]
+        assert err[: err.index("</p>")].endswith(
+            "a change comment (comment) is required, kept with the version and in the audit trail."
+        )
+        assert 'name="comment" maxlength="500" value="   " required' in html
+        assert 'value="0.6"' in html  # the change is kept for the comment to be added
+        assert versions_of(workspace_a) == 1
+        data["comment"] = "Raise the confidence floor"
+        assert client_for(operator).post(floor_url(), data).status_code == 302
+        assert workspace_policy_current(workspace=workspace_a).comment == (
+            "Raise the confidence floor"
+        )
+
+    def test_the_impact_preview_needs_no_comment_and_says_when_it_is_out_of_date(
+        self, operator, workspace_a
+    ):
+        floor = workspace_policy_current(workspace=workspace_a).document
+        data = floor_post({**floor, "confidenceMin": 0.6}, comment="", action="preview")
+        response = client_for(operator).post(floor_url(), data, **HTMX)
+        assert response.status_code == 200
+        assert response.context["impact_rows"] is not None
+        html = response.content.decode()
+        # portal.js fills the marker once the form changes (the comment does not count).
+        assert '<section class="impact preview"' in html
+        assert '<p class="stale-note" role="status" data-text="Out of date:' in html
+        page = client_for(operator).get(floor_url()).content.decode()
+        assert 'data-preview="impact"' in page
+        assert 'placeholder="Why this change?" data-preview-ignore>' in page
 
     def test_the_impact_preview_is_a_single_counting_query(
         self, operator, workspace_a, django_assert_max_num_queries
@@ -536,11 +595,17 @@ class WorkloadPolicyPageTests:
         response = client_for(editor).post(workload_url(workload_a, "prod"), data)
         assert response.status_code == 422
         html = response.content.decode()
-        assert (
-            '<p class="field-error" id="err-sensitivityCeiling">WORKLOAD_RELAXES_OPERATOR_FLOOR:'
-            " wider than the operator floor (floor: confidential).</p>" in html
+        # The words first, then the code, and a button that sets the axis to the floor's value.
+        slot = axis_error_slot(html, "sensitivityCeiling")
+        assert axis_error(html, "sensitivityCeiling") == (
+            "Wider than the operator floor (floor: confidential)."
+            " WORKLOAD_RELAXES_OPERATOR_FLOOR Set to the floor's value"
         )
-        assert '<p class="field-error" id="err-confidenceMin"></p>' in html
+        assert '<code class="api-name">WORKLOAD_RELAXES_OPERATOR_FLOOR</code>' in slot
+        assert 'data-floor-axis="sensitivityCeiling"' in slot
+        template = slot[slot.index('<template id="floor-value-sensitivityCeiling">') :]
+        assert '<option value="confidential" selected>' in template
+        assert '<div class="field-error" id="err-confidenceMin"></div>' in html
         assert not WorkloadPolicyVersion.objects.filter(workload=workload_a).exists()
 
     def test_live_validation_marks_a_relaxing_axis_without_saving(self, editor, workload_a):
@@ -548,21 +613,74 @@ class WorkloadPolicyPageTests:
         response = client_for(editor).post(workload_url(workload_a, "prod"), data, **HTMX)
         assert response.status_code == 200
         html = response.content.decode()
-        assert 'id="err-sensitivityCeiling" hx-swap-oob="true">WORKLOAD_RELAXES' in html
-        assert "(floor: confidential)" in html
+        slot = axis_error_slot(html, "sensitivityCeiling")
+        assert 'hx-swap-oob="true"><span class="words">Wider than the operator floor' in slot
+        assert "(floor: confidential)" in slot and "WORKLOAD_RELAXES_OPERATOR_FLOOR" in slot
         assert not WorkloadPolicyVersion.objects.filter(workload=workload_a).exists()
         ok = workload_post({"sensitivityCeiling": "public"}, _validate="1")
         html = client_for(editor).post(workload_url(workload_a), ok, **HTMX).content.decode()
         assert "No problems found" in html
         assert not WorkloadPolicyVersion.objects.exists()
 
+    def test_live_validation_counts_what_the_policy_would_take_out_of_recall(
+        self, editor, workspace_a, workload_a
+    ):
+        memories(
+            workspace_a,
+            *({"content": f"fact {i}", "memory_type": "fact"} for i in range(4)),
+            *({"content": f"episode {i}", "memory_type": "episode"} for i in range(3)),
+        )
+        workload_policy_save(
+            workload=workload_a,
+            environment="prod",
+            document={"memoryTypeAllowed": ["fact"]},
+            author="user:eddie",
+        )
+        # prod: 4 facts now; episodes only would stop those 4 and let the 3 episodes in.
+        data = workload_post({"memoryTypeAllowed": ["episode"]}, _validate="1")
+        response = client_for(editor).post(workload_url(workload_a, "prod"), data, **HTMX)
+        [prod] = response.context["impact"]
+        assert (prod.environment, prod.recallable_now, prod.recallable_after) == ("prod", 4, 3)
+        assert (prod.would_stop, prod.would_start) == (4, 3)
+        html = response.content.decode()
+        assert (
+            '<section class="impact preview" id="impact" aria-labelledby="impact-h"'
+            ' hx-swap-oob="true">' in html
+        )
+        assert '<strong class="error">4</strong>' in html
+        assert not WorkloadPolicyVersion.objects.filter(workload=workload_a, version=2).exists()
+        # The default applies where an environment has no policy of its own: not prod.
+        data = workload_post({"memoryTypeAllowed": ["episode"]}, _validate="1")
+        response = client_for(editor).post(workload_url(workload_a, ""), data, **HTMX)
+        assert [r.environment for r in response.context["impact"]] == ["dev", "staging"]
+        assert [(r.recallable_now, r.recallable_after) for r in response.context["impact"]] == [
+            (7, 3),
+            (7, 3),
+        ]
+
+    def test_a_policy_wider_than_the_floor_is_counted_as_recall_clamps_it(
+        self, editor, workspace_a, workload_a
+    ):
+        memories(workspace_a, {"content": "one"}, {"content": "two", "sensitivity": "restricted"})
+        data = workload_post({"sensitivityCeiling": "restricted"}, _validate="1")
+        response = client_for(editor).post(workload_url(workload_a, "prod"), data, **HTMX)
+        [prod] = response.context["impact"]
+        assert (prod.recallable_now, prod.recallable_after) == (1, 1)
+        assert prod.relaxing_axes == ["sensitivityCeiling"]
+
+    def test_the_workload_page_waits_for_a_change_before_counting(self, editor, workload_a):
+        html = client_for(editor).get(workload_url(workload_a, "prod")).content.decode()
+        impact = html[html.index('<section class="impact preview" id="impact"') :]
+        assert "Change an axis: what this policy would take out of recall" in impact
+        assert 'data-preview="impact"' in html
+
     def test_live_validation_reports_malformed_values(self, editor, workload_a):
         data = workload_post({"totalTokenBudget": "-5"}, _validate="1")
         html = client_for(editor).post(workload_url(workload_a), data, **HTMX).content.decode()
-        assert (
-            'id="err-totalTokenBudget" hx-swap-oob="true">Expected a whole number of tokens from 1'
-            in html
+        assert axis_error(html, "totalTokenBudget").startswith(
+            "Expected a whole number of tokens from 1"
         )
+        assert 'id="err-totalTokenBudget" hx-swap-oob="true">' in html
 
     def test_inherited_axes_are_left_out_of_the_saved_document(self, editor, workload_a):
         data = workload_post({"dropOrder": ["memory", "retrieval"]})
@@ -652,8 +770,8 @@ class HistoryPageTests:
         assert response.status_code == 422
         html = response.content.decode()
         assert (
-            "<li>Sensitivity ceiling (sensitivityCeiling): WORKLOAD_RELAXES_OPERATOR_FLOOR: wider"
-            " than the operator floor (floor: internal).</li>" in html
+            "<li>Sensitivity ceiling (sensitivityCeiling): Wider than the operator floor"
+            " (floor: internal). (WORKLOAD_RELAXES_OPERATOR_FLOOR)</li>" in html
         )
         assert WorkloadPolicyVersion.objects.filter(workload=workload_a).count() == 2
 
@@ -784,7 +902,7 @@ class DurationInputTests:
         response = client_for(operator).post(floor_url(), data)
         assert response.status_code == 422
         html = response.content.decode()
-        assert f'<p class="field-error" id="err-maxAgeSeconds">{message}</p>' in html
+        assert axis_error(html, "maxAgeSeconds") == message
         assert "The floor was not saved: fix Maximum age (marked below)." in html
         assert versions_of(workspace_a) == 1
 
@@ -822,7 +940,7 @@ class DurationInputTests:
         response = client_for(editor).post(workload_url(workload_a, "prod"), data)
         assert response.status_code == 422
         html = response.content.decode()
-        assert "wider than the operator floor (floor: 30 days)." in html
+        assert "Wider than the operator floor (floor: 30 days)." in html
         assert "relaxes the operator floor</strong> on Maximum age" in html
 
 
@@ -1058,7 +1176,8 @@ class SimilarityFloorPageTests:
             floor_url(), floor_post({**floor, "similarityMin": 1.2})
         )
         assert response.status_code == 422  # as the floor page answers any refused value
-        assert 'id="err-similarityMin">Must be between 0 and 1' in response.content.decode()
+        html = response.content.decode()
+        assert axis_error(html, "similarityMin").startswith("Must be between 0 and 1")
 
     def test_the_workload_form_shows_the_floors_value_and_refuses_a_lower_one(
         self, editor, workspace_a, workload_a
@@ -1069,7 +1188,7 @@ class SimilarityFloorPageTests:
         data = workload_post({"similarityMin": 0.2})
         response = client_for(editor).post(workload_url(workload_a, "prod"), data)
         assert response.status_code == 422
-        assert "wider than the operator floor (floor: 0.3)" in response.content.decode()
+        assert "Wider than the operator floor (floor: 0.3)" in response.content.decode()
         saved = client_for(editor).post(
             workload_url(workload_a, "prod"), workload_post({"similarityMin": 0.45})
         )

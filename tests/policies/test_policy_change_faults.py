@@ -87,14 +87,18 @@ def test_a_floor_save_that_fails_part_way_leaves_nothing(operator, fault):
     inject_fault(*FLOOR_FAULTS[fault])
 
     response = _failing(operator.api()).put(
-        "/v1/workspaces/team-a/policy", floor(totalTokenBudget=2500), format="json"
+        "/v1/workspaces/team-a/policy",
+        {**floor(totalTokenBudget=2500), "comment": "Test change"},
+        format="json",
     )
 
     assert response.status_code == 500
     assert state(workspace) == before
     clear_fault(FLOOR_FAULTS[fault][0])
     saved = operator.api().put(
-        "/v1/workspaces/team-a/policy", floor(totalTokenBudget=2500), format="json"
+        "/v1/workspaces/team-a/policy",
+        {**floor(totalTokenBudget=2500), "comment": "Test change"},
+        format="json",
     )
     assert saved.status_code == 200, saved.content
     after = state(workspace)

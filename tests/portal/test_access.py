@@ -51,7 +51,12 @@ def state(workspace: Workspace) -> dict[str, Any]:
 
 
 def floor_body() -> dict[str, Any]:
-    return {**algebra.default_floor(), "relaxableAxes": [], "totalTokenBudget": 3000}
+    return {
+        **algebra.default_floor(),
+        "relaxableAxes": [],
+        "totalTokenBudget": 3000,
+        "comment": "Test change",
+    }
 
 
 @dataclass(frozen=True)

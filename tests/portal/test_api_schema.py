@@ -48,6 +48,17 @@ class SchemaTests:
         assert "ETag" in get["responses"]["200"]["headers"]
         assert not any(p["name"] == "ETag" for p in get.get("parameters", []))
 
+    def test_the_floors_change_comment_is_required_and_a_workloads_is_not(self, schema):
+        floor = schema["paths"]["/v1/workspaces/{slug}/policy"]["put"]
+        flat, envelope = floor["requestBody"]["content"]["application/json"]["schema"]["oneOf"]
+        assert "comment" in flat["required"] and "comment" in envelope["required"]
+        assert flat["properties"]["comment"]["minLength"] == 1
+        assert "400" in floor["responses"]
+        workload = schema["paths"]["/v1/workloads/{workload_id}/policy"]["put"]
+        flat, envelope = workload["requestBody"]["content"]["application/json"]["schema"]["oneOf"]
+        assert "comment" not in flat.get("required", [])
+        assert "comment" not in envelope["required"]
+
     def test_the_error_shape_is_a_component(self, schema):
         error = schema["components"]["schemas"]["Error"]
 

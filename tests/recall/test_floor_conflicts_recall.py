@@ -18,7 +18,10 @@ from tests.recall import factories
 
 def set_floor(workspace: Any, **axes: Any) -> None:
     workspace_policy_save(
-        workspace=workspace, document={**default_floor(), **axes}, author="system:test"
+        workspace=workspace,
+        document={**default_floor(), **axes},
+        author="system:test",
+        comment="Test floor",
     )
 
 

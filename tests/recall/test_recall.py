@@ -53,6 +53,7 @@ def set_floor(workspace: Any, relaxable: list[str] | None = None, **axes: Any) -
         workspace=workspace,
         document={**default_floor(), **axes, "relaxableAxes": relaxable or []},
         author="system:test",
+        comment="Test floor",
     )
 
 

@@ -286,6 +286,7 @@ class SimilarityFloorApiTests:
         from policies.algebra import default_floor
 
         document = {k: v for k, v in default_floor().items() if k != "similarityMin"}
+        document["comment"] = "No similarity floor"
         response = operator.api().put(
             f"/v1/workspaces/{operator.workspace.slug}/policy", document, format="json"
         )
@@ -321,7 +322,9 @@ def floor_saved_before_the_axis(workspace_a: Any) -> None:
     """The workspace's floor as saved before ``similarityMin`` existed: without the key."""
     version = workspace_a.policy_versions.order_by("-version").first()
     document = {k: v for k, v in version.document.items() if k != "similarityMin"}
-    workspace_policy_save(workspace=workspace_a, document=document, author="system:test")
+    workspace_policy_save(
+        workspace=workspace_a, document=document, author="system:test", comment="Test floor"
+    )
     version = workspace_a.policy_versions.order_by("-version").first()
     version.document = document
     version.save(update_fields=["document"])
@@ -345,7 +348,7 @@ class StoredFloorWithoutTheAxisTests:
 
         response = operator.api().put(
             f"/v1/workspaces/{operator.workspace.slug}/policy",
-            {**current.document, "similarityMin": None},
+            {**current.document, "similarityMin": None, "comment": "Saved again"},
             format="json",
         )
 

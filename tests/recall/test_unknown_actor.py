@@ -29,6 +29,7 @@ def set_verbosity(workspace: Any, verbosity: str) -> None:
         workspace=workspace,
         document={**default_floor(), "diagnosticsVerbosity": verbosity, "relaxableAxes": []},
         author="system:test",
+        comment="Test floor",
     )
 
 
