@@ -17,6 +17,7 @@ from typing import Any
 from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
+from policies.labels import value_label
 from recall.planner import SEGMENT_KINDS
 
 KIND_COLOURS: dict[str, str] = {
@@ -104,7 +105,8 @@ def budget_bar(
             parts.append(
                 f'<rect x="{x:.1f}" y="{y}" width="{segment:.1f}" height="{BAR_H}"'
                 f' fill="{KIND_COLOURS.get(kind, MUTED)}">'
-                f"<title>{escape(kind)}: {_n(per_kind[kind]['used'])} tokens used</title></rect>"
+                f"<title>{escape(value_label(kind))}: {_n(per_kind[kind]['used'])} tokens used"
+                "</title></rect>"
             )
             x += segment
 
@@ -113,7 +115,8 @@ def budget_bar(
     for kind in kinds:
         alloc = per_kind[kind]
         colour = KIND_COLOURS.get(kind, MUTED)
-        parts.append(_text(LEFT - 10, y + 13, kind, text_anchor="end", fill=INK))
+        # The kind in words, as every other place on the page names it.
+        parts.append(_text(LEFT - 10, y + 13, value_label(kind), text_anchor="end", fill=INK))
         parts.append(_rect(LEFT, y, span, BAR_H, TRACK))
         parts.append(_rect(LEFT, y, x_at(alloc["allocated"]) - LEFT, BAR_H, colour, opacity=".28"))
         parts.append(_rect(LEFT, y, x_at(alloc["used"]) - LEFT, BAR_H, colour))
@@ -163,7 +166,7 @@ def budget_bar(
         parts.append(_text(lx + 20, y + 11, label, fill=INK, font_size="12"))
         lx += room
     height = y + 24
-    desc = "; ".join(f"{kind}: {kind_summary(kind, per_kind[kind])}" for kind in kinds)
+    desc = "; ".join(f"{value_label(kind)}: {kind_summary(kind, per_kind[kind])}" for kind in kinds)
     svg = format_html(
         '<svg class="budget-bar" id="{id}" role="img" viewBox="0 0 {w} {h}" width="100%"'
         ' aria-labelledby="{id}-title {id}-desc" xmlns="http://www.w3.org/2000/svg"'
@@ -274,7 +277,8 @@ def layout_bar(
     right = left + span
     parts: list[str] = []
     head = f"{_n(context_window)}-token context window"
-    summary = f"{_n(fixed + estimated)} used · {_n(free)} free"
+    # Of the whole window (the page's utilization figure is of the dynamic budget).
+    summary = f"{_n(fixed + estimated)} of the window used · {_n(free)} free"
     parts.append(_text(left, 16, head, font_weight="600", fill=INK))
     parts.append(_text(right, 16, summary, text_anchor="end", fill=MUTED))
 

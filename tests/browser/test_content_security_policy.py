@@ -57,3 +57,64 @@ def test_no_page_breaks_the_policy(page, live_server, login, operator, editor, w
     expect(page).to_have_url(f"{live_server.url}/w/team-c/")
     shot(page, "csp-switched-workspace")
     assert violations == []
+
+
+def test_clicking_through_the_htmx_forms_reports_no_violation(
+    page, live_server, login, operator, editor, workload_a, shot
+):
+    # htmx would add its indicator <style> and may set style attributes while it swaps: the
+    # portal turns that off (includeIndicatorStyles: false), so a real click-through through
+    # the forms that swap (the sandbox, an import, a sweep's preview, the audit filters, the
+    # floor's impact preview, a workload's live check) reports nothing.
+    reports: list[str] = []
+    page.on(
+        "console",
+        lambda m: reports.append(f"{page.url}: {m.text[:120]}") if "Content" in m.text else None,
+    )
+    page.on("pageerror", lambda e: reports.append(f"page error: {e}"))
+    a_recalled_memory(editor, workload_a)
+    slug = operator.workspace.slug
+    login(page, "olga", "pw-olga")
+
+    page.goto(f"{live_server.url}/w/{slug}/sandbox/")
+    page.locator("#id_actor").fill("user:ada")
+    page.get_by_label("Query").fill("release")
+    page.get_by_label("Compare: run the saved policy").check()
+    page.get_by_role("button", name="Run recall").click()
+    page.locator("#sandbox-result").wait_for()
+    page.get_by_label("Compare: run the saved policy").uncheck()
+    page.get_by_role("button", name="Run recall").click()
+    page.locator("#sandbox-result").wait_for()
+
+    page.goto(f"{live_server.url}/w/{slug}/memories/import/")
+    page.fill("input[name=actor]", "user:bob")
+    lines = '{"content": "fine", "memoryType": "fact", "sourceKind": "user"}\n{"oops": 1}'
+    page.set_input_files(
+        "input[type=file]",
+        {"name": "bad.jsonl", "mimeType": "application/jsonl", "buffer": lines.encode()},
+    )
+    page.click("form:has(input[type=file]) button[type=submit]")
+    page.locator(".report").wait_for()
+
+    page.goto(f"{live_server.url}/w/{slug}/maintenance/")
+    page.get_by_role("button", name="Preview expiry").click()
+    page.wait_for_load_state("networkidle")
+
+    page.goto(f"{live_server.url}/w/{slug}/audit/")
+    page.get_by_label("Type").select_option("context.assembled")
+    expect(page).to_have_url(f"{live_server.url}/w/{slug}/audit/?type=context.assembled")
+    page.wait_for_load_state("networkidle")
+
+    page.goto(f"{live_server.url}/w/{slug}/policies/")
+    page.locator("#id_ax-confidenceMin").fill("0.5")
+    page.get_by_role("button", name="Preview impact").click()
+    page.locator("#impact table").wait_for()
+    page.goto(f"{live_server.url}/w/{slug}/workloads/{workload_a.pk}/policy/?environment=prod")
+    axis = page.locator("#axis-sensitivityCeiling")
+    axis.get_by_label("Set for this workload").check()
+    axis.get_by_label("sensitivityCeiling").select_option("restricted")
+    page.locator("#err-sensitivityCeiling button.set-floor").click()
+    page.locator("#impact table").wait_for()
+    page.wait_for_load_state("networkidle")
+    shot(page, "csp-click-through")
+    assert reports == []

@@ -369,6 +369,13 @@ class SettingsPageTests:
         assert response.status_code == 200
         assert "Decay threshold" in text_of(response)
 
+    def test_settings_never_saved_read_as_the_defaults_not_as_a_version_zero(self, viewer):
+        settings = text_of(client_for(viewer).get(url("settings")))
+        assert "Lifecycle settings the defaults, never changed" in settings
+        index = text_of(client_for(viewer).get(url("index")))
+        assert "Lifecycle settings: the defaults (never changed)" in index
+        assert "v0" not in settings and "v0" not in index
+
     @pytest.mark.parametrize("who", ["viewer", "editor"])
     def test_only_operators_change_them(self, request, who):
         client = client_for(request.getfixturevalue(who))

@@ -200,7 +200,9 @@ class LayoutPageResultTests:
 
         rows = cascade_rows(html)
         assert [row[0] for row in rows] == ["1", "2", "3", "4", "5"]
-        assert [row[1].split()[0] for row in rows] == PRESSURE_STAGES
+        # Each stage in words first, its code beside.
+        assert [row[1].split()[-1] for row in rows] == PRESSURE_STAGES
+        assert rows[0][1].startswith("Drops all prior-session history.")
         assert [row[2] for row in rows] == [
             "6 prior-session turns",
             "4 current turns",

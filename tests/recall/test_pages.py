@@ -40,7 +40,9 @@ def seed(workspace, *items: dict[str, Any], actor_id: str = "user:ada") -> list[
 
 def set_floor(workspace, **axes: Any) -> None:
     document = {**default_floor(), "relaxableAxes": RELAXABLE, **axes}
-    workspace_policy_save(workspace=workspace, document=document, author="system:test")
+    workspace_policy_save(
+        workspace=workspace, document=document, author="system:test", comment="Test floor"
+    )
 
 
 def client_for(persona, *, csrf: bool = False) -> Client:
@@ -196,12 +198,44 @@ class SandboxPageTests:
         assert "under pressure (demand above the budget)" in html
         assert "reserved 50" in html and "ceiling" in html
 
-    def test_an_htmx_run_returns_only_the_fragment(self, editor, workload_a, ada):
+    def test_an_htmx_run_returns_its_result_and_clears_the_error_slots_not_the_form(
+        self, editor, workload_a, ada
+    ):
+        # What is typed into the form while a recall runs stays: the form is not redrawn.
         response = client_for(editor).post("/w/team-a/sandbox/", recall_form(workload_a), **HTMX)
         html = response.content.decode()
         assert response.status_code == 200
-        assert html.lstrip().startswith('<div id="sandbox-body">')
+        assert html.lstrip().startswith('<section class="card result" id="sandbox-result"')
         assert "<html" not in html and "budget-bar" in html
+        assert 'name="query"' not in html and 'id="sandbox-form"' not in html
+        assert (
+            '<p class="field-error" id="query-err" data-field="id_query" hx-swap-oob="true">'
+            "</p>" in html
+        )
+        assert (
+            '<div class="form-errors" id="sandbox-errors" role="alert" hx-swap-oob="true">'
+            "</div>" in html
+        )
+
+    def test_an_htmx_run_with_an_error_fills_its_slot_and_clears_the_result(
+        self, editor, workload_a, ada
+    ):
+        form = recall_form(workload_a, actor="ada")
+        html = client_for(editor).post("/w/team-a/sandbox/", form, **HTMX).content.decode()
+        assert "sandbox-result" not in html
+        slot = section(html, "actor-err", tag="p")
+        assert 'hx-swap-oob="true">' in slot and "kind:name" in slot
+        assert assembled_count(editor.workspace) == 0
+
+    def test_the_form_swaps_in_only_the_result_and_turns_run_off_while_it_runs(
+        self, editor, workload_a, ada
+    ):
+        html = client_for(editor).get("/w/team-a/sandbox/").content.decode()
+        form = html[html.index('id="sandbox-form"') :]
+        form = form[: form.index(">")]
+        assert 'hx-target="#sandbox-outcome"' in form and 'hx-swap="innerHTML"' in form
+        assert 'hx-disabled-elt="find button[type=submit]"' in form
+        assert '<div id="sandbox-outcome"></div>' in html
 
     def test_summary_verbosity_shows_the_reasons_and_says_how_to_get_decisions(
         self, editor, workspace_a, workload_a
@@ -210,10 +244,32 @@ class SandboxPageTests:
         seed(workspace_a, {"content": "Ada prefers concise release summaries"})
         html = client_for(editor).post("/w/team-a/sandbox/", recall_form(workload_a)).content
         html = html.decode()
-        assert "Per-memory decisions are not shown" in html
-        assert "raise it to <code>full</code> in the" in html
+        assert "Per-memory decisions are not in this response" in html
+        assert "an operator raises it to <code>full</code> in the" in html
         assert "Included in the context" in html  # the reasons summary
         assert "Ada prefers concise release summaries" in html  # the entries table
+        # One click shows them: the same request, sent again at full verbosity.
+        rerun = html[html.index('class="actions rerun"') :]
+        rerun = rerun[: rerun.index("</form>")]
+        assert '<input type="hidden" name="verbosity" value="full">' in rerun
+        assert '<input type="hidden" name="query" value="release summary preferences">' in rerun
+        assert "Show every decision" in rerun
+
+    def test_show_every_decision_runs_the_same_recall_at_full_verbosity(
+        self, editor, workspace_a, workload_a
+    ):
+        set_floor(workspace_a, diagnosticsVerbosity="summary")
+        seed(workspace_a, {"content": "Ada prefers concise release summaries"})
+        form = recall_form(workload_a, verbosity="full")
+        html = client_for(editor).post("/w/team-a/sandbox/", form).content.decode()
+        assert 'id="decisions-included"' in html  # the decisions, grouped by outcome
+        note = section(html, "every-decision-note", tag="p")
+        assert "this workload's agents get <strong>summary</strong>" in note
+        assert "Per-memory decisions are not in this response" not in html
+        # Recorded like any sandbox run; the policy itself is unchanged.
+        event = AuditEvent.objects.get(type=EventType.ASSEMBLED)
+        assert event.payload["origin"] == "sandbox"
+        assert "policyOverride" not in event.payload
 
     def test_only_relaxable_axes_have_inputs_and_one_line_names_the_rest(
         self, editor, workload_a, ada
@@ -317,16 +373,16 @@ class SandboxPageTests:
         warnings = warnings[: warnings.index("</ul>")]
         assert "No actor of this id in the workspace yet: nothing to recall." in warnings
         assert '<code class="api-name">actor_unknown</code>' in warnings
-        assert 'id="actor-err"' not in html
+        assert '<p class="field-error" id="actor-err" data-field="id_actor"></p>' in html
         assert assembled_count(editor.workspace) == 1
 
     def test_a_malformed_actor_is_an_error_next_to_the_actor_field(self, editor, workload_a, ada):
         form = recall_form(workload_a, actor="ada")
         html = client_for(editor).post("/w/team-a/sandbox/", form).content.decode()
-        assert 'id="actor-err">Use kind:name' in html
+        assert 'id="actor-err" data-field="id_actor">Use kind:name' in html
         form = recall_form(workload_a, actor="user:\u0430da")
         html = client_for(editor).post("/w/team-a/sandbox/", form).content.decode()
-        assert 'id="actor-err">The name mixes scripts' in html
+        assert 'id="actor-err" data-field="id_actor">The name mixes scripts' in html
         assert assembled_count(editor.workspace) == 0
 
     def test_an_allowed_override_changes_the_run(self, editor, workload_a, ada):
@@ -361,14 +417,34 @@ class SandboxPageTests:
         event = AuditEvent.objects.get(type=EventType.ASSEMBLED)
         assert event.payload["counts"]["afterPolicy"] == 4  # the saved policy ran for real
         fact, episode = ada[4], ada[5]  # the tool_result fact and the episode leave
-        found = re.findall(r'<tr class="change-(\w+)">\s*<td><code>(\d+)</code>', html)
-        changes = {pk: change for change, pk in found}
-        assert changes[str(episode.pk)] == "leaves"
-        assert changes[str(fact.pk)] == "leaves"
-        assert changes[str(ada[0].pk)] == "stays"
-        assert "2 leave" in html
+        found = re.findall(r'<tr class="change-(\w+)( differs)?" id="compare-(\d+)">', html)
+        changes = {pk: (change, bool(differs)) for change, differs, pk in found}
+        assert changes[str(episode.pk)] == ("leaves", True)
+        assert changes[str(fact.pk)] == ("leaves", True)
+        assert changes[str(ada[0].pk)] == ("stays", False)
+        heading = " ".join(section(html, "compare-decisions-h", tag="h3").split())
+        assert "3 decided differently: 0 enter, 2 leave" in heading, heading
         assert 'id="budget-draft"' in html and 'id="budget-saved"' in html
         assert "computed read-only" in html
+        # Both sides' decisions, with the draft's reason and the value that failed.
+        row = section(html, f"compare-{episode.pk}", tag="tr")
+        saved, draft = row.split('<td class="side draft changed">')
+        assert "Included in the context" in saved
+        assert "Filtered: memory type not allowed" in draft
+        assert "memory type episode; allowed: preference, decision" in draft
+        # The restricted fact is out on both sides, for another reason under the draft.
+        restricted = section(html, f"compare-{ada[2].pk}", tag="tr")
+        assert changes[str(ada[2].pk)] == ("out", True) and "other reason" in restricted
+        saved, draft = restricted.split('<td class="side draft changed">')
+        assert "Filtered: more sensitive than the ceiling" in saved
+        assert "Filtered: memory type not allowed" in draft
+        assert "Ada salary band" not in html  # a filtered memory's content never shows
+        # The two memories decided alike are folded below the differences.
+        alike = html[html.index('class="group-rest compare-alike"') :]
+        assert "2 memories decided alike on both sides" in alike
+        assert f'id="compare-{ada[0].pk}"' in alike and f'id="compare-{ada[1].pk}"' in alike
+        # Compare mode shows every decision itself: no note about the verbosity.
+        assert "Per-memory decisions are not in this response" not in html
 
     def test_the_workload_policy_is_used_and_named(self, editor, workspace_a, workload_a, ada):
         workload_policy_save(
@@ -411,7 +487,7 @@ class SandboxQueryTests:
         )
         html = response.content.decode()
         assert response.status_code == 200
-        assert '<p class="field-error" id="query-err">Enter a query: recall ranks' in html
+        assert 'id="query-err" data-field="id_query">Enter a query: recall ranks' in html
         assert 'id="sandbox-result"' not in html
         assert assembled_count(editor.workspace) == 0
         assert not MemoryRecord.objects.filter(hit_count__gt=0).exists()
@@ -917,6 +993,30 @@ class BudgetBarTests:
         w, h = map(float, re.search(r'viewBox="0 0 ([\d.]+) ([\d.]+)"', svg).groups())
         assert w == 640
         assert h < 400
+
+    def test_the_kinds_are_named_in_words_as_everywhere_else_on_the_page(self):
+        from recall.svg import budget_bar
+
+        alloc = {"reserved": 500, "ceiling": None, "demand": 0, "allocated": 0, "used": 0}
+        budget = {
+            "totalTokenBudget": 3200,
+            "usedTokens": 0,
+            "pressure": False,
+            "perKind": {"system_policy": alloc, "tool_result": alloc},
+        }
+        svg = str(budget_bar(budget))
+        assert ">system policy</text>" in svg and ">tool result</text>" in svg
+        assert "system_policy" not in svg and "tool_result" not in svg
+
+    def test_the_page_says_what_reserved_allocated_and_score_mean(self, editor, workload_a, ada):
+        html = client_for(editor).post("/w/team-a/sandbox/", recall_form(workload_a)).content
+        html = html.decode()
+        words = html[html.index('class="hint budget-words"') :]
+        assert (
+            "<strong>Allocated</strong>: what the planner gave it in this recall (0 when" in words
+        )
+        score = section(html, "score-words", tag="p")
+        assert "below 0 for one less similar than unrelated text" in score
 
 
 class MemoryStatusPageTests:
