@@ -60,7 +60,8 @@ DERIVED: dict[str, Callable[[Mapping[str, Any]], Any]] = {
 PAYLOAD_COLUMNS = (
     # versioned documents: policies, lifecycle settings, layout configurations
     "version", "comment", "floorVersion", "changed",
-    # context.assembled
+    # context.assembled (its counts in the funnel's order, recall.envelope.FUNNEL: audit
+    # imports nothing above it, so tests/recall/test_funnel_order.py holds them to it)
     "envelopeId", "topK", "accessPath", "reused", "origin",
     "counts.candidates", "counts.afterPolicy", "counts.afterRanking",
     "counts.afterBudgetAllocation",

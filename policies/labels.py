@@ -30,7 +30,7 @@ AXIS_LABELS: dict[str, str] = {
 }
 assert set(AXIS_LABELS) == set(AXES), "every axis has a label"
 
-# The recall funnel's counts, as the envelope names them.
+# The recall funnel's counts, as the envelope names them, in its order (recall.envelope.FUNNEL).
 COUNT_LABELS: dict[str, str] = {
     "candidates": "Candidates",
     "afterPolicy": "After policy",

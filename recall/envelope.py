@@ -75,6 +75,11 @@ class Counts(TypedDict):
     afterBudgetAllocation: int
 
 
+# The funnel's steps in the order rows pass through them: the one order every page, event
+# page and export that shows the counts follows.
+FUNNEL: tuple[str, ...] = tuple(Counts.__annotations__)
+
+
 class ReportedDecision(TypedDict):
     """A ranked memory's decision (every key), or a memory that failed a policy axis (``id``
     and ``code`` only)."""

@@ -29,10 +29,9 @@ from audit.presenters import (
 )
 from policies import labels
 from portal.models import Workspace
+from recall.envelope import FUNNEL
 from recall.page_selectors import memories_present
 
-# The recall funnel, in the order rows pass through it.
-COUNT_ORDER = ("candidates", "afterPolicy", "afterRanking", "afterBudgetAllocation")
 # A memory event names up to 1,000 ids; the page links this many and counts the rest.
 IDS_LINKED = 50
 
@@ -79,8 +78,8 @@ def _funnel(counts: Any) -> list[dict[str, Any]]:
     funnel partial (which labels each key)."""
     if not isinstance(counts, dict):
         return []
-    known = [(name, counts[name]) for name in COUNT_ORDER if name in counts]
-    others = sorted((k, v) for k, v in counts.items() if k not in COUNT_ORDER)
+    known = [(name, counts[name]) for name in FUNNEL if name in counts]
+    others = sorted((k, v) for k, v in counts.items() if k not in FUNNEL)
     return [{"key": key, "hint": "", "n": number(n)} for key, n in known + others]
 
 

@@ -26,7 +26,7 @@ from portal.models import Role, Workspace
 from portal.pages import PageAccess, workspace_page
 from recall import assembly, services
 from recall.compare import MemoryChange, RecallOutcome, recall_compare
-from recall.envelope import ACTOR_UNKNOWN, Budget, Counts, Envelope
+from recall.envelope import ACTOR_UNKNOWN, FUNNEL, Budget, Counts, Envelope
 from recall.forms.sandbox import FULL, SandboxForm
 from recall.page_selectors import (
     WARNING_WORDS,
@@ -59,13 +59,14 @@ FINGERPRINTS: tuple[tuple[Fingerprint, str], ...] = (
     ("prefixFingerprint", "Prefix fingerprint"),
     ("digest", "Digest"),
 )
-# The recall funnel's counts (labels.COUNT_LABELS names them) and what each step keeps.
-FUNNEL_STEPS = (
-    ("candidates", "the actor's memories"),
-    ("afterPolicy", "pass fail-closed rules and every axis"),
-    ("afterRanking", "best scores, cut to top K"),
-    ("afterBudgetAllocation", "entries and truncated refs"),
-)
+# What each step of the recall funnel (``FUNNEL``; labels.COUNT_LABELS names them) keeps.
+FUNNEL_HINTS: dict[str, str] = {
+    "candidates": "the actor's memories",
+    "afterPolicy": "pass fail-closed rules and every axis",
+    "afterRanking": "best scores, cut to top K",
+    "afterBudgetAllocation": "entries and truncated refs",
+}
+assert set(FUNNEL_HINTS) == set(FUNNEL), "every step of the funnel has its hint"
 
 
 # --- sandbox -----------------------------------------------------------------------------------
@@ -245,7 +246,7 @@ def _run_policy(
 
 
 def _funnel(counts: Counts) -> list[dict[str, Any]]:
-    return [{"key": key, "hint": hint, "n": counts.get(key, 0)} for key, hint in FUNNEL_STEPS]
+    return [{"key": key, "hint": FUNNEL_HINTS[key], "n": counts.get(key, 0)} for key in FUNNEL]
 
 
 def _budget_rows(budget: Budget) -> list[dict[str, Any]]:
