@@ -257,8 +257,8 @@ def _django() -> Callable[..., Iterable[bytes]]:
 
 
 def application(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-    """The portal's WSGI application (Django's, the recall's lean path in front), given the
-    request's environ only (see above)."""
+    """The portal's WSGI application (Django's), given the request's environ only (see
+    above)."""
     return _django()(without_process_variables(environ), start_response)
 
 

@@ -51,9 +51,6 @@ INSTALLED_APPS = [
     "console",
 ]
 
-# The recall endpoint's usual calls are answered without this stack (recall/api/lean.py, in
-# front of Django in portal.wsgi), with the headers it gave the first such call: a middleware
-# that must act on every request (not only add headers) must be taught to that path too.
 MIDDLEWARE = [
     # First, so that it sees every response, whichever layer below produced it.
     "portal.middleware.ApiJsonErrorsMiddleware",
@@ -81,10 +78,6 @@ MIDDLEWARE = [
 
 ROOT_URLCONF = "console.urls"
 WSGI_APPLICATION = "portal.wsgi.application"
-# WSGI applications in front of Django's (portal/wsgi.py), the first outermost, each given the
-# next: the recall endpoint's lean path answers its usual calls without Django's request
-# handling, middleware and DRF dispatch (recall/api/lean.py).
-WSGI_FRONTS = ["recall.api.lean.LeanRecall"]
 
 TEMPLATES = [
     {

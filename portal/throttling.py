@@ -143,12 +143,6 @@ class ThrottledLoginView(auth_views.LoginView):
 # --- the API ----------------------------------------------------------------------------------
 
 
-# Where the recall's lean path (recall/api/lean.py) leaves its throttle's answer for a call it
-# hands on to DRF: the call is counted once, there. A WSGI environ key, which no request
-# header can set (those are all HTTP_*).
-COUNTED = "portal.throttle.counted"
-
-
 def token_ident(token: Any) -> str:
     """Whose calls a token's are, to the throttle."""
     return f"token:{token.pk}"
@@ -177,9 +171,6 @@ class TokenRateThrottle(BaseThrottle):
     """Per token (or signed-in user): all calls, and recalls under their own limit."""
 
     def allow_request(self, request: Request, view: Any) -> bool:
-        if COUNTED in request.META:  # counted already, by the recall's lean path
-            self.wait_seconds: int | None = request.META[COUNTED]
-            return self.wait_seconds is None
         token: Any = getattr(request, "auth", None)
         user: Any = getattr(request, "user", None)
         if getattr(token, "pk", None):
@@ -189,7 +180,7 @@ class TokenRateThrottle(BaseThrottle):
         else:
             ident = client_address(request)
         recall = getattr(view, "throttle_scope", "") == "recall"
-        self.wait_seconds = api_call_counted(ident=ident, token=token, recall=recall)
+        self.wait_seconds: int | None = api_call_counted(ident=ident, token=token, recall=recall)
         return self.wait_seconds is None
 
     def wait(self) -> float | None:

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
@@ -46,7 +45,6 @@ from recall.api.serializers import (
     ReplaySerializer,
     recall_request_plain,
 )
-from recall.envelope import Envelope
 from recall.filtersets import MemoryFilterSet
 from recall.hits import with_hits
 from recall.models import LifecycleStatus, MemoryRecord
@@ -316,12 +314,7 @@ class RecallView(ApiView):
     )
     def post(self, request: Request, actor_id: str) -> Response:
         check = getattr(request.user, "token_check", None)
-        refused = request.META.pop(LEAN_REFUSED, None)
-        if refused is not None and refused.token_checked and check is not None:
-            check.checked(True)  # the lean path's read checked this token
         try:
-            if refused is not None:  # the lean path's call, refused there: answered here
-                raise refused.exception
             return self._recall(request, actor_id, check)
         except TokenChanged as changed:
             return self._recall_as_token_is_now(request, actor_id, changed)
@@ -364,22 +357,7 @@ class RecallView(ApiView):
             serializer = RecallRequestSerializer(data=json_object(request))
             serializer.is_valid(raise_exception=True)
             data = serializer.validated_data
-        return Response(recall_envelope(caller, workspace, actor_id, data, check))
-
-
-# Where the recall's lean path (recall/api/lean.py) leaves, as a ``LeanRefused``, a call it
-# took and the recall refused, for this view to answer: the exception is raised here as if
-# raised here. A WSGI environ key, which no request header can set (those are all HTTP_*).
-LEAN_REFUSED = "recall.lean.refused"
-
-
-@dataclass(frozen=True)
-class LeanRefused:
-    exception: Exception
-    # Whether the recall's read had checked the remembered token (TokenCheck) by then: if so,
-    # the view does not look it up again before answering (nor run the call again), exactly
-    # as for a refusal of its own after its read.
-    token_checked: bool
+        return Response(recall_recorded(caller, workspace, actor_id, data, check).envelope)
 
 
 def recall_target(caller: Caller, slug: str | None, actor_id: str) -> tuple[Workspace, str]:
@@ -389,19 +367,6 @@ def recall_target(caller: Caller, slug: str | None, actor_id: str) -> tuple[Work
     return workspace, services.actor_normalize(actor_id)
 
 
-def recall_envelope(
-    caller: Caller,
-    workspace: Workspace,
-    actor_id: str,
-    data: dict[str, Any],
-    check: TokenCheck | None,
-) -> Envelope:
-    """The recall of ``actor_id`` (normalized) in ``workspace`` (the caller's, checked) for a
-    request body already validated (``data``), recorded: what the endpoint answers, through
-    DRF or its lean path."""
-    return recall_recorded(caller, workspace, actor_id, data, check).envelope
-
-
 def recall_recorded(
     caller: Caller,
     workspace: Workspace,
@@ -409,8 +374,10 @@ def recall_recorded(
     data: dict[str, Any],
     check: TokenCheck | None,
 ) -> assembly.Recorded:
-    """``recall_envelope`` with the ``context.assembled`` event that records it (the MCP
-    server's ``recall`` answers both)."""
+    """The recall of ``actor_id`` (normalized) in ``workspace`` (the caller's, checked) for a
+    request body already validated (``data``), recorded: the envelope the endpoint answers,
+    with the ``context.assembled`` event that records it (the MCP server's ``recall`` answers
+    both)."""
     # A stand-in: effective_policy_for checks, in its one query, that it is this
     # workspace's workload (404 otherwise).
     workload = Workload(id=data["workloadId"], workspace=workspace)
