@@ -21,7 +21,7 @@ from maintenance.models import MaintenanceRun, Mode
 from maintenance.services import maintenance_start
 from portal.models import Workspace
 from recall.models import MemoryRecord
-from recall.selectors import embedder_model
+from recall.runtime import embedder_model
 
 AUTHOR = "system:make-run"
 

@@ -78,8 +78,7 @@ from portal.errors import DomainError
 from portal.tasks import TRANSIENT_ERRORS
 from recall.hits import hits_fold
 from recall.layout.config import LayoutConfig, parse_memory_config
-from recall.runtime import token_estimator
-from recall.selectors import embedder_model
+from recall.runtime import embedder_model, token_estimator
 from recall.services import memory_import
 
 logger = logging.getLogger(__name__)

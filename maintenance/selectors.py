@@ -18,7 +18,7 @@ from maintenance.connections import memory_connections
 from maintenance.models import ArchiveChunk, LifecycleSettingsVersion, MaintenanceRun, Trigger
 from portal.models import Workspace
 from recall.models import MemoryRecord
-from recall.selectors import embedder_model
+from recall.runtime import embedder_model
 
 DEFAULTS_AUTHOR = "system:defaults"
 

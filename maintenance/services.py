@@ -56,7 +56,7 @@ from portal.tasks import TRANSIENT_ERRORS, QueueUnavailable, enqueue
 from portal.versioning import versioned_save
 from recall.hits import hits_fold
 from recall.models import MemoryRecord
-from recall.selectors import embedder_model
+from recall.runtime import embedder_model
 
 logger = logging.getLogger(__name__)
 

@@ -41,6 +41,13 @@ def embedder() -> Embedder:
         raise ImproperlyConfigured(f"RECALL_EMBEDDER={settings.RECALL_EMBEDDER}: {exc}") from exc
 
 
+def embedder_model() -> str:
+    """The configured embedder's model name, as it is stored on the memories it embeds
+    (``embedding_model``) and on the runs that compared vectors with it: a memory is
+    recallable once it carries this one (``recall.engine.policy_filter``)."""
+    return embedder().model_name
+
+
 @cache
 def query_vector_cache() -> QueryVectorCache:
     return QueryVectorCache(settings.RECALL_QUERY_CACHE_SIZE)

@@ -17,13 +17,6 @@ from recall.actor_ids import ActorIdError, split_actor_id
 from recall.filtersets import MemoryFilterSet
 from recall.hits import with_hits
 from recall.models import Actor, MemoryRecord
-from recall.runtime import embedder
-
-
-def embedder_model() -> str:
-    """The name the configured embedder stores on the memories it embeds: a memory is
-    recallable once it carries this one (``recall.engine.policy_filter``)."""
-    return embedder().model_name
 
 
 def actor_lookup(*, workspace: Workspace, actor_id: str) -> Actor | None:

@@ -21,7 +21,7 @@ from recall.engine.read import (
     vector_literal,
 )
 from recall.models import Actor, LifecycleStatus, MemoryRecord
-from recall.runtime import embedder, token_estimator
+from recall.runtime import embedder, embedder_model, token_estimator
 
 
 def actor_parse(actor_id: str) -> tuple[str, str]:
@@ -151,7 +151,7 @@ def memory_embed(*, ids: Sequence[int]) -> int:
     written one statement per batch, guarded so that only the content that was embedded gets
     its vector. Returns how many rows were written.
     """
-    model = embedder().model_name
+    model = embedder_model()
     written = 0
     for start in range(0, len(ids), EMBED_BATCH):
         chunk = list(ids[start : start + EMBED_BATCH])

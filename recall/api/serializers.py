@@ -21,7 +21,7 @@ from portal.api.fields import (
 from portal.api.strict import StrictSerializer
 from recall.assembly import TOP_K_MAX
 from recall.models import LifecycleStatus, MemoryRecord, Tier
-from recall.selectors import embedder_model
+from recall.runtime import embedder_model
 from recall.services import ACTOR_KEY
 
 MEMORY_BATCH_MAX = 1000

@@ -31,7 +31,7 @@ from django.db.models.expressions import RawSQL
 
 from policies.axes import PolicyDocument
 from policies.vocabulary import CONFIDENCE_GATED, SEGMENT_KINDS, SENSITIVITY_ORDER
-from recall.runtime import embedder
+from recall.runtime import embedder_model
 
 # Every column the filter reads: the covering index (``memory_recall_cover_idx``) includes
 # them all, so the funnel and the exact search's filter never touch the wide heap rows; the
@@ -183,7 +183,7 @@ def policy_params(policy: PolicyDocument, now: datetime, *, suffix: str = "") ->
         # checked when ranking (SIMILARITY_CHECK), never by the funnel
         "similarity_min": policy["similarityMin"],
         # the name the configured embedder stores on the memories it embeds (EMBEDDED)
-        "model": embedder().model_name,
+        "model": embedder_model(),
     }
     return {f"{name}{suffix}": value for name, value in values.items()}
 

@@ -15,7 +15,7 @@ from audit.models import AuditEvent, EventType
 from console.reembed import memories_pending_by_workspace, memories_reembed
 from maintenance.models import MaintenanceRun
 from recall.models import MemoryRecord
-from recall.selectors import embedder_model
+from recall.runtime import embedder_model
 from tests.maintenance.helpers import memory
 from tests.portal.test_embedded_db import Run
 

@@ -15,7 +15,7 @@ from maintenance.connections import (
     unit_rows,
 )
 from recall.models import MemoryRecord
-from recall.selectors import embedder_model
+from recall.runtime import embedder_model
 from tests.maintenance.helpers import ago, memory
 
 AUTHOR = "user:olga"

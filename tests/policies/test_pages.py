@@ -17,7 +17,7 @@ from policies.selectors import workspace_policy_current
 from policies.services import workload_create, workload_policy_save, workspace_policy_save
 from portal.models import Workspace
 from recall.models import Actor, MemoryRecord
-from recall.selectors import embedder_model
+from recall.runtime import embedder_model
 from tests.recall.factories import memories
 
 HTMX = {"HTTP_HX_REQUEST": "true"}

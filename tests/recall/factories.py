@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from portal.models import Workspace
 from recall.models import Actor, MemoryRecord
-from recall.selectors import embedder_model
+from recall.runtime import embedder_model
 from recall.services import actor_get_or_create, memory_create_many
 from tests.helpers import database_owner
 

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from audit.models import AuditEvent, EventType
 from recall.models import Actor, MemoryRecord
-from recall.runtime import embedder
+from recall.runtime import embedder, embedder_model
 from tests.helpers import csrf_session, error_of
 from tests.recall import factories
 
@@ -98,7 +98,7 @@ class MemoryCreateTests:
         assert body["isCurrent"] is True
         assert body["hitCount"] == 0
         assert body["tokenCount"] > 0
-        assert body["embeddingModel"] == embedder().model_name != ""
+        assert body["embeddingModel"] == embedder_model() != ""
         row = MemoryRecord.objects.get(pk=body["id"])
         assert row.workspace == editor.workspace
         assert len(row.embedding) == settings.RECALL_EMBEDDING_DIM
@@ -142,7 +142,7 @@ class MemoryCreateTests:
         assert not [sql for sql in statements if sql.upper().startswith("UPDATE") and table in sql]
         for memory in MemoryRecord.objects.filter(workspace=editor.workspace):
             job = memory_vector_as_stored(embedder().embed([memory.content])[0])
-            assert memory.embedding_model == embedder().model_name
+            assert memory.embedding_model == embedder_model()
             # Read back through its text form: the same float4s, as nearby doubles.
             assert memory_vector_as_stored(memory.embedding) == job
 
