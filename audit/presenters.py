@@ -24,6 +24,7 @@ from django.utils.safestring import SafeString
 
 from audit.models import AuditEvent
 from portal.models import Workspace
+from portal.registry import registry_put
 
 # --- what the event page shows ------------------------------------------------------------------
 
@@ -205,21 +206,27 @@ class DocumentPresenter(Presenter):
 
 _PRESENTERS: dict[str, Presenter] = {}
 
+
+def _same_presenter(present: Presenter, value: Presenter) -> bool:
+    return (type(present), present.title) == (type(value), value.title)
+
+
 P = TypeVar("P", bound=type[Presenter])
 
 
 def presenter_register(titles: Mapping[str, str]) -> Callable[[P], P]:
     """Class decorator: present each event type of ``titles`` with this class, under its title
-    (the event page's heading). An event type is presented once: a second registration is a
-    programming error, raised at start-up."""
+    (the event page's heading). An event type is presented once (``portal.registry``)."""
 
     def register(cls: P) -> P:
-        for type, title in titles.items():
-            if type in _PRESENTERS:
-                raise RuntimeError(
-                    f"{type} is presented by {_PRESENTERS[type]!r} already; not by {cls!r}"
-                )
-            _PRESENTERS[str(type)] = cls(str(type), title)
+        for event_type, title in titles.items():
+            registry_put(
+                _PRESENTERS,
+                str(event_type),
+                cls(str(event_type), title),
+                what="event presenter",
+                same=_same_presenter,
+            )
         return cls
 
     return register

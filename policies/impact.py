@@ -24,6 +24,7 @@ from policies.conflicts import Conflict
 from policies.models import Workload, WorkloadPolicyVersion, WorkspacePolicyVersion
 from policies.selectors import workload_compliance, workspace_policy_current
 from portal.models import Workspace
+from portal.registry import registry_put
 
 # (current policy, proposed policy)
 Pairs = list[tuple[PolicyDocument, PolicyDocument]]
@@ -38,19 +39,18 @@ class ImpactCounter(Protocol):
     ) -> list[tuple[int, int]]: ...
 
 
-_counter: list[ImpactCounter] = []
+_COUNTER: dict[str, ImpactCounter] = {}
 
 
 def impact_counter_register(counter: ImpactCounter) -> ImpactCounter:
-    """Set the function that counts memories under pairs of policies (one: the last wins)."""
-    _counter[:] = [counter]
-    return counter
+    """Set the function that counts memories under pairs of policies (there is one)."""
+    return registry_put(_COUNTER, "counter", counter, what="impact counter")
 
 
 def _count(workspace: Workspace, pairs: Pairs, now: datetime) -> list[tuple[int, int]]:
-    if not _counter:
+    if not _COUNTER:
         raise RuntimeError("no impact counter is registered (recall registers one when ready)")
-    return _counter[0](workspace=workspace, pairs=pairs, now=now)
+    return _COUNTER["counter"](workspace=workspace, pairs=pairs, now=now)
 
 
 @dataclass(frozen=True)

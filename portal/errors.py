@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from portal.registry import registry_put
+
 
 class DomainError(Exception):
     """A user-caused error with a stable code, a readable message and structured details."""
@@ -86,7 +88,7 @@ _CODED_ERRORS: dict[type[Exception], tuple[dict[str, int], int]] = {}
 def coded_error_register(
     error: type[Exception], statuses: dict[str, int], *, default: int = 400
 ) -> None:
-    _CODED_ERRORS[error] = (statuses, default)
+    registry_put(_CODED_ERRORS, error, (statuses, default), what="coded error")
 
 
 def as_domain_error(exc: Exception) -> DomainError | None:

@@ -19,6 +19,7 @@ from portal.access import Caller, caller_of, workspace_and_role
 from portal.error_pages import RoleRequired
 from portal.models import Role, Workspace
 from portal.permissions import allows, role_at_least
+from portal.registry import function_key, registry_put
 
 
 @dataclass(frozen=True)
@@ -77,20 +78,19 @@ class Panel:
 
 
 PanelSource = Callable[[PageAccess, Any], Panel | None]
-_PANELS: dict[str, list[PanelSource]] = defaultdict(list)
+_PANELS: dict[str, dict[str, PanelSource]] = defaultdict(dict)
 
 
 def panel_register(slot: str) -> Callable[[PanelSource], PanelSource]:
     """Register a function ``(access, subject) -> Panel | None`` for ``slot`` (app ready)."""
 
     def register(source: PanelSource) -> PanelSource:
-        _PANELS[slot].append(source)
-        return source
+        return registry_put(_PANELS[slot], function_key(source), source, what=f"{slot} panel")
 
     return register
 
 
 def panels(slot: str, access: PageAccess, subject: Any) -> list[Panel]:
     """The panels registered for ``slot`` that have something to show about ``subject``."""
-    found = (source(access, subject) for source in _PANELS.get(slot, ()))
+    found = (source(access, subject) for source in _PANELS.get(slot, {}).values())
     return [panel for panel in found if panel is not None]

@@ -23,6 +23,7 @@ from audit.models import EventType
 from audit.services import audit_event_record, stored_queries_erase
 from portal.errors import ConflictError, NotFoundError
 from portal.models import Workspace
+from portal.registry import function_key, registry_put
 from recall.models import Actor, FunnelCache, MemoryChange, MemoryRecord
 from recall.services import actor_parse
 
@@ -45,24 +46,22 @@ class Erasure:
 # by functions they register here: (workspace, actor id) -> {archive id: lines removed}.
 # They run inside the erasure's transaction, so an erasure removes every copy or none.
 CopyPurge = Callable[[Workspace, str], dict[int, int]]
-_COPY_PURGES: list[CopyPurge] = []
+_COPY_PURGES: dict[str, CopyPurge] = {}
 
 
 def erasure_copies_register(purge: CopyPurge) -> CopyPurge:
-    _COPY_PURGES.append(purge)
-    return purge
+    return registry_put(_COPY_PURGES, function_key(purge), purge, what="erasure copy purge")
 
 
 # Data about the actor that the floors above keep (chat's sessions and turns) is deleted by
 # functions they register here: (workspace, actor) -> {count name: n}, each name a key of the
 # erase answer and of the memory.erased event. They run inside the erasure's transaction.
 ActorDataErase = Callable[[Workspace, Actor], dict[str, int]]
-_ACTOR_DATA: list[ActorDataErase] = []
+_ACTOR_DATA: dict[str, ActorDataErase] = {}
 
 
 def erasure_actor_data_register(erase: ActorDataErase) -> ActorDataErase:
-    _ACTOR_DATA.append(erase)
-    return erase
+    return registry_put(_ACTOR_DATA, function_key(erase), erase, what="erasure of actor data")
 
 
 def actor_erase_preview(*, workspace: Workspace, actor_id: str) -> tuple[Actor, int]:
@@ -100,10 +99,10 @@ def actor_erase(
     FunnelCache.objects.filter(actor=actor).delete()
     MemoryChange.objects.filter(actor=actor).delete()
     removed: dict[int, int] = {}
-    for purge in _COPY_PURGES:
+    for purge in _COPY_PURGES.values():
         removed.update(purge(workspace, actor.external_id))
     data: dict[str, int] = {}
-    for erase in _ACTOR_DATA:
+    for erase in _ACTOR_DATA.values():
         data.update(erase(workspace, actor))
     queries = stored_queries_erase(workspace=workspace, actor_id=actor.external_id)
     actor.erased_at = timezone.now()
