@@ -33,7 +33,7 @@ from chat.services import sessions_delete
 from maintenance import lifecycle
 from maintenance.connections import ConnectionCounter
 from maintenance.models import ArchiveChunk, MaintenanceItem, MaintenanceRun, Outcome
-from recall.engine.read import vector_literal
+from recall.engine.vectors import memory_vectors_write
 from recall.models import MemoryRecord
 from recall.runtime import embedder
 
@@ -583,13 +583,10 @@ class Reembed(Sweep):
                 f"This worker embeds with {model.model_name}, the run with {run.embedder}:"
                 " give web and workers the same RECALL_EMBEDDER."
             )
-        vectors = model.embed([content for _, content in rows])
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"UPDATE {TABLE} m SET embedding = v.embedding::vector, embedding_model = %s"
-                " FROM unnest(%s::bigint[], %s::text[]) AS v(id, embedding) WHERE m.id = v.id",
-                [run.embedder, [pk for pk, _ in rows], [vector_literal(v) for v in vectors]],
-            )
+        # The rows are locked (``current``): their content is the one just read.
+        memory_vectors_write(
+            model=run.embedder, rows=rows, vectors=model.embed([content for _, content in rows])
+        )
 
 
 class Sessions(Sweep):

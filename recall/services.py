@@ -17,9 +17,7 @@ from portal.errors import ConflictError, DomainError, UnprocessableError, Valida
 from portal.models import Workspace
 from portal.tasks import eager, enqueue
 from recall.actor_ids import ActorIdError, normalize_actor_id, split_actor_id
-from recall.engine.read import (
-    vector_literal,
-)
+from recall.engine.vectors import memory_vectors_write
 from recall.models import Actor, LifecycleStatus, MemoryRecord
 from recall.runtime import embedder, embedder_model, token_estimator
 
@@ -112,17 +110,6 @@ def _embedded(rows: Sequence[MemoryRecord]) -> None:
 
 EMBED_BATCH = 100
 
-# One statement per batch of rows. Written only where the content is still the one embedded:
-# an edit made meanwhile has queued its own job, whose vector this older one must not
-# overwrite.
-_EMBED_SQL = f"""
-UPDATE {MemoryRecord._meta.db_table} m
-SET embedding = v.embedding::vector, embedding_model = %(model)s
-FROM unnest(%(ids)s::bigint[], %(contents)s::text[], %(vectors)s::text[])
-    AS v(id, content, embedding)
-WHERE m.id = v.id AND m.content = v.content AND m.embedding_model IS DISTINCT FROM %(model)s
-"""
-
 
 def memories_embed_later(rows: Sequence[MemoryRecord]) -> None:
     """Queue the embedding job for freshly written rows (see ``portal.tasks.enqueue``).
@@ -163,17 +150,8 @@ def memory_embed(*, ids: Sequence[int]) -> int:
         if not rows:
             continue
         vectors = embedder().embed([content for _, content in rows])
-        with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute(
-                _EMBED_SQL,
-                {
-                    "model": model,
-                    "ids": [pk for pk, _ in rows],
-                    "contents": [content for _, content in rows],
-                    "vectors": [vector_literal(vector) for vector in vectors],
-                },
-            )
-            written += cursor.rowcount
+        with transaction.atomic():
+            written += memory_vectors_write(model=model, rows=rows, vectors=vectors)
     return written
 
 

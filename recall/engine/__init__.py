@@ -8,6 +8,8 @@
 * ``read``: the hot path's one read statement (funnel, cache, nearest rows) and the ranking
   (exact or HNSW with a fallback); ``recall_read`` writes nothing unless asked to
   ``fill_cache``, when it also stores a large actor's funnel.
+* ``vectors``: the one statement that writes the memories' vectors (the embedding job and the
+  re-embed sweep).
 * ``impact``: what a proposed floor would take out of recall (registered with
   ``policies.impact`` at start-up: policies sits below recall and imports nothing from it).
 
