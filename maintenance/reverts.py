@@ -20,14 +20,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from audit.models import EventType
 from audit.services import audit_event_record
+from maintenance import sql
 from maintenance.models import MaintenanceItem, MaintenanceRun, Mode, Outcome, RevertOutcome
 from maintenance.services import IDS_IN_EVENT, MaintenanceConflict
-from maintenance.sweeps import ITEMS, SWEEP_CLASSES, TABLE, state_sql
+from maintenance.sweeps import SWEEP_CLASSES
 from recall.selectors import actors_erased
 
 # Why a memory the run changed is not put back, by code (items, the API, the event).
@@ -212,16 +213,10 @@ def _plan(run: MaintenanceRun, *, lock: bool) -> tuple[int, list[int], list[Skip
     for start in range(0, len(items), CHUNK):
         chunk = items[start : start + CHUNK]
         recorded = [pk for pk, _, after in chunk if after is not None]
-        with connection.cursor() as cursor:
-            # As the run left it: the columns it wrote still hold what it wrote.
-            cursor.execute(
-                f"SELECT m.id, {state_sql(columns)} = i.after FROM {TABLE} m"
-                f" JOIN {ITEMS} i ON i.run_id = %s AND i.memory_id = m.id"
-                " WHERE m.workspace_id = %s AND m.id = ANY(%s) ORDER BY m.id"
-                + (" FOR UPDATE OF m" if lock else ""),
-                [run.pk, run.workspace_id, recorded],
-            )
-            unchanged = dict(cursor.fetchall())
+        # As the run left it: the columns it wrote still hold what it wrote.
+        unchanged = sql.states_unchanged(
+            run_id=run.pk, workspace_id=run.workspace_id, ids=recorded, columns=columns, lock=lock
+        )
         for pk, actor, after in chunk:
             if after is None:
                 skipped.append(Skip(pk, "not_recorded"))
@@ -239,16 +234,14 @@ def _plan(run: MaintenanceRun, *, lock: bool) -> tuple[int, list[int], list[Skip
 
 def _restore(run: MaintenanceRun, ids: Sequence[int], fields: Sequence[str], now: datetime) -> None:
     """Write each row's recorded ``before`` back into ``fields`` (rows locked by the plan)."""
-    assignments = ", ".join(f"{column} = (r.old).{column}" for column in fields)
-    with connection.cursor() as cursor:
-        for start in range(0, len(ids), CHUNK):
-            cursor.execute(
-                f"UPDATE {TABLE} m SET {assignments}, updated_at = %s FROM ("
-                f"SELECT i.memory_id, jsonb_populate_record(NULL::{TABLE}, i.before) AS old"
-                f" FROM {ITEMS} i WHERE i.run_id = %s AND i.memory_id = ANY(%s)) r"
-                " WHERE m.id = r.memory_id AND m.workspace_id = %s",
-                [now, run.pk, list(ids[start : start + CHUNK]), run.workspace_id],
-            )
+    for start in range(0, len(ids), CHUNK):
+        sql.states_restore(
+            run_id=run.pk,
+            workspace_id=run.workspace_id,
+            ids=ids[start : start + CHUNK],
+            fields=fields,
+            now=now,
+        )
 
 
 def _mark_items(run: MaintenanceRun, restore: Sequence[int], skipped: Sequence[Skip]) -> None:

@@ -22,49 +22,22 @@ import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
-from django.db import connection
 from django.db.models import F
 from django.utils import timezone
 
 from chat.selectors import sessions_ended_before, sessions_locked
 from chat.services import sessions_delete
-from maintenance import lifecycle
+from maintenance import lifecycle, sql
 from maintenance.connections import ConnectionCounter
 from maintenance.models import ArchiveChunk, MaintenanceItem, MaintenanceRun, Outcome
 from recall.engine.vectors import memory_vectors_write
 from recall.models import MemoryRecord
 from recall.runtime import embedder
 
-TABLE = MemoryRecord._meta.db_table
-ITEMS = MaintenanceItem._meta.db_table
 PAGE = 2_000
 DEDUP_ACTORS_PER_PAGE = 200
-
-# A hash of everything a sweep's decision reads or writes: an execute changes a row only if
-# this is still what was listed. A recall's hit moves it (decay and promotion read hits).
-FINGERPRINT_SQL = (
-    "md5(ROW(m.lifecycle_status, m.is_current, m.tier, m.superseded_by_id, m.expires_at,"
-    " m.last_accessed_at, m.hit_count, m.confidence, m.updated_at, m.embedding_model,"
-    " m.stale_since, m.memory_type)::text)"
-)
-
-FACTS_SQL = f"""
-SELECT m.id, a.kind || ':' || a.name, m.tier, m.lifecycle_status, m.is_current, m.confidence,
-       m.created_at, m.last_accessed_at, m.hit_count, m.expires_at,
-       coalesce(m.stale_since, m.updated_at), m.embedding_model, {FINGERPRINT_SQL}, m.actor_id,
-       m.reactivated_at
-FROM {TABLE} m JOIN recall_actor a ON a.id = m.actor_id
-WHERE m.workspace_id = %(workspace)s AND {{after}} AND ({{prefilter}})
-ORDER BY {{order}}
-LIMIT %(page)s
-"""
-# Keyset pagination: by id, or actor by actor (by id within each; memory_recall_cover_idx).
-ORDERS = {
-    "id": ("m.id > %(after)s", "m.id"),
-    "actor": ("(m.actor_id, m.id) > (%(after_actor)s, %(after)s)", "m.actor_id, m.id"),
-}
 
 
 @dataclass(frozen=True)
@@ -100,27 +73,30 @@ class Draft:
 
 
 def _rows(
-    run: MaintenanceRun, prefilter: str, params: dict[str, Any], order: str = "id"
+    run: MaintenanceRun, prefilter: sql.Prefilter, params: dict[str, Any], order: sql.Order = "id"
 ) -> Iterator[list[Row]]:
     return _workspace_rows(run.workspace_id, prefilter, params, order)
 
 
 def _workspace_rows(
-    workspace_id: int, prefilter: str, params: dict[str, Any], order: str = "id"
+    workspace_id: int, prefilter: sql.Prefilter, params: dict[str, Any], order: sql.Order = "id"
 ) -> Iterator[list[Row]]:
     """The workspace's rows passing ``prefilter``, a page at a time, in id order (or actor by
     actor, ``order="actor"``)."""
     after, after_actor = 0, 0
-    keyset, ordering = ORDERS[order]
-    sql = FACTS_SQL.format(prefilter=prefilter, after=keyset, order=ordering)
     while True:
-        with connection.cursor() as cursor:
-            cursor.execute(
-                sql,
-                {**params, "workspace": workspace_id, "after": after,
-                 "after_actor": after_actor, "page": PAGE},
+        page = [
+            _row(values)
+            for values in sql.facts_page(
+                workspace_id=workspace_id,
+                prefilter=prefilter,
+                params=params,
+                order=order,
+                after=after,
+                after_actor=after_actor,
+                page=PAGE,
             )  # fmt: skip
-            page = [_row(values) for values in cursor.fetchall()]
+        ]
         if not page:
             return
         yield page
@@ -180,13 +156,7 @@ class Sweep:
 def memories_locked(*, workspace_id: int, ids: Sequence[int]) -> dict[int, str]:
     """The fingerprints of the memories ``ids`` that still exist, locked (in id order) to the
     end of the caller's transaction."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT m.id, {FINGERPRINT_SQL} FROM {TABLE} m"
-            " WHERE m.workspace_id = %s AND m.id = ANY(%s) ORDER BY m.id FOR UPDATE",
-            [workspace_id, sorted(ids)],
-        )
-        return dict(cursor.fetchall())
+    return sql.fingerprints_locked(workspace_id=workspace_id, ids=ids)
 
 
 class Expiry(Sweep):
@@ -195,8 +165,7 @@ class Expiry(Sweep):
 
     def drafts(self, run: MaintenanceRun) -> Iterator[list[Draft]]:
         now = run.as_of or timezone.now()
-        prefilter = "m.lifecycle_status IN ('active', 'inactive') AND m.expires_at <= %(now)s"
-        for page in _rows(run, prefilter, {"now": now}):
+        for page in _rows(run, "expiry", {"now": now}):
             yield [
                 Draft(
                     row.facts.id,
@@ -210,7 +179,7 @@ class Expiry(Sweep):
             ]
 
     def change(self, run: MaintenanceRun, items: Sequence[MaintenanceItem], now: datetime) -> None:
-        _update(items, "lifecycle_status = 'expired', stale_since = NULL, updated_at = %s", [now])
+        _change(items, "expire", now)
 
 
 class Decay(Sweep):
@@ -221,19 +190,12 @@ class Decay(Sweep):
         now = run.as_of or timezone.now()
         s = run.settings
         hours_to_stale = math.log(1.0 / s["decayThreshold"]) / s["decayRatePerHour"]
-        prefilter = (
-            "m.lifecycle_status = 'active' AND m.is_current"
-            " AND (m.tier = 'short_term' OR %(long)s)"
-            " AND m.created_at <= %(old_enough)s"
-            " AND greatest(coalesce(m.last_accessed_at, m.created_at), m.reactivated_at)"
-            " <= %(untouched_since)s"
-        )
         params = {
             "long": bool(s["decayLongTerm"]),
             "old_enough": _cutoff(now, s["minimumAgeHours"]),
             "untouched_since": _cutoff(now, hours_to_stale),
         }
-        for page in _rows(run, prefilter, params):
+        for page in _rows(run, "decay", params):
             drafts = []
             for row in page:
                 score = lifecycle.decay_due(row.facts, s, now)
@@ -255,7 +217,7 @@ class Decay(Sweep):
             yield drafts
 
     def change(self, run: MaintenanceRun, items: Sequence[MaintenanceItem], now: datetime) -> None:
-        _update(items, "lifecycle_status = 'stale', stale_since = %s, updated_at = %s", [now, now])
+        _change(items, "stale", now)
 
 
 class Retention(Sweep):
@@ -264,12 +226,8 @@ class Retention(Sweep):
     def drafts(self, run: MaintenanceRun) -> Iterator[list[Draft]]:
         now = run.as_of or timezone.now()
         s = run.settings
-        prefilter = (
-            "m.lifecycle_status = 'stale'"
-            " AND coalesce(m.stale_since, m.updated_at) <= %(stale_before)s"
-        )
         params = {"stale_before": _cutoff(now, s["retentionDays"] * 24)}
-        for page in _rows(run, prefilter, params):
+        for page in _rows(run, "retention", params):
             yield [
                 Draft(
                     row.facts.id,
@@ -300,51 +258,18 @@ class Retention(Sweep):
         MemoryRecord.objects.filter(pk__in=ids).delete()
 
 
-# The import's fields, in the API's camelCase: an archive line is a memory the import
-# (page or API) accepts back, under its own id.
-_ARCHIVE_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("id", "m.id::text"),
-    ("actorId", "a.kind || ':' || a.name"),
-    ("content", "m.content"),
-    ("memoryType", "m.memory_type"),
-    ("sourceKind", "m.source_kind"),
-    ("confirmationStatus", "m.confirmation_status"),
-    ("confidence", "m.confidence"),
-    ("sensitivity", "m.sensitivity"),
-    ("consentPolicy", "m.consent_policy"),
-    ("segmentKind", "m.segment_kind"),
-    ("lifecycleStatus", "m.lifecycle_status"),
-    ("isCurrent", "m.is_current"),
-    ("tier", "m.tier"),
-    ("expiresAt", "m.expires_at"),
-    ("staleSince", "m.stale_since"),
-    ("createdAt", "m.created_at"),
-    ("lastAccessedAt", "m.last_accessed_at"),
-    ("hitCount", "m.hit_count"),
-)
-
-
 def archive_lines(ids: Sequence[int]) -> list[str]:
     """The memories as JSON Lines in the import's shape (sorted keys, in id order)."""
-    columns = ", ".join(expression for _, expression in _ARCHIVE_COLUMNS)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT {columns} FROM {TABLE} m JOIN recall_actor a ON a.id = m.actor_id"
-            " WHERE m.id = ANY(%s) ORDER BY m.id",
-            [list(ids)],
-        )
-        rows = cursor.fetchall()
-    names = [name for name, _ in _ARCHIVE_COLUMNS]
     return [
         json.dumps(
             {
                 name: _iso(value) if isinstance(value, datetime) else value
-                for name, value in zip(names, row, strict=True)
+                for name, value in row.items()
             },
             sort_keys=True,
             ensure_ascii=False,
         )  # fmt: skip
-        for row in rows
+        for row in sql.archive_rows(ids)
     ]
 
 
@@ -376,10 +301,10 @@ def promotion_listing(
     sweep's listing; compaction's for one actor, ``actor_pk``)."""
     s = settings
     counter = ConnectionCounter(model, s["connectionSimilarity"], s["connectionsFull"])
-    prefilter = "m.tier = 'short_term' AND m.lifecycle_status = 'active' AND m.is_current"
+    prefilter: sql.Prefilter = "promotion"
     params: dict[str, Any] = {}
     if actor_pk is not None:
-        prefilter += " AND m.actor_id = %(actor)s"
+        prefilter = "promotion_of_actor"
         params["actor"] = actor_pk
     for page in _workspace_rows(workspace_id, prefilter, params, order="actor"):
         wanted: dict[int, list[int]] = {}
@@ -411,7 +336,7 @@ def promotion_listing(
 
 def memories_promote(*, ids: Sequence[int], now: datetime) -> None:
     """Make the memories long-term (the promotion sweep's change)."""
-    _update_ids(ids, "tier = 'long_term', updated_at = %s", [now])
+    sql.memories_changed(ids=ids, change="promote", now=now)
 
 
 def _signals(signals: lifecycle.PromotionSignals) -> dict[str, float]:
@@ -431,14 +356,9 @@ class Dedup(Sweep):
         s = run.settings
         after = 0
         while True:
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    f"SELECT DISTINCT m.actor_id FROM {TABLE} m WHERE m.workspace_id = %s"
-                    " AND m.actor_id > %s AND m.memory_type = 'insight' AND m.is_current"
-                    " ORDER BY m.actor_id LIMIT %s",
-                    [run.workspace_id, after, DEDUP_ACTORS_PER_PAGE],
-                )
-                actors = [pk for (pk,) in cursor.fetchall()]
+            actors = sql.insight_actors(
+                workspace_id=run.workspace_id, after=after, limit=DEDUP_ACTORS_PER_PAGE
+            )
             if not actors:
                 return
             after = actors[-1]
@@ -464,29 +384,6 @@ class Dedup(Sweep):
         )
 
 
-_INSIGHTS = f"""
-SELECT m.id, a.kind || ':' || a.name, m.created_at, {FINGERPRINT_SQL}
-FROM (
-    SELECT r.id FROM (
-        SELECT m.id, row_number() OVER (
-            PARTITION BY m.actor_id ORDER BY m.created_at DESC, m.id DESC) AS rank
-        FROM {TABLE} m
-        WHERE m.workspace_id = %(workspace)s AND m.actor_id = ANY(%(actors)s)
-          AND m.memory_type = 'insight' AND m.is_current AND m.lifecycle_status = 'active'
-          AND m.embedding_model = %(model)s
-    ) r WHERE r.rank <= %(limit)s
-) recent
-JOIN {TABLE} m ON m.id = recent.id JOIN recall_actor a ON a.id = m.actor_id
-"""
-_PAIRS = """
-SELECT x.id, y.id, 1 - (x.embedding <=> y.embedding)
-FROM recall_memoryrecord x JOIN recall_memoryrecord y
-  ON x.actor_id = y.actor_id AND x.id < y.id
-WHERE x.id = ANY(%(ids)s) AND y.id = ANY(%(ids)s)
-  AND (x.embedding <=> y.embedding) <= %(max_distance)s
-"""
-
-
 def dedup_listing(
     *, workspace_id: int, actor_pks: Sequence[int], model: str, limit: int, threshold: float
 ) -> list[Draft]:
@@ -494,17 +391,10 @@ def dedup_listing(
     ``model``), each older one that repeats a newer one (cosine at or above ``threshold``,
     ``lifecycle.dedup_plan``): the dedup sweep's listing of a page of actors, and
     compaction's insight dedup of one actor."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _INSIGHTS,
-            {"workspace": workspace_id, "actors": list(actor_pks), "model": model,
-             "limit": limit},
-        )  # fmt: skip
-        insights = cursor.fetchall()
-        cursor.execute(
-            _PAIRS, {"ids": [row[0] for row in insights], "max_distance": 1.0 - threshold}
-        )
-        pairs = {(a, b): float(sim) for a, b, sim in cursor.fetchall()}
+    insights = sql.recent_insights(
+        workspace_id=workspace_id, actor_pks=actor_pks, model=model, limit=limit
+    )
+    pairs = sql.insight_pairs(ids=[row[0] for row in insights], max_distance=1.0 - threshold)
     by_actor: dict[str, list[tuple[int, datetime, str]]] = {}
     for pk, actor, created, fingerprint in insights:
         by_actor.setdefault(actor, []).append((pk, created, fingerprint))
@@ -546,21 +436,14 @@ def insights_gone(newer: dict[int, int]) -> dict[int, str]:
 def insights_supersede(*, newer: dict[int, int], now: datetime) -> None:
     """Each older insight of ``newer`` is no longer current, superseded by its newer one (the
     dedup sweep's change)."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {TABLE} m SET is_current = false, superseded_by_id = v.newer,"
-            " updated_at = %s FROM unnest(%s::bigint[], %s::bigint[]) AS v(id, newer)"
-            " WHERE m.id = v.id",
-            [now, list(newer), list(newer.values())],
-        )
+    sql.insights_superseded(newer=newer, now=now)
 
 
 class Reembed(Sweep):
     name = "reembed"
 
     def drafts(self, run: MaintenanceRun) -> Iterator[list[Draft]]:
-        prefilter = "m.embedding_model IS DISTINCT FROM %(model)s"
-        for page in _rows(run, prefilter, {"model": run.embedder}):
+        for page in _rows(run, "reembed", {"model": run.embedder}):
             yield [
                 Draft(
                     row.facts.id,
@@ -674,33 +557,20 @@ def apply_batch(run: MaintenanceRun, items: Sequence[MaintenanceItem], now: date
     return len(ready)
 
 
-def state_sql(columns: Sequence[str], alias: str = "m") -> str:
-    """The columns of a memory row as one JSON object, keyed by column name (timestamps as
-    ISO 8601 text): what an item records, and what a revert compares it with."""
-    return "jsonb_build_object(" + ", ".join(f"'{c}', {alias}.{c}" for c in columns) + ")"
-
-
 def _record_state(
-    run: MaintenanceRun, items: Sequence[MaintenanceItem], field: str, columns: Sequence[str]
+    run: MaintenanceRun,
+    items: Sequence[MaintenanceItem],
+    field: Literal["before", "after"],
+    columns: Sequence[str],
 ) -> None:
     """Write the rows' ``columns`` as they are now into the items' ``field``."""
-    if not columns:
-        return
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {ITEMS} i SET {field} = {state_sql(columns)} FROM {TABLE} m"
-            " WHERE i.run_id = %s AND i.memory_id = ANY(%s) AND m.id = i.memory_id",
-            [run.pk, [item.memory_id for item in items]],
-        )
+    if columns:
+        ids = [item.memory_id for item in items]
+        sql.state_record(run_id=run.pk, ids=ids, field=field, columns=columns)
 
 
-def _update(items: Sequence[MaintenanceItem], assignments: str, params: list[Any]) -> None:
-    _update_ids([item.memory_id for item in items], assignments, params)
-
-
-def _update_ids(ids: Sequence[int], assignments: str, params: list[Any]) -> None:
-    with connection.cursor() as cursor:
-        cursor.execute(f"UPDATE {TABLE} SET {assignments} WHERE id = ANY(%s)", [*params, list(ids)])
+def _change(items: Sequence[MaintenanceItem], change: sql.Change, now: datetime) -> None:
+    sql.memories_changed(ids=[item.memory_id for item in items], change=change, now=now)
 
 
 def _iso(value: datetime | None) -> str | None:
