@@ -178,10 +178,12 @@ def recall_preview(
     query: str,
     top_k: int,
     override: dict[str, Any] | None,
+    token_budget_cap: int | None = None,
 ) -> RecallPreview:
     """What ``recall_assemble`` would return (``recall_plan``), with every decision code and
     without writing anything: a "what if" never shows up as a recall in the trail, and fills
-    no funnel cache.
+    no funnel cache. ``token_budget_cap`` caps the policy's token budget, as a session's turn
+    does (``RecallRequest.token_budget_cap``).
 
     Raises ``PolicyError`` for an override the floor does not permit.
     """
@@ -189,6 +191,7 @@ def recall_preview(
         request=RecallRequest(
             workspace=workspace, workload=workload, environment=environment, actor_id=actor_id,
             query=query, top_k=top_k, override=override, author="", verbosity="full",
+            token_budget_cap=token_budget_cap,
         ),
         fill_cache=False, rejected_limit=DECISIONS_MAX,
     )  # fmt: skip

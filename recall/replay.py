@@ -1,11 +1,11 @@
 """Explain and replay: run a recorded recall again now and say what changed since.
 
-From a ``context.assembled`` event: the same actor, workload, environment, top K and request
-override under today's policies and memories, computed without recording anything
-(``recall_preview``). Each memory in either context is reported as entered, left or stayed,
-with the reason. The query text is kept (beside the event) only when the workspace stores
-queries and until its actor is erased; otherwise the caller supplies it and it is checked
-against the event's query hash.
+From a ``context.assembled`` event: the same actor, workload, environment, top K, request
+override and, for a session's turn, token-budget cap under today's policies and memories,
+computed without recording anything (``recall_preview``). Each memory in either context is
+reported as entered, left or stayed, with the reason. The query text is kept (beside the
+event) only when the workspace stores queries and until its actor is erased; otherwise the
+caller supplies it and it is checked against the event's query hash.
 """
 
 from __future__ import annotations
@@ -91,6 +91,9 @@ class Replay:
     notes: list[str] = field(default_factory=list)
     # The request override this run applied (the recorded one), None without one.
     override: dict[str, Any] | None = None
+    # The token-budget cap this run applied (a session turn's recorded one), None without one.
+    token_budget_cap: int | None = None
+    now_digest: str = ""
 
     @property
     def changed_versions(self) -> list[str]:
@@ -145,9 +148,17 @@ def replay_event(*, workspace: Workspace, event_id: int, query: str | None) -> R
         )
     now = timezone.now()
     override, notes = _override(payload)
+    cap = _token_budget_cap(payload)
+    if cap is not None:
+        notes.append(
+            f"This recall was assembled for turn {payload.get('turn')} of session"
+            f" #{payload.get('sessionId')}: it runs again under that turn's token-budget cap"
+            f" of {cap:,} tokens, the smaller of it and the policy's budget winning."
+        )
     args: dict[str, Any] = {
         "workspace": workspace, "workload": workload, "environment": event.environment,
         "actor_id": event.actor_id, "query": text, "top_k": int(payload.get("topK") or 10),
+        "token_budget_cap": cap,
     }  # fmt: skip
     try:
         preview = recall_preview(**args, override=override)
@@ -183,7 +194,16 @@ def replay_event(*, workspace: Workspace, event_id: int, query: str | None) -> R
         now_counts=preview.counts,
         notes=notes,
         override=override,
+        token_budget_cap=cap,
+        now_digest=str(preview.envelope["digest"]),
     )
+
+
+def _token_budget_cap(payload: dict[str, Any]) -> int | None:
+    """The token-budget cap a session's turn gave its recall (``tokenBudgetCap.cap``)."""
+    recorded = payload.get("tokenBudgetCap")
+    cap = recorded.get("cap") if isinstance(recorded, dict) else None
+    return cap if isinstance(cap, int) and not isinstance(cap, bool) else None
 
 
 def _override(payload: dict[str, Any]) -> tuple[dict[str, Any] | None, list[str]]:

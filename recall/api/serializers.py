@@ -382,6 +382,7 @@ class ReplaySerializer(serializers.Serializer):
             "occurredAt": replay.event.occurred_at.isoformat(),
             "policyVersions": replay.then_versions,
             "effectivePolicyHash": replay.then_policy_hash,
+            "digest": replay.event.payload.get("digest"),
         }
 
     def get_now(self, replay: Any) -> dict[str, Any]:
@@ -390,6 +391,8 @@ class ReplaySerializer(serializers.Serializer):
             "policyOverride": replay.override,
             "effectivePolicyHash": replay.now_policy_hash,
             "counts": replay.now_counts,
+            "digest": replay.now_digest,
+            "tokenBudgetCap": replay.token_budget_cap,
         }
 
     def get_counts(self, replay: Any) -> dict[str, int]:

@@ -15,6 +15,7 @@ from recall.envelope import query_hash
 from recall.hits import hits_fold
 from recall.models import MemoryRecord
 from recall.services import memory_delete, memory_set_status, memory_update
+from tests.chat.helpers import layout, roomy_floor, started, turn
 from tests.helpers import QUERY, error_of, recall
 from tests.recall import factories
 from tests.recall.test_recall import set_floor
@@ -307,3 +308,35 @@ class ReplayRefusalTests:
         event, _ = recorded
         response = editor.api().post(f"/v1/audit/events/{event.pk}/replay", body, format="json")
         assert response.status_code == 400, response.content
+
+
+class TurnReplayTests:
+    """A session turn's recall ran under a token-budget cap (its supporting-context budget);
+    replaying its event runs under the same cap."""
+
+    def test_a_capped_turn_replays_to_the_same_digest_and_entries(self, editor, workload_a):
+        roomy_floor(editor.workspace)  # the policy's budget: 20,000 tokens
+        body = " ".join(["release"] * 200)
+        factories.memories(editor.workspace, *({"content": f"fact {n}: {body}"} for n in range(8)))
+        layout(workload_a, {"context_window": 2000, "output_buffer": 0})
+        session = started(editor, workload_a)
+        answer = turn(editor, session["id"], ("user", "release summary"))
+        assert answer["recall"]["tokenBudget"]["applied"] < 20_000
+        assert answer["layout"]["supportingContextBudget"] < 20_000
+        event = AuditEvent.objects.get(pk=answer["recall"]["eventId"])
+        assert event.payload["truncatedIds"] or len(event.payload["memoryIds"]) < 8
+
+        body_ = replay(editor, event, query="release summary").json()
+
+        assert body_["counts"]["entered"] == 0 and body_["counts"]["left"] == 0
+        assert body_["now"]["digest"] == body_["then"]["digest"] == event.payload["digest"]
+        assert body_["now"]["tokenBudgetCap"] == event.payload["tokenBudgetCap"]["cap"]
+        assert any("token-budget cap" in note for note in body_["notes"])
+
+    def test_a_recall_outside_a_session_replays_without_a_cap(self, editor, recorded):
+        event, _ = recorded
+
+        body = replay(editor, event, query=QUERY).json()
+
+        assert body["now"]["tokenBudgetCap"] is None
+        assert body["now"]["digest"] == body["then"]["digest"]
