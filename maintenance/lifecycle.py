@@ -232,6 +232,20 @@ def default_settings() -> dict[str, Any]:
     return normalize_settings({})
 
 
+def settings_completed(document: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored settings document with the keys added since it was saved at their defaults:
+    a setting, or a sweep's schedule entry (a workspace whose settings predate the
+    ``sessions`` sweep runs it as ``DEFAULT_SCHEDULE`` says). Stored documents were checked
+    when saved and are read as they were; only what they lack is filled in. The stored
+    versions stay as saved: they are the record of what each save said.
+    """
+    completed = {**default_settings(), **document}
+    schedule = document.get("schedule")
+    if isinstance(schedule, Mapping):
+        completed["schedule"] = {**DEFAULT_SCHEDULE, **schedule}
+    return completed
+
+
 def normalize_settings(document: Any) -> dict[str, Any]:
     """A complete, checked settings document: missing keys take their defaults.
 

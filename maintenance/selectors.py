@@ -27,12 +27,15 @@ def lifecycle_settings_current(*, workspace: Workspace) -> LifecycleSettingsVers
     """The workspace's current lifecycle settings.
 
     A workspace that never saved any runs on the defaults: an unsaved version 0, so that
-    reading writes nothing and the first save becomes version 1.
+    reading writes nothing and the first save becomes version 1. A version saved before a
+    setting or a sweep existed reads with it at its default (``lifecycle.settings_completed``).
     """
     version = (
         LifecycleSettingsVersion.objects.filter(workspace=workspace).order_by("-version").first()
     )
-    if version is None:
+    if version is not None:
+        version.document = lifecycle.settings_completed(version.document)
+    else:
         version = LifecycleSettingsVersion(
             workspace=workspace,
             version=0,
@@ -67,8 +70,10 @@ def with_settings(workspaces: QuerySet[Workspace]) -> QuerySet[Workspace]:
 
 
 def settings_of(workspace: Workspace) -> dict[str, Any]:
-    """The current settings document of a workspace read ``with_settings``."""
-    return getattr(workspace, _DOCUMENT) or lifecycle.default_settings()
+    """The current settings document of a workspace read ``with_settings`` (one saved before a
+    setting or a sweep existed with it at its default)."""
+    document = getattr(workspace, _DOCUMENT)
+    return lifecycle.settings_completed(document) if document else lifecycle.default_settings()
 
 
 def schedule_states() -> list[ScheduleState]:

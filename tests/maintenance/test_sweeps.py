@@ -518,3 +518,43 @@ class ScheduleTests:
         with pytest.raises(services.MaintenanceConflict) as refused:
             archives.maintenance_archive_restore(run=run, author=AUTHOR)
         assert refused.value.code == "NO_ARCHIVE"
+
+
+class SettingsSavedBeforeTheSessionsSweepTests:
+    """A workspace whose settings were saved before the sessions sweep existed: their stored
+    document has neither its schedule entry nor its retention; both read at their defaults."""
+
+    @pytest.fixture
+    def saved_before(self, workspace_a):
+        from maintenance.lifecycle import default_settings
+        from maintenance.models import LifecycleSettingsVersion
+
+        document = default_settings()
+        del document["sessionRetentionDays"]
+        del document["schedule"]["sessions"]
+        document["schedule"]["decay"] = "off"
+        return LifecycleSettingsVersion.objects.create(
+            workspace=workspace_a, version=1, document=document, author=AUTHOR
+        )
+
+    def test_the_current_settings_have_the_sessions_defaults(self, workspace_a, saved_before):
+        document = selectors.lifecycle_settings_current(workspace=workspace_a).document
+
+        assert document["schedule"]["sessions"] == "preview"
+        assert document["schedule"]["decay"] == "off"  # what was saved stands
+        assert document["sessionRetentionDays"] == 30
+        saved_before.refresh_from_db()
+        assert "sessions" not in saved_before.document["schedule"]  # the record stays as saved
+
+    def test_the_tick_previews_the_sessions_sweep(self, workspace_a, saved_before):
+        started = MaintenanceRun.objects.filter(pk__in=schedule.maintenance_tick())
+
+        assert {r.sweep for r in started.filter(workspace=workspace_a)} == {
+            "expiry", "retention", "promotion", "dedup", "sessions"
+        }  # fmt: skip
+
+    def test_the_maintenance_page_shows_its_schedule(self, operator, saved_before):
+        response = operator.session().get(f"/w/{operator.workspace.slug}/maintenance/")
+
+        assert response.status_code == 200
+        assert "Session retention" in response.content.decode()
