@@ -22,6 +22,8 @@ class EventType(models.TextChoices):
     MAINTENANCE_REVERTED = "maintenance.reverted"
     LAYOUT_CONFIG_SET = "context.layout_config_set"
     COMPACTED = "context.compacted"
+    SESSION_STARTED = "session.started"
+    SESSION_ENDED = "session.ended"
     TOKEN_ISSUED = "token.issued"
     TOKEN_REVOKED = "token.revoked"
     TOKEN_ROTATED = "token.rotated"

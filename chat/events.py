@@ -1,4 +1,6 @@
-"""How the audit pages show the events chat records: a compaction run's outcome, in words.
+"""How the audit pages show the events chat records, in words: a session started or ended,
+and a compaction run's outcome. None shows content: a session is named by its id and the
+caller's external id.
 
 Registered with ``audit.presenters`` when the app is ready (``ChatConfig.ready``).
 """
@@ -106,4 +108,39 @@ class CompactedPresenter(Presenter):
         error = payload.get("error")
         if isinstance(error, dict):
             facts.append(Fact("Error", f"{error.get('code')}: {error.get('message')}", badge="bad"))
+        return facts
+
+
+@presenter_register(
+    {EventType.SESSION_STARTED: "Session started", EventType.SESSION_ENDED: "Session ended"}
+)
+class SessionPresenter(Presenter):
+    def summary(self, event: AuditEvent, payload: Mapping[str, Any]) -> str:
+        external = payload.get("externalId")
+        text = f"session #{payload.get('sessionId')}"
+        if external:
+            text += f" ({external})"
+        text += f" of {event.actor_id} in {event.environment or '—'}"
+        if event.type == EventType.SESSION_ENDED:
+            turns = payload.get("turns")
+            text += f" after {number(turns)} turn{'s' if turns != 1 else ''}"
+        return text
+
+    def facts(self, shown: Shown) -> list[Fact]:
+        payload, slug, event = shown.payload, shown.workspace.slug, shown.event
+        session = str(payload.get("sessionId", ""))
+        workload = shown.workload
+        facts = [
+            Fact(
+                "Session",
+                f"#{session}",
+                href=reverse("chat:session", args=[slug, session]) if session.isdigit() else "",
+            ),
+            Fact("External id", str(payload.get("externalId") or "none"), code=True),
+            Fact("Actor", event.actor_id or "—"),
+            Fact("Workload", workload.name if workload is not None else "—"),
+            Fact("Environment", event.environment or "—"),
+        ]
+        if event.type == EventType.SESSION_ENDED:
+            facts.append(Fact("Turns", number(payload.get("turns"))))
         return facts

@@ -15,6 +15,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, QuerySet
 from django.utils import timezone
 
+from audit.models import EventType
+from audit.services import audit_event_record
 from chat.assembly import turn_assemble
 from chat.compaction.coordinator import (
     MONITOR_FIELDS,
@@ -177,7 +179,7 @@ def session_create(
         system_prompt_tokens = token_estimator()(system_prompt)
     try:
         with transaction.atomic():
-            return Session.objects.create(
+            session = Session.objects.create(
                 workspace=workspace,
                 actor=actor,
                 workload=workload,
@@ -194,6 +196,28 @@ def session_create(
         if existing is None:
             raise
         raise _exists(existing) from None
+    _session_event(session, EventType.SESSION_STARTED, author=author)
+    return session
+
+
+def _session_event(session: Session, type: str, *, author: str) -> None:
+    """The session's ``session.started`` or ``session.ended`` event, in the caller's
+    transaction: who, with which workload, where, under which external id; no content."""
+    payload: dict[str, Any] = {
+        "sessionId": str(session.pk),
+        "externalId": session.external_id or None,
+    }
+    if type == EventType.SESSION_ENDED:
+        payload["turns"] = session.turn_count
+    audit_event_record(
+        workspace=session.workspace,
+        type=type,
+        author=author,
+        payload=payload,
+        workload_id=session.workload_id,
+        environment=session.environment,
+        actor_id=session.actor.external_id,
+    )
 
 
 def _session_with_external_id(workspace: Workspace, external_id: str) -> Session | None:
@@ -235,15 +259,16 @@ def session_check_active(session: Session) -> None:
 
 
 @transaction.atomic
-def session_end(*, session: Session) -> Session:
-    """End the session; ending an ended session changes nothing. Its retention (the
-    ``sessions`` sweep) counts from now."""
+def session_end(*, session: Session, author: str) -> Session:
+    """End the session, with its ``session.ended`` event; ending an ended session changes
+    and records nothing. Its retention (the ``sessions`` sweep) counts from now."""
     locked = session_locked(session)
     if locked.status == SessionStatus.ENDED:
         return locked
     locked.status = SessionStatus.ENDED
     locked.ended_at = timezone.now()
     locked.save(update_fields=["status", "ended_at", "updated_at"])
+    _session_event(locked, EventType.SESSION_ENDED, author=author)
     return locked
 
 

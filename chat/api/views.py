@@ -173,9 +173,11 @@ class SessionEndView(ApiView):
         summary="End a session (no turn can be added; its retention starts)",
     )
     def post(self, request: Request, session_id: str) -> Response:
-        session = session_for(self.caller(request), session_id, Action.WRITE)
+        caller = self.caller(request)
+        session = session_for(caller, session_id, Action.WRITE)
         json_object_or_empty(request)
-        return Response(SessionSerializer(services.session_end(session=session)).data)
+        ended = services.session_end(session=session, author=caller.label)
+        return Response(SessionSerializer(ended).data)
 
 
 class SessionTurnsView(ApiView):

@@ -166,8 +166,8 @@ class TurnsTests:
     def test_ending_twice_changes_nothing_the_second_time(self, workspace_a, workload_a):
         session = start(workspace_a, workload_a)
 
-        ended = session_end(session=session)
-        again = session_end(session=session)
+        ended = session_end(session=session, author="system:test")
+        again = session_end(session=session, author="system:test")
 
         assert ended.status == "ended" and again.ended_at == ended.ended_at
 

@@ -1,0 +1,89 @@
+"""A session's start and end are audit events (``session.started``, ``session.ended``),
+recorded with the write they record and holding no content; an erasure of the actor leaves
+them whole (they name the actor and the session, never what was said) and the chain
+verifying."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from audit.models import AuditEvent, EventType
+from audit.services import audit_chain_verify
+from chat.models import Session
+from tests.chat.helpers import start, started, turn
+
+pytestmark = pytest.mark.django_db
+
+CANARY = "CANARY-said-7Qw"
+
+
+def session_events(workspace: Any) -> list[AuditEvent]:
+    types = (EventType.SESSION_STARTED, EventType.SESSION_ENDED)
+    return list(AuditEvent.objects.filter(workspace=workspace, type__in=types).order_by("id"))
+
+
+class SessionEventTests:
+    def test_starting_a_session_records_who_with_what_and_where(self, editor, workload_a):
+        session = started(editor, workload_a, externalId="conv-42", systemPrompt=CANARY)
+
+        (event,) = session_events(editor.workspace)
+        assert event.type == "session.started" and event.author == "token:eddie-token"
+        assert (event.actor_id, event.workload_id, event.environment) == (
+            "user:ada", workload_a.id, "prod"
+        )  # fmt: skip
+        assert event.payload == {"sessionId": session["id"], "externalId": "conv-42"}
+
+    def test_ending_it_records_the_turns_once(self, editor, workload_a):
+        session = started(editor, workload_a)
+        turn(editor, session["id"], ("user", f"hello {CANARY}"))
+
+        for _ in range(2):
+            ended = editor.api().post(f"/v1/sessions/{session['id']}/end", format="json")
+            assert ended.status_code == 200
+
+        started_, ended_ = session_events(editor.workspace)
+        assert ended_.type == "session.ended"
+        assert ended_.payload == {"sessionId": session["id"], "externalId": None, "turns": 1}
+        assert CANARY not in str(started_.payload) + str(ended_.payload)
+
+    def test_a_refused_start_records_nothing(self, editor, workload_a):
+        started(editor, workload_a, externalId="conv-42")
+
+        again = start(editor, workload_a, externalId="conv-42")
+
+        assert again.status_code == 409
+        assert len(session_events(editor.workspace)) == 1
+        assert Session.objects.filter(workspace=editor.workspace).count() == 1
+
+    def test_the_event_page_says_it_in_words(self, operator, workload_a):
+        session = started(operator, workload_a, externalId="conv-42")
+        operator.api().post(f"/v1/sessions/{session['id']}/end", format="json")
+        client = operator.session()
+
+        pages = [
+            client.get(f"/w/{operator.workspace.slug}/audit/{event.pk}/").content.decode()
+            for event in session_events(operator.workspace)
+        ]
+        listing = client.get(f"/w/{operator.workspace.slug}/audit/").content.decode()
+
+        assert "Session started" in pages[0] and "Session ended" in pages[1]
+        for page in pages:
+            assert f"/w/{operator.workspace.slug}/sessions/{session['id']}/" in page
+            assert "conv-42" in page and "user:ada" in page and workload_a.name in page
+        assert f"session #{session['id']} (conv-42) of user:ada in prod after 0 turns" in listing
+
+    def test_an_erasure_leaves_them_whole_and_the_chain_verifying(self, operator, workload_a):
+        session = started(operator, workload_a)
+        turn(operator, session["id"], ("user", f"hello {CANARY}"))
+        operator.api().post(f"/v1/sessions/{session['id']}/end", format="json")
+
+        erased = operator.api().post("/v1/memory/actors/user:ada/erase", {}, format="json")
+
+        assert erased.status_code == 200, erased.content
+        assert [e.type for e in session_events(operator.workspace)] == [
+            "session.started", "session.ended"
+        ]  # fmt: skip
+        assert audit_chain_verify(workspace=operator.workspace).ok
+        assert not Session.objects.filter(pk=session["id"]).exists()
