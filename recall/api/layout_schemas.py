@@ -38,9 +38,12 @@ _NESTED: dict[Any, dict[str, Any]] = {
 }
 
 
-def _no_effect(section: str, key: str, schema: dict[str, Any]) -> dict[str, Any]:
-    """A key nothing reads yet (``config.NO_EFFECT``) takes its default only."""
+def _no_effect(section: str, key: str, schema: dict[str, Any], stored: bool) -> dict[str, Any]:
+    """A key nothing reads yet (``config.NO_EFFECT``) takes its default only; so does, in a
+    workload's stored configuration, a key no session reads (``config.SESSION_NO_EFFECT``)."""
     reason = config.NO_EFFECT.get(f"{section}.{key}")
+    if reason is None and stored:
+        reason = config.SESSION_NO_EFFECT.get(f"{section}.{key}")
     if reason is None:
         return schema
     default = getattr(getattr(config.LayoutConfig(), section), key)
@@ -48,9 +51,15 @@ def _no_effect(section: str, key: str, schema: dict[str, Any]) -> dict[str, Any]
 
 
 def _section(
-    scalars: Mapping[str, Any], nested: Mapping[str, Any] | None = None, *, name: str = ""
+    scalars: Mapping[str, Any],
+    nested: Mapping[str, Any] | None = None,
+    *,
+    name: str = "",
+    stored: bool = False,
 ) -> dict[str, Any]:
-    properties = {key: _no_effect(name, key, _CHECKERS[check]) for key, check in scalars.items()}
+    properties = {
+        key: _no_effect(name, key, _CHECKERS[check], stored) for key, check in scalars.items()
+    }
     properties.update({key: _NESTED[parse] for key, parse in (nested or {}).items()})
     return {
         "type": "object",
@@ -62,8 +71,10 @@ def _section(
 
 def memory_config_schema(*, services: list[str] | None = None) -> dict[str, Any]:
     """The ``memory:`` section: any subset of its keys (the rest take the seed's defaults).
-    ``services``: the names a saved ``compaction.llm_service`` may take."""
-    compaction = _section(config.COMPACTION_SCALARS, name="compaction")
+    ``services``: the names a saved ``compaction.llm_service`` may take; given, the schema is
+    a workload's stored configuration's (``SESSION_NO_EFFECT`` keys at their default)."""
+    stored = services is not None
+    compaction = _section(config.COMPACTION_SCALARS, name="compaction", stored=stored)
     if services is not None:
         compaction["properties"]["llm_service"] = {
             "type": "string",
@@ -71,11 +82,16 @@ def memory_config_schema(*, services: list[str] | None = None) -> dict[str, Any]
             "description": "A compaction service of COMPACTION_SERVICES.",
         }
     sections = {
-        "supporting_context": _section(config.SUPPORTING_SCALARS, config.SUPPORTING_NESTED),
-        "priming": _section(config.PRIMING_SCALARS),
+        "supporting_context": _section(
+            config.SUPPORTING_SCALARS,
+            config.SUPPORTING_NESTED,
+            name="supporting_context",
+            stored=stored,
+        ),
+        "priming": _section(config.PRIMING_SCALARS, name="priming", stored=stored),
         "compaction": compaction,
     }
-    schema = _section(config.MEMORY_SCALARS)
+    schema = _section(config.MEMORY_SCALARS, stored=stored)
     schema["properties"].update(sections)
     assert set(schema["properties"]) == {*config.MEMORY_SCALARS, *config.MEMORY_NESTED}
     return schema

@@ -12,7 +12,9 @@ Parsing, for a mapping or YAML text, with or without the top-level ``memory:`` k
    (``vocabulary.suggested_name``) and missing keys take the seed's Chat defaults;
 3. every problem, at every level, is collected and raised together as one
    ``LayoutConfigError`` keyed by dotted path (always rooted at ``memory``);
-4. a key nothing reads yet (``NO_EFFECT``) set away from its default is refused, saying so.
+4. a key nothing reads yet (``NO_EFFECT``) set away from its default is refused, saying so;
+   a save of a workload's configuration also refuses a key no session reads
+   (``SESSION_NO_EFFECT``).
 
 The tables (``MEMORY_SCALARS`` ...) are public so that the OpenAPI schema is read off them
 (``recall.api.layout_schemas``) instead of restating them.
@@ -396,11 +398,25 @@ NO_EFFECT: dict[str, str] = {
 }
 
 
-def no_effect_errors(config: LayoutConfig) -> dict[str, str]:
-    """A problem for each key of ``NO_EFFECT`` set to another value than its default."""
+# Keys a layout request uses (``POST /v1/context/layout`` with items flagged ``redundant``) but
+# a session never does. A workload's stored configuration is what its sessions run under, so
+# saving one of these away from its default is refused with the reason
+# (``recall.layout.services.layout_config_validate``); a layout request still takes it.
+SESSION_NO_EFFECT: dict[str, str] = {
+    "supporting_context.exclude_redundant_summaries": (
+        "has no effect on a session: no summary a session recalls repeats a turn of its"
+        " prompt (a compaction takes the turns it summarises out of the history), so none is"
+        " flagged redundant; it acts only on summaries flagged redundant in a"
+        " POST /v1/context/layout request"
+    ),
+}
+
+
+def no_effect_errors(config: LayoutConfig, table: Mapping[str, str] = NO_EFFECT) -> dict[str, str]:
+    """A problem for each key of ``table`` set to another value than its default."""
     errors: dict[str, str] = {}
     defaults = LayoutConfig()
-    for key, reason in NO_EFFECT.items():
+    for key, reason in table.items():
         section, name = key.split(".")
         value = getattr(getattr(config, section), name)
         default = getattr(getattr(defaults, section), name)

@@ -22,9 +22,11 @@ from portal.errors import ValidationFailed
 from portal.versioning import versioned_save
 from recall import runtime
 from recall.layout.config import (
+    SESSION_NO_EFFECT,
     LayoutConfig,
     LayoutConfigError,
     layout_config_to_dict,
+    no_effect_errors,
     parse_memory_config,
 )
 from recall.layout.monitor import CompactionDecision, ContextBudgetMonitor
@@ -34,14 +36,19 @@ from recall.models import WorkloadLayoutConfigVersion
 
 
 def layout_config_validate(document: Any) -> LayoutConfig:
-    """``parse_memory_config`` with its errors as the API/form ``ValidationFailed``; and the
-    compaction service it names must be one of ``COMPACTION_SERVICES`` (the settings')."""
+    """``parse_memory_config`` with its errors as the API/form ``ValidationFailed``; a key no
+    session reads (``SESSION_NO_EFFECT``) must be left at its default, since a workload's
+    configuration is what its sessions run under; and the compaction service it names must
+    be one of ``COMPACTION_SERVICES`` (the settings')."""
     try:
         config = parse_memory_config(document)
     except LayoutConfigError as exc:
         raise ValidationFailed(
             exc.errors, "The layout configuration is not valid; nothing was saved."
         ) from exc
+    unused = no_effect_errors(config, SESSION_NO_EFFECT)
+    if unused:
+        raise ValidationFailed(unused, "The layout configuration is not valid; nothing was saved.")
     service = config.compaction.llm_service
     if service not in settings.COMPACTION_SERVICES:
         names = ", ".join(sorted(settings.COMPACTION_SERVICES))

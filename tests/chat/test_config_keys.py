@@ -2,7 +2,9 @@
 accepting a misspelled key does not mean the formatter uses it").
 
 The walk takes every key of the parser's tables. A key of ``NO_EFFECT`` set away from its
-default is refused, saying it has no effect. Every other key has a scenario here: the same
+default is refused, saying it has no effect; so is, at a save of a workload's configuration
+(what its sessions run under), a key of ``SESSION_NO_EFFECT``. Every other key has a scenario
+here: the same
 session, in a fresh workspace each time (so no run's hits or sessions reach another), is run
 under a base configuration and under the base with that key changed, and what the turns
 answer (prompt, layout, recall budget, budget status, compaction decision) or what the
@@ -22,11 +24,13 @@ from django.db import transaction
 from chat.models import CompactionRun, Session
 from chat.services import Message, session_create, session_turns_post, turns_append
 from policies.services import workload_create, workspace_create
+from portal.errors import ValidationFailed
 from recall.layout.config import (
     COMPACTION_SCALARS,
     MEMORY_SCALARS,
     NO_EFFECT,
     PRIMING_SCALARS,
+    SESSION_NO_EFFECT,
     SUPPORTING_NESTED,
     SUPPORTING_SCALARS,
     LayoutConfig,
@@ -34,8 +38,6 @@ from recall.layout.config import (
     layout_config_to_dict,
     parse_memory_config,
 )
-from recall.layout.planner import layout_result_to_dict, plan_layout
-from recall.layout.request import LayoutRequest, SupportingItem
 from recall.layout.services import layout_config_current, layout_config_save
 from recall.models import WorkloadLayoutConfigVersion
 from tests.chat.helpers import roomy_floor
@@ -118,10 +120,6 @@ SERVICES = {
     "compaction": {"kind": "extractive"},
     "terse": {"kind": "extractive", "max_tokens": 25},
 }
-# Keys a session turn cannot show yet, shown by the Layout tab's planner (POST
-# /v1/context/layout): a session flags no summary as redundant (a memory does not say which
-# turns it summarises).
-LAYOUT_SCENARIOS: dict[str, Any] = {"supporting_context.exclude_redundant_summaries": False}
 
 
 def _with(base: dict[str, Any], key: str, value: Any) -> dict[str, Any]:
@@ -227,17 +225,14 @@ def _run(memory: dict[str, Any], turns: tuple[list[tuple[str, str]], ...]) -> li
 
 class ConfigKeyWalkTests:
     def test_every_accepted_key_is_used_or_refused(self):
-        assert set(ACCEPTED) == set(SCENARIOS) | set(LAYOUT_SCENARIOS) | set(NO_EFFECT)
-        assert not set(NO_EFFECT) & (set(SCENARIOS) | set(LAYOUT_SCENARIOS))
+        assert set(ACCEPTED) == set(SCENARIOS) | set(NO_EFFECT) | set(SESSION_NO_EFFECT)
+        assert not set(NO_EFFECT) & set(SCENARIOS)
+        assert not set(SESSION_NO_EFFECT) & (set(SCENARIOS) | set(NO_EFFECT))
 
     @pytest.mark.parametrize("key", sorted(NO_EFFECT))
     def test_a_key_with_no_effect_is_refused_away_from_its_default(self, key):
         section, name = key.split(".")
-        default = getattr(getattr(parse_memory_config({}), section), name)
-        other: Any = not default if isinstance(default, bool) else "other"
-        if isinstance(default, int | float) and not isinstance(default, bool):
-            other = 0.5 if isinstance(default, float) and default != 0.5 else 1
-            other = 0.2 if isinstance(default, float) and default == 0.5 else other
+        default, other = _default_and_other(section, name)
 
         parse_memory_config({section: {name: default}})  # at its default it is accepted
         with pytest.raises(LayoutConfigError) as caught:
@@ -258,18 +253,33 @@ class ConfigKeyWalkTests:
 
         assert unchanged == []
 
-    @pytest.mark.parametrize("key", sorted(LAYOUT_SCENARIOS))
-    def test_a_layout_only_key_changes_what_the_layout_tab_gives(self, key):
-        summary = SupportingItem("an old summary", redundant=True)
+    @pytest.mark.parametrize("key", sorted(SESSION_NO_EFFECT))
+    def test_a_key_no_session_reads_is_refused_at_a_save(self, key, workload_a):
+        section, name = key.split(".")
+        default, other = _default_and_other(section, name)
+        layout_config_save(
+            workload=workload_a, document={"memory": {section: {name: default}}}, author="t"
+        )  # at its default it is accepted
 
-        def laid_out(memory: dict[str, Any]) -> dict[str, Any]:
-            request = LayoutRequest(
-                supporting={"summaries": [summary]}, query="q",
-                config=parse_memory_config(memory),
-            )  # fmt: skip
-            return layout_result_to_dict(plan_layout(request))
+        with pytest.raises(ValidationFailed) as caught:
+            layout_config_save(
+                workload=workload_a, document={"memory": {section: {name: other}}}, author="t"
+            )
 
-        assert laid_out(_with({}, key, LAYOUT_SCENARIOS[key])) != laid_out({})
+        assert "has no effect on a session" in caught.value.details["fields"][f"memory.{key}"]
+        current = layout_config_current(workload=workload_a).version
+        assert current is not None and current.version == 1  # nothing was saved
+        parse_memory_config({section: {name: other}})  # a layout request still takes it
+
+
+def _default_and_other(section: str, name: str) -> tuple[Any, Any]:
+    """A key's default and another value of its type."""
+    default = getattr(getattr(parse_memory_config({}), section), name)
+    other: Any = not default if isinstance(default, bool) else "other"
+    if isinstance(default, int | float) and not isinstance(default, bool):
+        other = 0.5 if isinstance(default, float) and default != 0.5 else 1
+        other = 0.2 if isinstance(default, float) and default == 0.5 else other
+    return default, other
 
 
 class NoEffectSavedBeforeTests:
