@@ -149,6 +149,11 @@ def turn_assemble(
             "digest": envelope["digest"],
             "counts": diagnostics["counts"],
             "memoryIds": [entry["id"] for entry in envelope["entries"]],
+            # Each entry's relevancy to the query, as the layout read it (the Layout tab
+            # opens the turn with it: ``chat.selectors.turn_layout_start``).
+            "similarities": {
+                entry["id"]: float(entry["similarity"]) for entry in envelope["entries"]
+            },
             "truncatedIds": [ref["id"] for ref in envelope["truncatedRefs"]],
             "topK": plan.top_k,
             "usedTokens": envelope["budget"]["usedTokens"],

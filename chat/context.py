@@ -99,7 +99,7 @@ class Recalled:
     memory_type: str
     segment_kind: str
     tier: str
-    similarity: float
+    similarity: float | None  # None: unscored (a turn recorded before similarities were)
     score: float
 
 

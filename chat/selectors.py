@@ -8,13 +8,21 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any
 
-from django.db.models import Case, CharField, Count, QuerySet, Value, When
+from django.db.models import Case, CharField, Count, Q, QuerySet, Value, When
 from django.db.models.functions import TruncDate
 
+from chat.assembly import prior_session_turns
+from chat.context import Recalled, retrieval_plan, supporting_sections
 from chat.filtersets import SessionFilterSet
 from chat.models import CompactionRun, Session, SessionStatus, Turn, TurnContext
 from portal.errors import NotFoundError, ValidationFailed
 from portal.models import Workspace
+from recall.assembly import TOP_K_MAX
+from recall.forms.layout import LINES_MAX, LayoutStart
+from recall.layout.config import LayoutConfig, parse_memory_config
+from recall.layout.services import layout_config_current
+from recall.models import WorkloadLayoutConfigVersion
+from recall.selectors import memories_by_id
 
 
 def session_list(*, workspace: Workspace, filters: Any) -> QuerySet[Session]:
@@ -46,6 +54,70 @@ def session_turn(*, session: Session, index: Any) -> tuple[Turn, TurnContext | N
             {"turnCount": session.turn_count},
         )
     return turn, session.contexts.filter(turn=turn.index).first()
+
+
+def turn_layout_start(*, session: Session, context: TurnContext) -> LayoutStart:
+    """A recorded turn as the Layout tab's starting point: what its layout was given.
+
+    The configuration version it ran under (the workload's current one if that version is
+    gone), the session's fixed costs, its current-session turns before the query (those no
+    compaction had taken out of the history by then; at most the form's ``LINES_MAX``, the
+    newest), on a primed turn the prior-session turns as the earlier sessions hold them now,
+    the memories its recall gave, each in its section with its recorded similarity (cut to
+    the sections' retrieval limits as the turn was), and the query. A memory deleted or
+    erased since is left out.
+    """
+    config = _turn_config(session, context)
+    query = session.turns.get(index=context.turn)
+    taken_by_then = Q(compacted_by__isnull=False) & (
+        Q(compacted_by__finished_at__isnull=True)
+        | Q(compacted_by__finished_at__lte=context.created_at)
+    )
+    history = list(
+        session.turns.filter(index__lt=context.turn)
+        .exclude(taken_by_then)
+        .order_by("-index")
+        .values_list("role", "content")[:LINES_MAX]
+    )
+    prior = prior_session_turns(session=session, priming=config.priming) if context.primed else []
+    ids = [str(pk) for pk in context.recall.get("memoryIds") or []]
+    similarities = context.recall.get("similarities") or {}
+    rows = memories_by_id(workspace=session.workspace, ids=[int(pk) for pk in ids])
+    recalled = [
+        Recalled(
+            id=pk,
+            content=row.content,
+            memory_type=row.memory_type,
+            segment_kind=row.segment_kind,
+            tier=row.tier,
+            similarity=similarities.get(pk),
+            score=-float(rank),  # the envelope's order is the recall's ranking
+        )
+        for rank, pk in enumerate(ids)
+        if (row := rows.get(int(pk))) is not None
+    ]
+    priority = config.supporting_context.section_priority
+    plan = retrieval_plan(config, primed=context.primed, top_k_max=TOP_K_MAX)
+    return LayoutStart(
+        config=config,
+        system_prompt_tokens=session.system_prompt_tokens,
+        tool_schema_tokens=session.tool_schema_tokens,
+        history=list(reversed(history)),
+        prior_history=[(turn.role, turn.content) for turn in prior],
+        supporting=supporting_sections(recalled, plan, priority).items,
+        query=query.content,
+    )
+
+
+def _turn_config(session: Session, context: TurnContext) -> LayoutConfig:
+    version = context.layout.get("configVersion")
+    if version is not None:
+        stored = WorkloadLayoutConfigVersion.objects.filter(
+            workload_id=session.workload_id, version=version
+        ).first()
+        if stored is not None:
+            return parse_memory_config(stored.document, accept_no_effect=True)
+    return layout_config_current(workload=session.workload).config
 
 
 def session_contexts(*, session: Session) -> QuerySet[TurnContext]:

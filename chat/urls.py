@@ -14,4 +14,9 @@ urlpatterns = [
         views.turn_prompt,
         name="turn-prompt",
     ),
+    path(
+        "sessions/<str:session_id>/turns/<int:turn>/layout/",
+        views.turn_layout,
+        name="turn-layout",
+    ),
 ]

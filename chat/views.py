@@ -1,6 +1,6 @@
 """The Sessions pages: the workspace's sessions, one session's turns with their budget
 diagnostics and utilisation chart, its compaction runs and "Compact now" (editors and up),
-and (operators) a turn's formatted prompt.
+and (operators) a turn's formatted prompt and the Layout tab opened on a turn.
 
 Every member reads sessions without their content; the prompt, which holds the actor's
 memories and words, is for operators (``chat.access``).
@@ -24,13 +24,19 @@ from chat.access import Action, may, sessions_page
 from chat.compaction.summarizers import service_config
 from chat.events import OUTCOME_BADGES, OUTCOME_WORDS
 from chat.models import CompactionRun, Session, SessionStatus, TurnContext
-from chat.selectors import session_compaction_runs, session_contexts, session_list
+from chat.selectors import (
+    session_compaction_runs,
+    session_contexts,
+    session_list,
+    turn_layout_start,
+)
 from chat.svg import Reading, utilisation_chart
 from portal.errors import DomainError, ValidationFailed
 from portal.http import HtmxHttpRequest
 from portal.ids import numeric_id
 from portal.models import Workspace
 from recall.layout.services import layout_config_current
+from recall.views.layout import layout_opened
 
 PAGE_SIZE = 50
 FILTER_FIELDS = ("actor", "workload", "environment", "status")
@@ -165,14 +171,39 @@ def session_compact(request: HttpRequest, slug: str, session_id: str) -> HttpRes
     return redirect(reverse("chat:session", args=[slug, found.pk]) + "#compaction")
 
 
+def _context_of(found: Session, turn: int) -> TurnContext:
+    context = found.contexts.filter(turn=turn).first() if 0 < turn < 2**31 else None
+    if context is None:
+        raise Http404("No prompt was assembled for this turn.")
+    return context
+
+
+@login_required
+@require_GET
+def turn_layout(request: HtmxHttpRequest, slug: str, session_id: str, turn: int) -> HttpResponse:
+    """The Layout tab started from what the turn's layout was given ("Open in Layout": its
+    messages, its recall's memories, its configuration), to edit and plan again. It shows
+    turn content, so it is for operators, as the formatted prompt is."""
+    access = sessions_page(request, slug, Action.PROMPT)
+    found = _session(access.workspace, session_id)
+    context = _context_of(found, turn)
+    start = turn_layout_start(session=found, context=context)
+    version = context.layout.get("configVersion")
+    opened_from = {
+        "title": f"turn {turn} of session #{found.pk}",
+        "href": reverse("chat:session", args=[slug, found.pk]) + f"#turn-{turn}",
+        "config": f"version {version}" if version is not None else "the defaults",
+        "primed": context.primed,
+    }
+    return layout_opened(request, access, start, opened_from=opened_from)
+
+
 @login_required
 @require_GET
 def turn_prompt(request: HtmxHttpRequest, slug: str, session_id: str, turn: int) -> HttpResponse:
     access = sessions_page(request, slug, Action.PROMPT)
     found = _session(access.workspace, session_id)
-    context = found.contexts.filter(turn=turn).first() if 0 < turn < 2**31 else None
-    if context is None:
-        raise Http404("No prompt was assembled for this turn.")
+    context = _context_of(found, turn)
     page = {**access.context(), "session": found, "context": context}
     if request.htmx:
         return render(request, "chat/_prompt.html", page)

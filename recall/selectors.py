@@ -61,3 +61,11 @@ def memory_tiers(*, workspace: Workspace, ids: list[int]) -> dict[int, str]:
     return dict(
         MemoryRecord.objects.filter(workspace=workspace, pk__in=ids).values_list("pk", "tier")
     )
+
+
+def memories_by_id(*, workspace: Workspace, ids: list[int]) -> dict[int, MemoryRecord]:
+    """These memories of the workspace that still exist, by id, without their embeddings."""
+    if not ids:
+        return {}
+    rows = MemoryRecord.objects.filter(workspace=workspace, pk__in=ids).defer("embedding")
+    return {row.pk: row for row in rows}

@@ -150,7 +150,8 @@ LAYOUT_HELP = (
 )
 RECALL_HELP = (
     "The recall behind the supporting context: envelopeId, eventId (its context.assembled "
-    "event), digest, counts, memoryIds, truncatedIds, topK, usedTokens, warnings, and "
+    "event), digest, counts, memoryIds, similarities (memory id -> its similarity to the "
+    "query), truncatedIds, topK, usedTokens, warnings, and "
     "tokenBudget: the policy's, the supporting-context budget's and priming's, the one applied "
     "(the smallest) and limitedBy."
 )

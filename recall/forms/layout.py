@@ -10,8 +10,13 @@ from django import forms
 
 from policies.models import Workload
 from recall.api.layout_serializers import CHAT_ROLES, LayoutRequestSerializer
-from recall.layout.config import SEED_CHAT_FRAGMENT, YAML_MAX_CHARS, LayoutConfig
-from recall.layout.request import LayoutRequest
+from recall.layout.config import (
+    SEED_CHAT_FRAGMENT,
+    YAML_MAX_CHARS,
+    LayoutConfig,
+    layout_config_yaml,
+)
+from recall.layout.request import LayoutRequest, SupportingItem
 from recall.layout.vocabulary import KNOWN_SECTIONS, MAX_COUNT
 
 # --- the layout sandbox ------------------------------------------------------------------------
@@ -463,3 +468,54 @@ LINE_FIELDS = {
     "prior_history": "priorSessionHistory",
     "supporting": "supporting",
 }
+
+
+# --- a recorded prompt as the form's starting point -----------------------------------------
+
+
+@dataclass(frozen=True)
+class LayoutStart:
+    """A prompt recorded elsewhere (a session's turn) to open in the sandbox: its
+    configuration, fixed costs, messages ``(role, content)`` oldest first, supporting items
+    by section, and query."""
+
+    config: LayoutConfig
+    system_prompt_tokens: int
+    tool_schema_tokens: int
+    history: Sequence[tuple[str, str]]
+    prior_history: Sequence[tuple[str, str]]
+    supporting: Mapping[str, Sequence[SupportingItem]]
+    query: str
+
+
+def one_line(text: str) -> str:
+    """A message or an item on one line of its textarea: its line breaks become spaces."""
+    return " ".join(text.splitlines())
+
+
+def layout_initial(start: LayoutStart) -> dict[str, Any]:
+    """The form's initial values for ``start``: its numbers, its configuration as YAML (to
+    edit: no workload is chosen), and one line per message and item, as ``message_lines``
+    and ``supporting_lines`` read them."""
+    config = start.config
+    items = [
+        f"{section} | {'' if item.relevancy is None else item.relevancy} | {item.term or ''}"
+        f" | {one_line(item.content)}"
+        for section, listed in start.supporting.items()
+        for item in listed
+    ]
+    return {
+        "context_window": config.context_window,
+        "system_prompt_tokens": start.system_prompt_tokens,
+        "tool_schema_tokens": start.tool_schema_tokens,
+        "output_buffer": config.output_buffer,
+        "budget_ratio": config.supporting_context.budget_ratio,
+        "workload": "",
+        "config": layout_config_yaml(config),
+        "history": "\n".join(f"{role}: {one_line(text)}" for role, text in start.history),
+        "prior_history": "\n".join(
+            f"{role}: {one_line(text)}" for role, text in start.prior_history
+        ),
+        "supporting": "\n".join(items),
+        "query": start.query,
+    }

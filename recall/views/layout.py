@@ -12,8 +12,14 @@ from django.views.decorators.http import require_http_methods
 
 from policies.models import Workload
 from portal.http import HtmxHttpRequest
-from portal.pages import workspace_page
-from recall.forms.layout import LAYOUT_EXAMPLES, SEED_EXAMPLE, LayoutForm
+from portal.pages import PageAccess, workspace_page
+from recall.forms.layout import (
+    LAYOUT_EXAMPLES,
+    SEED_EXAMPLE,
+    LayoutForm,
+    LayoutStart,
+    layout_initial,
+)
 from recall.layout import services as layout_services
 from recall.layout.cascade import PRUNING_STAGES
 from recall.layout.config import layout_config_yaml
@@ -132,6 +138,28 @@ def layout(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     }
     template = "recall/_layout_body.html" if request.htmx else "recall/layout.html"
     return render(request, template, context, status=status)
+
+
+def layout_opened(
+    request: HtmxHttpRequest, access: PageAccess, start: LayoutStart, *, opened_from: Any
+) -> HttpResponse:
+    """The Layout tab opened on a prompt recorded elsewhere (a session's turn: ``chat``'s
+    "Open in Layout"), planned as it stands; ``opened_from`` is what the page says of where it
+    came from (``title``, ``href``, ``notes``). The form posts to the tab as any, so the
+    operator edits and plans again. A recorded prompt the form refuses (too many lines) shows
+    the form's errors instead of a result."""
+    workloads = list(access.workspace.workloads.filter(archived_at__isnull=True).order_by("name"))
+    form = LayoutForm(_form_data(layout_initial(start)), workloads=workloads)
+    context = {
+        **access.context(),
+        "form": form,
+        "config_workload": None,
+        "config_version": None,
+        "stages_total": len(PRUNING_STAGES),
+        "opened_from": opened_from,
+        **_layout_plan(form, None),
+    }
+    return render(request, "recall/layout.html", context)
 
 
 def _form_data(initial: dict[str, Any]) -> QueryDict:

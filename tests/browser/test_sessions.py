@@ -78,3 +78,40 @@ class SessionPageBrowserTests:
         response = page.goto(f"{live_server.url}/w/team-a/sessions/{session.pk}/turns/3/prompt/")
         assert response is not None and response.status == 403
         assert CANARY not in page.content()
+
+
+class OpenInLayoutBrowserTests:
+    def test_an_operator_opens_a_turn_in_the_layout_tab_and_plans_it_again(
+        self, page, live_server, login, session, shot
+    ):
+        login(page, "olga", "pw-olga")
+        page.goto(f"{live_server.url}/w/team-a/sessions/{session.pk}/")
+
+        page.locator("#turn-3").get_by_role("link", name="Open in Layout").click()
+        page.wait_for_url(f"**/w/team-a/sessions/{session.pk}/turns/3/layout/")
+
+        tabs = page.get_by_role("navigation", name="Sandbox tools")
+        assert tabs.get_by_role("link", name="Layout").get_attribute("aria-current") == "page"
+        note = page.locator(".opened-from")
+        expect(note).to_contain_text(f"turn 3 of session #{session.pk}")
+        expect(note).to_contain_text("Private content")
+        expect(page.locator("#id_query")).to_have_value(f"release {CANARY}")
+        assert "assistant: noted" in page.locator("#id_history").input_value()
+        assert "release notes are short" in page.locator("#id_supporting").input_value()
+        assert "context_window: 200" in page.locator("#id_config").input_value()
+        assert "emergency_minimum" in page.locator("#layout-result").inner_text()
+        shot(page, "open-in-layout")
+
+        page.get_by_label("Context window", exact=True).fill("20000")
+        page.get_by_role("button", name="Plan layout").click()
+        expect(page.locator("#layout-result")).not_to_contain_text("emergency_minimum")
+        expect(page.locator("#id_context_window")).to_have_value("20000")
+
+    def test_an_editor_has_no_link_and_is_refused(self, page, live_server, login, editor, session):
+        login(page, "eddie", "pw-eddie")
+        page.goto(f"{live_server.url}/w/team-a/sessions/{session.pk}/")
+
+        assert page.get_by_role("link", name="Open in Layout").count() == 0
+        response = page.goto(f"{live_server.url}/w/team-a/sessions/{session.pk}/turns/3/layout/")
+        assert response is not None and response.status == 403
+        assert CANARY not in page.content()

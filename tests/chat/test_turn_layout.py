@@ -1,0 +1,125 @@
+"""'Open in Layout': the Layout tab started from a recorded turn (its session's turns before
+the query, the memories its recall gave with their similarity, the configuration it ran
+under, the session's fixed costs), planned as it stands, for operators only (it shows turn
+content, as the formatted prompt does)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from recall.models import MemoryRecord
+from tests.chat.helpers import layout, roomy_floor, started, turn
+from tests.recall import factories
+
+pytestmark = pytest.mark.django_db
+
+CANARY = "CANARY-layout-5Rm"
+NOTED = " ".join(["noted"] * 80)
+DATED = " ".join(["dated"] * 120)
+
+
+def client_for(persona: Any) -> Client:
+    client = Client()
+    client.force_login(persona.user)
+    return client
+
+
+@pytest.fixture
+def session(editor: Any, workload_a: Any) -> dict[str, Any]:
+    """Three exchanges in a small window, the third turn pruned by the cascade; memories of
+    several sections, one holding the canary."""
+    roomy_floor(editor.workspace)
+    factories.memories(
+        editor.workspace,
+        {"content": f"release notes of {CANARY} are short"},
+        {"content": "release dates move to Friday", "memory_type": "insight"},
+        {"content": "release runbook step one", "segment_kind": "retrieval"},
+    )
+    layout(workload_a, {"context_window": 400, "output_buffer": 0, "max_history_turns": 3})
+    found = started(editor, workload_a, systemPromptTokens=40, toolSchemaTokens=10)
+    turn(editor, found["id"], ("user", "release notes please"))
+    turn(editor, found["id"], ("assistant", NOTED), ("user", "release dates please"))
+    found["answer"] = turn(
+        editor, found["id"], ("assistant", DATED), ("user", "release runbook please")
+    )
+    return found
+
+
+def open_in_layout(persona: Any, session: dict[str, Any], number: int = 5) -> Any:
+    return client_for(persona).get(f"/w/team-a/sessions/{session['id']}/turns/{number}/layout/")
+
+
+class OpenInLayoutTests:
+    def test_the_session_page_offers_it_to_operators_only(self, operator, editor, session):
+        url = f"/w/team-a/sessions/{session['id']}/turns/5/layout/"
+
+        assert (
+            url in client_for(operator).get(f"/w/team-a/sessions/{session['id']}/").content.decode()
+        )
+        assert (
+            url
+            not in client_for(editor).get(f"/w/team-a/sessions/{session['id']}/").content.decode()
+        )
+
+    def test_it_prefills_the_turns_inputs_and_plans_them_as_the_turn_did(self, operator, session):
+        response = open_in_layout(operator, session)
+
+        assert response.status_code == 200
+        form = response.context["form"]
+        assert form.data["history"].splitlines() == [
+            "user: release notes please",
+            f"assistant: {NOTED}",
+            "user: release dates please",
+            f"assistant: {DATED}",
+        ]
+        assert form.data["query"] == "release runbook please"
+        assert (form.data["system_prompt_tokens"], form.data["tool_schema_tokens"]) == ("40", "10")
+        assert form.data["workload"] == "" and "context_window: 400" in form.data["config"]
+        supporting = form.data["supporting"]
+        recorded = session["answer"]["recall"]
+        for memory_id in recorded["memoryIds"]:
+            content = MemoryRecord.objects.get(pk=memory_id).content
+            assert f"| {recorded['similarities'][memory_id]} |" in supporting
+            assert content in supporting
+        assert "passages |" in supporting and "insights |" in supporting
+        # Planned as it stands, it is what the turn's layout was.
+        result, layout_ = response.context["result"], session["answer"]["layout"]
+        assert layout_["stages"] and layout_["parts"]["history"]["kept"] < 3  # it was pruned
+        assert result.estimated_tokens == layout_["estimatedTokens"]
+        assert [s.name for s in result.stages] == [s["name"] for s in layout_["stages"]]
+        assert len(result.history) == layout_["parts"]["history"]["kept"]
+        page = response.content.decode()
+        assert "Opened from" in page and "Private content" in page and "version 1" in page
+
+    def test_the_prefilled_form_plans_again_when_edited(self, operator, session):
+        form = open_in_layout(operator, session).context["form"]
+        data = {**form.data, "context_window": "20000"}
+
+        response = client_for(operator).post("/w/team-a/sandbox/layout/", data)
+
+        assert response.status_code == 200
+        assert response.context["result"].context_window == 20000
+        assert not response.context["result"].stages
+
+    def test_a_memory_erased_since_is_left_out(self, operator, session):
+        erased = MemoryRecord.objects.get(content__contains=CANARY)
+        erased.delete()
+
+        response = open_in_layout(operator, session)
+
+        assert response.status_code == 200
+        assert CANARY not in response.content.decode()
+
+    def test_editors_and_viewers_may_not_and_an_outsider_sees_nothing(
+        self, editor, viewer, outsider, session
+    ):
+        assert open_in_layout(editor, session).status_code == 403
+        assert open_in_layout(viewer, session).status_code == 403
+        assert open_in_layout(outsider, session).status_code == 404
+
+    @pytest.mark.parametrize("number", [2, 6, 99])
+    def test_a_turn_without_an_assembled_context_is_404(self, operator, session, number):
+        assert open_in_layout(operator, session, number).status_code == 404
