@@ -377,6 +377,14 @@ class ReplaySerializer(serializers.Serializer):
     def get_query(self, replay: Any) -> dict[str, Any]:
         return {"source": replay.query_source, "checked": replay.query_checked}
 
+    @extend_schema_field(
+        {
+            "type": "object",
+            "additionalProperties": {},
+            "description": "The recorded recall: occurredAt, policyVersions, "
+            "effectivePolicyHash and digest (its envelope's).",
+        }
+    )
     def get_then(self, replay: Any) -> dict[str, Any]:
         return {
             "occurredAt": replay.event.occurred_at.isoformat(),
@@ -385,6 +393,15 @@ class ReplaySerializer(serializers.Serializer):
             "digest": replay.event.payload.get("digest"),
         }
 
+    @extend_schema_field(
+        {
+            "type": "object",
+            "additionalProperties": {},
+            "description": "This run: policyVersions, policyOverride (the override applied), "
+            "effectivePolicyHash, counts, digest (its envelope's) and tokenBudgetCap (the cap "
+            "a session turn's recall recorded and this run applied; null without one).",
+        }
+    )
     def get_now(self, replay: Any) -> dict[str, Any]:
         return {
             "policyVersions": replay.now_versions,
