@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -193,3 +194,22 @@ def owner_execute(sql: str, params: list[Any] | None = None) -> None:
     owner's access could do to the rows the application may not change."""
     with database_owner(), connection.cursor() as cursor:
         cursor.execute(sql, params)
+
+
+def run_async(coroutine: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run(coroutine)`` in a thread of its own: a test may run in a worker whose
+    main thread already has an event loop running (Playwright's sync API leaves one)."""
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = asyncio.run(coroutine)
+        except BaseException as exc:  # handed to the test's thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]

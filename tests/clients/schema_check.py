@@ -5,7 +5,8 @@ schema, or has another type there: a ``TypedDict``'s every key must be a propert
 object schema (recursively), ``str``/``int``/``float``/``bool`` the schema's type, a
 ``Literal``'s values within its enum (a request's) or covering it (a response's), a value
 the schema says may be null one the client takes as ``None`` (a response's), and one the
-client may send as ``None`` one the schema lets be null (a request's). A schema that says
+client may send as ``None`` one the schema lets be null (a request's), and a field a request's
+schema requires one the client's type requires too. A schema that says
 nothing of a value (``{}``, a free-form object) holds any.
 """
 
@@ -159,8 +160,14 @@ def _plain_mismatches(
         properties = schema.get("properties")
         if not properties:
             return []  # a free-form object: the schema says nothing of its fields
-        _, hints = _typed_dict_hints(annotation)
+        origin, hints = _typed_dict_hints(annotation)
         problems = []
+        if sent:
+            # A field the schema requires is one the client always sends.
+            optional = set(getattr(origin, "__optional_keys__", ()))
+            for key in schema.get("required", []):
+                if key in hints and key in optional:
+                    problems.append(f"{where}.{key}: required by the schema; optional here")
         for key, value in hints.items():
             if key not in properties:
                 problems.append(f"{where}.{key}: not in the schema")

@@ -6,7 +6,6 @@ the server answers only while its database is down, are shown on a stand-in tran
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import httpx
@@ -34,6 +33,7 @@ from portal import throttling
 from portal.models import Role
 from team.services import api_token_create
 from tests.chat.helpers import layout
+from tests.helpers import run_async
 
 MEMORY = {"content": "Ada prefers release summaries in bullet points", "memoryType": "preference",
           "sourceKind": "user"}  # fmt: skip
@@ -80,6 +80,7 @@ class PythonClientTests:
             saved = client.put_workspace_policy(
                 "team-a",
                 {**floor["policy"], "totalTokenBudget": 3000},
+                comment="Trim the budget",
                 relaxable_axes=floor["relaxableAxes"],
                 if_match=floor["version"],
             )
@@ -87,6 +88,7 @@ class PythonClientTests:
                 client.put_workspace_policy(
                     "team-a",
                     {**floor["policy"], "totalTokenBudget": 2500},
+                    comment="Trim it more",
                     relaxable_axes=floor["relaxableAxes"],
                     if_match=floor["version"],
                 )
@@ -152,7 +154,7 @@ class PythonClientTests:
                     return session, answer, ended, refused
                 raise AssertionError("a turn of an ended session was accepted")
 
-        session, answer, ended, refused = asyncio.run(converse())
+        session, answer, ended, refused = run_async(converse())
 
         assert answer["turn"] == 1 and answer["prompt"] is not None
         assert answer["prompt"]["messages"][-1] == {"role": "user", "content": QUERY}
@@ -277,6 +279,6 @@ class PythonClientRetryTests:
             async with AsyncClient(http=http, sleep=sleep) as client:
                 assert await client.delete_memory(1) is None
 
-        asyncio.run(call())
+        run_async(call())
 
         assert waited == [2.0]

@@ -141,6 +141,15 @@ class PythonClientSchemaTests:
         assert any("workloadId: not in the schema" in p for p in problems), problems
         assert any("turnCount: the client has int; the schema has string" in p for p in problems)
 
+    def test_a_field_the_schema_requires_must_be_required_by_the_client(self, schema):
+        changed = copy.deepcopy(schema)
+        recall_body = changed["components"]["schemas"]["RecallRequestRequest"]
+        recall_body["required"] = [*recall_body.get("required", []), "topK"]
+
+        problems = body_problems(OPERATIONS["memory_actors_recall_create"], changed)
+
+        assert any("topK: required by the schema; optional here" in p for p in problems), problems
+
     def test_the_envelope_is_the_server_s(self):
         assert not typed_mismatches(models.Envelope, server_envelope.Envelope, where="Envelope")
 

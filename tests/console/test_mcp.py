@@ -27,6 +27,7 @@ from policies.services import workload_create
 from portal.models import ApiToken, Role
 from recall.models import MemoryRecord
 from team.services import api_token_create, api_token_revoke
+from tests.helpers import run_async
 from tests.recall import factories
 from tests.worker_support import _database_url, wait_until
 
@@ -59,7 +60,7 @@ def over_stdio(token: str, talk: Talk) -> Any:
             await session.initialize()
             return await talk(session)
 
-    return asyncio.run(run())
+    return run_async(run())
 
 
 @pytest.fixture
@@ -99,7 +100,7 @@ def over_http(url: str, token: str, talk: Talk) -> Any:
             await session.initialize()
             return await talk(session)
 
-    return asyncio.run(run())
+    return run_async(run())
 
 
 @pytest.fixture

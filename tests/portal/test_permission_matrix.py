@@ -62,7 +62,12 @@ BODIES: dict[str, Any] = {
     "replay": {"query": QUERY},
     "ws": {"slug": "new-ws", "name": "New"},
     "rename": {"name": "Renamed"},
-    "floor": {**algebra.default_floor(), "relaxableAxes": [], "totalTokenBudget": 3000},
+    "floor": {
+        **algebra.default_floor(),
+        "relaxableAxes": [],
+        "totalTokenBudget": 3000,
+        "comment": "Trim the budget",
+    },
     "workload": {"name": "new-bot"},
     "describe": {"description": "Edited"},
     "policy": {"confidenceMin": 0.4},

@@ -73,7 +73,7 @@ class IssueTests:
         assert "no-store" in issued["Cache-Control"]
         html = issued.content.decode()
         secret = secret_in(html)
-        assert 'data-copy="new-secret"' in html and ">Copy</button>" in html
+        assert 'data-copy-from="new-secret"' in html and ">Copy</button>" in html
         token = ApiToken.objects.get(name="support-agent")
         assert token.key_hash == hash_token(secret)
         assert token.scopes == ["recall", "memory.create"]

@@ -10,7 +10,7 @@ saves nothing. Without it the save is not checked.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 from context_recall import models as m
 from context_recall.operations import PAGE, Call, Id
@@ -139,10 +139,10 @@ def delete_workload(workload_id: Id) -> Call[None]:
 # --- policies -------------------------------------------------------------------------------
 
 
-class FloorSave(TypedDict, total=False):
+class FloorSave(TypedDict):
     policy: m.PolicyDocument
-    relaxableAxes: list[str]
     comment: str
+    relaxableAxes: NotRequired[list[str]]
 
 
 class WorkloadPolicySave(TypedDict, total=False):
@@ -217,17 +217,16 @@ def put_workspace_policy(
     slug: str,
     policy: m.PolicyDocument,
     *,
+    comment: str,
     relaxable_axes: Sequence[str] | None = None,
-    comment: str | None = None,
     if_match: int | str | None = None,
 ) -> Call[m.WorkspacePolicy]:
     """Save the floor as a new version (operators): every axis (``similarityMin`` may be
-    left out). ``if_match``: the version it is based on."""
-    body: FloorSave = {"policy": policy}
+    left out) and why it changes (``comment``, required: kept with the version and in the
+    audit trail). ``if_match``: the version it is based on."""
+    body: FloorSave = {"policy": policy, "comment": comment}
     if relaxable_axes is not None:
         body["relaxableAxes"] = list(relaxable_axes)
-    if comment is not None:
-        body["comment"] = comment
     return _call(PUT_FLOOR, {"slug": slug}, body=body, if_match=if_match)
 
 
