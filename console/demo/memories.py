@@ -231,10 +231,15 @@ def _earlier_use(fields: dict[str, Any], *, until: datetime, rng: random.Random)
     if status == "active" and expires is not None and expires < until - timedelta(days=3):
         status = "expired"  # the expiry sweep ran now and then
     long_term = hits >= LONG_TERM_HITS and until - created >= timedelta(days=LONG_TERM_DAYS)
+    stale_since = None
+    if status == "stale":
+        # Made stale by a decay run some time after it was last used (or made), never before.
+        since = last or created
+        stale_since = since + (until - since) * rng.uniform(0.4, 0.95)
     return {
         **fields,
         "lifecycle_status": status,
-        "stale_since": until - timedelta(days=rng.uniform(1, 30)) if status == "stale" else None,
+        "stale_since": stale_since,
         "hit_count": hits,
         "last_accessed_at": last,
         "tier": "long_term" if long_term else "short_term",

@@ -131,6 +131,24 @@ class LoadDemoTests:
         # Recall counted the hit at the real time; the demo dates it with its context.
         assert memory.last_accessed_at == last.event.occurred_at
 
+    def test_every_memory_s_times_are_in_order(self, demo):
+        now = timezone.now()
+        rows = MemoryRecord.objects.filter(workspace=demo).values(
+            "pk", "created_at", "last_accessed_at", "stale_since", "updated_at", "expires_at",
+            "lifecycle_status",
+        )  # fmt: skip
+
+        assert rows
+        for m in rows:
+            created, last, stale = m["created_at"], m["last_accessed_at"], m["stale_since"]
+            assert created <= m["updated_at"] <= now, m
+            assert last is None or created <= last <= now, m
+            assert (stale is not None) == (m["lifecycle_status"] == "stale"), m
+            if stale is not None:
+                # Stale after it was made and last recalled, not before (issue 36's #145).
+                assert max(created, last or created) < stale <= now, m
+            assert m["expires_at"] is None or m["expires_at"] > created, m
+
     def test_running_it_twice_changes_nothing(self, demo):
         before = counts()
         events = event_counts(demo)

@@ -120,6 +120,24 @@ class DemoMemoryTests:
         ages = [NOWS[0] - i["created_at"] for i in items]
         assert min(ages) < timedelta(days=7) and max(ages) > timedelta(days=365)
 
+    @pytest.mark.parametrize("now", NOWS, ids=lambda now: now.strftime("%A"))
+    def test_every_memory_s_history_is_in_order(self, now):
+        # Made, then last recalled, then made stale, all before it is imported: never a
+        # memory stale before it was made (#145 of issue 36).
+        for step in plan(now):
+            if not isinstance(step, ImportMemories):
+                continue
+            for item in step.items:
+                created, last = item["created_at"], item.get("last_accessed_at")
+                stale = item.get("stale_since")
+                assert created <= step.at < now, item["content"]
+                assert last is None or created <= last <= step.at, item["content"]
+                assert (stale is not None) == (item["lifecycle_status"] == "stale")
+                if stale is not None:
+                    assert max(created, last or created) < stale <= step.at, item["content"]
+                expires = item["expires_at"]
+                assert expires is None or expires > created, item["content"]
+
     def test_every_workload_has_queries_for_the_actors_it_recalls(self):
         queries = demo_data().queries
         for caller in CALLERS:
