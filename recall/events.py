@@ -207,7 +207,7 @@ class MemoryChangePresenter(Presenter):
         count = payload.get("count", len(payload.get("ids") or []))
         fields = ", ".join(labels.value_label(f) for f in changed_names(payload))
         text = f"{payload.get('action', 'changed')} {memories(count)}"
-        return f"{text}: {fields}" if fields else text
+        return quoted(f"{text}: {fields}" if fields else text, payload.get("reason"))
 
     def facts(self, shown: Shown) -> list[Fact]:
         payload = shown.payload
@@ -217,6 +217,8 @@ class MemoryChangePresenter(Presenter):
             Fact("Actor", shown.event.actor_id or "—"),
             Fact("Memories", memories(payload.get("count", len(ids)))),
         ]
+        if payload.get("reason"):  # a suppression's, as the editor gave it
+            facts.append(Fact("Reason", free_text(payload["reason"])))
         if payload.get("previousStatus"):  # a reactivation
             facts.append(Fact("Status before", labels.value_label(payload["previousStatus"])))
         if payload.get("fields"):

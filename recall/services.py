@@ -305,15 +305,36 @@ def memory_update(*, memory: MemoryRecord, changes: dict[str, Any], author: str)
     return memory
 
 
+SUPPRESS_REASON_MAX = 500
+
+
+def suppress_reason_clean(reason: str) -> str:
+    """A suppression's reason as the event keeps it: trimmed, at most ``SUPPRESS_REASON_MAX``
+    characters (a longer one is refused, not cut)."""
+    reason = reason.strip()
+    if len(reason) > SUPPRESS_REASON_MAX:
+        raise ValidationFailed(
+            {"reason": f"Keep the reason under {SUPPRESS_REASON_MAX} characters."},
+            "The reason is too long; nothing was changed.",
+        )
+    return reason
+
+
 @transaction.atomic
-def memory_set_status(*, memory: MemoryRecord, status: str, author: str) -> MemoryRecord:
-    """Suppress a memory, or restore a suppressed one."""
+def memory_set_status(
+    *, memory: MemoryRecord, status: str, author: str, reason: str = ""
+) -> MemoryRecord:
+    """Suppress a memory, or restore a suppressed one. A suppression's ``reason`` (why it must
+    not be recalled) is kept in its ``memory.changed`` event."""
     _check_status_change(memory, status)
+    reason = suppress_reason_clean(reason)
     if memory.lifecycle_status != status:
         memory.lifecycle_status = status
         memory.stale_since = None  # neither suppressed nor active is stale
         memory.save(update_fields=["lifecycle_status", "stale_since", "updated_at"])
-        _memory_event(memory, "suppressed" if status == "suppressed" else "restored", author, [])
+        action = "suppressed" if status == "suppressed" else "restored"
+        extra = {"reason": reason} if reason else None
+        _memory_event(memory, action, author, [], extra)
     return memory
 
 

@@ -90,7 +90,7 @@ class SessionSerializer(serializers.Serializer):
     actorId = serializers.CharField(source="actor.external_id")
     workloadId = serializers.UUIDField(source="workload_id")
     environment = serializers.CharField()
-    status = serializers.ChoiceField(choices=SessionStatus.choices)
+    status = StrictChoiceField(choices=SessionStatus.choices)
     turnCount = serializers.IntegerField(source="turn_count")
     systemPromptTokens = serializers.IntegerField(source="system_prompt_tokens")
     toolSchemaTokens = serializers.IntegerField(source="tool_schema_tokens")

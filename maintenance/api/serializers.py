@@ -18,6 +18,7 @@ from maintenance.models import (
 from maintenance.reverts import SKIP_REASONS, RevertPlan
 from maintenance.services import IDS_IN_EVENT
 from maintenance.sweeps import SWEEP_CLASSES
+from portal.api.fields import StrictChoiceField
 
 
 class LifecycleSettingsSerializer(serializers.Serializer):
@@ -113,12 +114,12 @@ class ItemSerializer(serializers.Serializer):
         "applied before runs recorded them).",
     )
     after = serializers.JSONField(allow_null=True, help_text="Applied: as the run left them.")
-    revertOutcome = serializers.ChoiceField(
+    revertOutcome = StrictChoiceField(
         source="revert_outcome",
         choices=["", *RevertOutcome.values],
         help_text="Once the run is reverted: reverted or skipped.",
     )
-    revertReason = serializers.ChoiceField(
+    revertReason = StrictChoiceField(
         source="revert_reason",
         choices=["", *SKIP_REASONS],
         help_text="Why a revert skipped it: "
@@ -170,7 +171,7 @@ class RevertSkipSerializer(serializers.Serializer):
 class RevertSerializer(serializers.Serializer):
     runId = serializers.IntegerField()
     sweep = serializers.CharField()
-    mode = serializers.ChoiceField(
+    mode = StrictChoiceField(
         choices=Mode.values, help_text="preview: what an execute would do; nothing was written."
     )
     counts = RevertCountsSerializer()

@@ -11,6 +11,7 @@ from policies.models import Workload, WorkloadPolicyVersion, WorkspacePolicyVers
 from portal.api.fields import (
     StrictBooleanField,
     StrictCharField,
+    StrictChoiceField,
     StrictIntegerField,
     StrictRegexField,
 )
@@ -115,8 +116,8 @@ class WorkloadPolicySerializer(serializers.ModelSerializer):
 class PolicyConflictSerializer(serializers.Serializer):
     """One place where a later floor overrules a workload policy (policies.conflicts)."""
 
-    code = serializers.ChoiceField(choices=conflicts.CODES)
-    axis = serializers.ChoiceField(choices=list(AXES))
+    code = StrictChoiceField(choices=conflicts.CODES)
+    axis = StrictChoiceField(choices=list(AXES))
     # Not a ChoiceField: its enum would duplicate SegmentKindEnum under another name.
     kind = serializers.CharField(
         allow_null=True,

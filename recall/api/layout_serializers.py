@@ -264,7 +264,7 @@ class CompactionDecisionSerializer(serializers.Serializer):
 # would become the schema's description.)
 class LayoutConfigSourceSerializer(serializers.Serializer):
     # A declared field (the metaclass takes it out of the class), not Field.source.
-    source = serializers.ChoiceField(  # type: ignore[assignment]
+    source = StrictChoiceField(  # type: ignore[assignment]
         choices=["request", "workload", "default"]
     )
     workloadId = serializers.UUIDField(allow_null=True)

@@ -13,6 +13,7 @@ from policies.api.schemas import policy_axes_schema
 from portal.api.fields import (
     StrictBooleanField,
     StrictCharField,
+    StrictChoiceField,
     StrictFloatField,
     StrictIntegerField,
     StrictRegexField,
@@ -48,8 +49,8 @@ MEMORY_FIELDS = {
 }
 
 
-def _choice(vocabulary: str, **kwargs: Any) -> serializers.ChoiceField:
-    return serializers.ChoiceField(choices=list(VOCABULARIES[vocabulary]), **kwargs)
+def _choice(vocabulary: str, **kwargs: Any) -> StrictChoiceField:
+    return StrictChoiceField(choices=list(VOCABULARIES[vocabulary]), **kwargs)
 
 
 @extend_schema_field(
@@ -90,7 +91,7 @@ class MemoryInputSerializer(StrictSerializer):
     sensitivity = _choice("sensitivity", default="internal")
     consentPolicy = _choice("consentPolicy", default="unknown")
     segmentKind = _choice("segmentKind", default="memory")
-    lifecycleStatus = serializers.ChoiceField(
+    lifecycleStatus = StrictChoiceField(
         choices=LifecycleStatus.values, default=LifecycleStatus.ACTIVE
     )
     isCurrent = StrictBooleanField(default=True)
@@ -98,7 +99,7 @@ class MemoryInputSerializer(StrictSerializer):
     createdAt = serializers.DateTimeField(required=False)
     lastAccessedAt = serializers.DateTimeField(required=False, allow_null=True)
     hitCount = StrictIntegerField(min_value=0, max_value=2_000_000_000, default=0)
-    tier = serializers.ChoiceField(choices=Tier.choices, default=Tier.SHORT_TERM)
+    tier = StrictChoiceField(choices=Tier.choices, default=Tier.SHORT_TERM)
     staleSince = serializers.DateTimeField(required=False, allow_null=True)
     id = MemoryIdField(required=False)
     actorId = StrictCharField(required=False, max_length=250)
@@ -301,6 +302,15 @@ class ActorEraseSerializer(StrictSerializer):
     )
 
 
+class MemorySuppressSerializer(StrictSerializer):
+    reason = StrictCharField(
+        required=False,
+        allow_blank=True,
+        help_text="Why the memory must not be recalled, kept in the `memory.changed` event "
+        "(at most 500 characters). Optional here; the portal's form asks for it.",
+    )
+
+
 class MemoryReactivateSerializer(StrictSerializer):
     expiresAt = serializers.DateTimeField(
         required=False,
@@ -350,7 +360,7 @@ class ReplayRequestSerializer(StrictSerializer):
 
 class ReplayedMemorySerializer(serializers.Serializer):
     id = serializers.CharField()
-    change = serializers.ChoiceField(choices=["entered", "left", "stayed"])
+    change = StrictChoiceField(choices=["entered", "left", "stayed"])
     then = serializers.CharField(allow_null=True, help_text='"entry", "truncated" or null')
     now = serializers.CharField(allow_null=True, help_text='"entry", "truncated" or null')
     reason = serializers.CharField()

@@ -40,6 +40,7 @@ from recall.api.serializers import (
     MemoryPatchSerializer,
     MemoryReactivateSerializer,
     MemorySerializer,
+    MemorySuppressSerializer,
     RecallRequestSerializer,
     ReplayRequestSerializer,
     ReplaySerializer,
@@ -233,18 +234,34 @@ class MemoryInjectionsView(ApiView):
 
 
 class MemorySuppressView(ApiView):
-    target = LifecycleStatus.SUPPRESSED
+    @extend_schema(
+        request=MemorySuppressSerializer,
+        responses=MemorySerializer,
+        summary="Take a memory out of recall; the body (optional) gives the reason",
+    )
+    def post(self, request: Request, memory_id: int) -> Response:
+        caller = self.caller(request)
+        memory = memory_for(caller, memory_id, required=Role.EDITOR)
+        serializer = MemorySuppressSerializer(data=json_object_or_empty(request))
+        serializer.is_valid(raise_exception=True)
+        memory = services.memory_set_status(
+            memory=memory,
+            status=LifecycleStatus.SUPPRESSED,
+            author=caller.label,
+            reason=serializer.validated_data.get("reason", ""),
+        )
+        return Response(MemorySerializer(memory).data)
 
+
+class MemoryRestoreView(ApiView):
     @extend_schema(request=None, responses=MemorySerializer)
     def post(self, request: Request, memory_id: int) -> Response:
         caller = self.caller(request)
         memory = memory_for(caller, memory_id, required=Role.EDITOR)
-        memory = services.memory_set_status(memory=memory, status=self.target, author=caller.label)
+        memory = services.memory_set_status(
+            memory=memory, status=LifecycleStatus.ACTIVE, author=caller.label
+        )
         return Response(MemorySerializer(memory).data)
-
-
-class MemoryRestoreView(MemorySuppressView):
-    target = LifecycleStatus.ACTIVE
 
 
 class MemoryReactivateView(ApiView):

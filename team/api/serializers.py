@@ -25,7 +25,7 @@ class TokenSerializer(serializers.Serializer):
 
     id = serializers.IntegerField()
     name = serializers.CharField()
-    role = serializers.ChoiceField(choices=Role.choices)
+    role = StrictChoiceField(choices=Role.choices)
     scopes = serializers.ListField(
         child=serializers.CharField(),
         help_text="What an agent token may do (empty for any other role: its role decides).",
@@ -148,7 +148,7 @@ class TokenRotateSerializer(StrictSerializer):
 
 class MemberSerializer(serializers.Serializer):
     username = serializers.CharField(source="user.username")
-    role = serializers.ChoiceField(choices=MEMBER_ROLES)
+    role = StrictChoiceField(choices=MEMBER_ROLES)
 
     def to_representation(self, membership: Membership) -> dict[str, Any]:
         return {"username": membership.user.get_username(), "role": membership.role}

@@ -225,6 +225,16 @@ class MemoryCreateTests:
         assert field in fields_of(response)
         assert state(editor.workspace) == before
 
+    def test_a_value_outside_a_vocabulary_is_refused_listing_the_valid_ones(self, editor):
+        response = editor.api().post(
+            ADA, new_memory(memoryType="opinion", lifecycleStatus="zombie"), format="json"
+        )
+
+        fields = fields_of(response)
+        assert fields["memoryType"].startswith('"opinion" is not one of: fact, preference,')
+        assert "summary" in fields["memoryType"]
+        assert fields["lifecycleStatus"].startswith('"zombie" is not one of: active,')
+
     @pytest.mark.parametrize("missing", ["content", "memoryType", "sourceKind"])
     def test_it_refuses_a_memory_without_a_required_field(self, editor, missing):
         body = new_memory()
@@ -551,6 +561,42 @@ class MemoryStatusTests:
         memory.refresh_from_db()
         assert memory.lifecycle_status == "active"
         assert last_event(editor.workspace).payload["action"] == "restored"
+
+    def test_a_suppression_keeps_its_reason_in_the_event_and_the_event_page(
+        self, editor, assorted
+    ):
+        memory = assorted["Base fact about Ada"]
+
+        response = editor.api().post(
+            memory_url(memory, "suppress"), {"reason": "  Ada asked us to forget it.  "},
+            format="json",
+        )  # fmt: skip
+
+        assert response.status_code == 200, response.content
+        event = last_event(editor.workspace)
+        assert event.payload["action"] == "suppressed"
+        assert event.payload["reason"] == "Ada asked us to forget it."
+        html = editor.session().get(f"/w/team-a/audit/{event.pk}/").content.decode()
+        assert "Ada asked us to forget it." in html
+
+    def test_a_suppression_without_a_reason_records_none(self, editor, assorted):
+        memory = assorted["Base fact about Ada"]
+
+        response = editor.api().post(memory_url(memory, "suppress"), {}, format="json")
+
+        assert response.status_code == 200, response.content
+        assert "reason" not in last_event(editor.workspace).payload
+
+    def test_a_too_long_reason_is_refused_and_nothing_changes(self, editor, assorted):
+        memory = assorted["Base fact about Ada"]
+        before = state(editor.workspace)
+
+        response = editor.api().post(
+            memory_url(memory, "suppress"), {"reason": "x" * 501}, format="json"
+        )
+
+        assert "reason" in fields_of(response)
+        assert state(editor.workspace) == before
 
     def test_suppressing_twice_records_one_event(self, editor, assorted):
         memory = assorted["Base fact about Ada"]

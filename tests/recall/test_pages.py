@@ -945,6 +945,16 @@ class MemoryImportTests:
         assert not MemoryRecord.objects.exists()
         assert not AuditEvent.objects.filter(type=EventType.MEMORY_CHANGED).exists()
 
+    def test_a_value_outside_a_vocabulary_lists_the_valid_choices(self, editor, workspace_a):
+        upload = jsonl('{"content": "typo", "memoryType": "factoid", "sourceKind": "user"}')
+        response = client_for(editor).post(
+            "/w/team-a/memories/import/", {"actor": "user:bob", "file": upload}
+        )
+        html = response.content.decode()
+        assert "Line 1</td><td><code>memoryType</code></td><td>&quot;factoid&quot; is not one" in html
+        assert "is not one of: fact, preference, decision," in html
+        assert "not a valid choice" not in html
+
     def test_file_level_problems_are_shown_next_to_the_fields(self, editor, workspace_a):
         client = client_for(editor)
         html = client.post(
