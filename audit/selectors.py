@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any
 
@@ -76,20 +77,37 @@ def with_events(rows: Sequence[Injection]) -> list[Injection]:
 
 
 _SUMMARY_SQL = f"""
-SELECT a.n, e.occurred_at
+SELECT a.entries, a.truncated, a.dry_runs, e.occurred_at
 FROM (
-    SELECT count(*) AS n, max(event_id) AS last FROM {Injection._meta.db_table}
+    SELECT count(*) FILTER (WHERE NOT truncated AND NOT dry_run) AS entries,
+           count(*) FILTER (WHERE truncated AND NOT dry_run) AS truncated,
+           count(*) FILTER (WHERE dry_run) AS dry_runs,
+           max(event_id) AS last
+    FROM {Injection._meta.db_table}
     WHERE memory_id = %s AND workspace_id = %s
 ) a
 LEFT JOIN {AuditEvent._meta.db_table} e ON e.id = a.last
 """
 
 
-def memory_injection_summary(
-    *, workspace: Workspace, memory_id: int
-) -> tuple[int, datetime | None]:
-    """How many envelopes carried a memory, and when the last did: one query on the key."""
+@dataclass(frozen=True)
+class InjectionSummary:
+    """The contexts that carried a memory, as its hits count them and not."""
+
+    entries: int  # as an entry, by a recall: each one is a hit
+    truncated: int  # as a truncated reference only: no hit
+    dry_runs: int  # by a sandbox dry run: no hit
+    last: datetime | None  # when the latest of them all was assembled
+
+    @property
+    def total(self) -> int:
+        return self.entries + self.truncated + self.dry_runs
+
+
+def memory_injection_summary(*, workspace: Workspace, memory_id: int) -> InjectionSummary:
+    """How the envelopes that carried a memory split (entries, truncated refs, dry runs),
+    and when the last was assembled: one query on the key."""
     with connection.cursor() as cursor:
         cursor.execute(_SUMMARY_SQL, [memory_id, workspace.pk])
-        count, last = cursor.fetchone()
-    return count, last
+        entries, truncated, dry_runs, last = cursor.fetchone()
+    return InjectionSummary(entries, truncated, dry_runs, last)

@@ -104,13 +104,15 @@ def _recall_code(policy: PolicyDocument, now: datetime) -> RawSQL:
 
 def memory_rows(
     *,
-    actor: Actor,
+    workspace: Workspace,
+    actor: Actor | None,
     filters: Any,
     policy: PolicyDocument | None,
     now: datetime | None = None,
 ) -> QuerySet[MemoryRecord]:
-    """The filtered memory list; with a policy, each row also carries ``recall_code``."""
-    rows = memory_list(actor=actor, filters=filters)
+    """The filtered memory list, of one actor or (``actor`` None) of the whole workspace;
+    with a policy, each row also carries ``recall_code``."""
+    rows = memory_list(actor=actor, workspace=workspace, filters=filters)
     if policy is None:
         return rows
     return rows.annotate(recall_code=_recall_code(policy, now or timezone.now()))

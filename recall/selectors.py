@@ -42,9 +42,15 @@ def actors_erased(*, workspace_id: int, actor_ids: Iterable[str]) -> set[str]:
     )
 
 
-def memory_list(*, actor: Actor, filters: Any) -> QuerySet[MemoryRecord]:
+def memory_list(
+    *, filters: Any, actor: Actor | None = None, workspace: Workspace | None = None
+) -> QuerySet[MemoryRecord]:
+    """An actor's memories, or (no actor) every memory of ``workspace``, narrowed by
+    ``filters``, newest first; bad filters are a ``ValidationFailed``."""
+    scope = {"actor": actor} if actor is not None else {"workspace": workspace}
+    assert None not in scope.values(), "an actor or a workspace"
     filterset = MemoryFilterSet(
-        filters, queryset=MemoryRecord.objects.filter(actor=actor).select_related("actor")
+        filters, queryset=MemoryRecord.objects.filter(**scope).select_related("actor")
     )
     if not filterset.is_valid():
         raise ValidationFailed(

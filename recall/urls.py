@@ -17,4 +17,5 @@ urlpatterns = [
     path("memories/<int:memory_id>/row/", memories.memory_row, name="memory-row"),
     path("memories/<int:memory_id>/edit/", memories.memory_edit, name="memory-edit"),
     path("memories/<int:memory_id>/status/", memories.memory_status, name="memory-status"),
+    path("memories/<int:memory_id>/state/", memories.memory_state, name="memory-state"),
 ]

@@ -9,6 +9,7 @@ from django.db import models
 
 from recall.api.serializers import MEMORY_BATCH_MAX
 from recall.models import MemoryRecord
+from recall.services import SUPPRESS_REASON_MAX
 
 # --- the memory browser ------------------------------------------------------------------------
 
@@ -57,6 +58,28 @@ class MemoryEditForm(forms.Form):
             for name in EDITABLE
             if self.cleaned_data[name] != self.initial[name]
         }
+
+
+class MemoryStatusForm(forms.Form):
+    """Suppress (with a reason: the portal asks for one, the API takes it if given), restore,
+    or reactivate one memory: the memory page's actions and the browser rows'."""
+
+    action = forms.ChoiceField(
+        choices=[("suppress", "Suppress"), ("restore", "Restore"), ("reactivate", "Reactivate")]
+    )
+    reason = forms.CharField(
+        label="Reason",
+        required=False,
+        max_length=SUPPRESS_REASON_MAX,
+        widget=forms.Textarea(attrs={"rows": 2, "maxlength": SUPPRESS_REASON_MAX}),
+        help_text="Why it must not be recalled; the audit trail keeps it.",
+    )
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        if cleaned.get("action") == "suppress" and not str(cleaned.get("reason") or "").strip():
+            self.add_error("reason", "Say why this memory must not be recalled.")
+        return cleaned
 
 
 IMPORT_MAX_BYTES = 5 * 1024 * 1024

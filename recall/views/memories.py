@@ -6,17 +6,19 @@ Writes go through ``recall.services``; reads through ``recall.page_selectors``.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any, cast
 from urllib.parse import urlencode
 
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import BadRequest, PermissionDenied
 from django.core.paginator import Paginator
-from django.db.models import Count
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from audit.selectors import memory_injection_summary
@@ -30,12 +32,13 @@ from portal.models import Role, Workspace
 from portal.pages import PageAccess, panels, safe_next, workspace_page
 from recall import services
 from recall.filtersets import MemoryFilterSet
-from recall.forms.memories import MemoryEditForm, MemoryImportForm
+from recall.forms.memories import MemoryEditForm, MemoryImportForm, MemoryStatusForm
 from recall.hits import with_hits
 from recall.jsonl import parse_jsonl
 from recall.models import Actor, LifecycleStatus, MemoryRecord
 from recall.page_selectors import (
     actor_suggestions,
+    memory_codes,
     memory_rows,
     recall_reason,
 )
@@ -90,13 +93,35 @@ def _filter_form(filterset: MemoryFilterSet) -> forms.Form:
 
 
 class RecallScope:
-    """The workload and environment the "recallable?" column is judged under."""
+    """The workload and environment "recallable?" is judged under: the one asked for, else the
+    one this user chose last in this workspace, else the first workload (by name) in prod.
 
-    def __init__(self, workspace: Workspace, params: Any) -> None:
+    The choice is remembered in the session, not in a model: it is a way of looking, not a
+    setting of the workspace, needs no migration or audit event, and a user who signs in
+    again starts from the first workload, named on the page, with the chooser beside it.
+    """
+
+    SESSION_KEY = "recall.scope"
+
+    def __init__(self, workspace: Workspace, params: Any, session: Any = None) -> None:
+        self.workspace = workspace
         self.workloads = live_workloads(workspace)
         self.environments = environment_slugs(workspace)
-        self.workload = pick_workload(self.workloads, params.get("workload"))
-        self.environment = pick_environment(self.environments, params.get("environment"))
+        remembered = self._remembered(session)
+        asked = params.get("workload") or ""
+        wanted = asked or remembered.get("workload")
+        self.workload = pick_workload(self.workloads, wanted)
+        self.environment = pick_environment(
+            self.environments, params.get("environment") or remembered.get("environment")
+        )
+        # How this workload came to be judged for, which the page says.
+        self.source = (
+            "chosen"
+            if asked and self.workload is not None and str(self.workload.pk) == asked
+            else "remembered"
+            if wanted and self.workload is not None and str(self.workload.pk) == wanted
+            else "first"
+        )
         self.error = ""
         self.policy: PolicyDocument | None = None
         if self.workload is not None:
@@ -106,6 +131,25 @@ class RecallScope:
                 ).policy
             except PolicyError as exc:
                 self.error = exc.message
+
+    def _remembered(self, session: Any) -> dict[str, str]:
+        if session is None:
+            return {}
+        choices = session.get(self.SESSION_KEY)
+        mine = choices.get(str(self.workspace.pk)) if isinstance(choices, dict) else None
+        return mine if isinstance(mine, dict) else {}
+
+    def remember(self, session: Any) -> None:
+        """Keep a choice made on the page for this user's next visit (only a chosen one:
+        a default stays a default)."""
+        if self.source != "chosen" or self.workload is None:
+            return
+        choices = session.get(self.SESSION_KEY)
+        choices = dict(choices) if isinstance(choices, dict) else {}
+        mine = {"workload": str(self.workload.pk), "environment": self.environment}
+        if choices.get(str(self.workspace.pk)) != mine:
+            choices[str(self.workspace.pk)] = mine
+            session[self.SESSION_KEY] = choices
 
     def params(self) -> dict[str, str]:
         return {
@@ -128,9 +172,12 @@ def _row_context(access: PageAccess, scope: RecallScope, next_url: str) -> dict[
 @login_required
 @require_GET
 def memories(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+    """The workspace's memories, newest first, narrowed by an actor (optional) and filters,
+    the content search among them, each judged recallable or not."""
     access = workspace_page(request, slug)
     workspace = access.workspace
-    scope = RecallScope(workspace, request.GET)
+    scope = RecallScope(workspace, request.GET, request.session)
+    scope.remember(request.session)
     actor_id = request.GET.get("actor", "").strip()
     actor: Actor | None = None
     actor_error = ""
@@ -146,32 +193,24 @@ def memories(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     filters = _filter_form(MemoryFilterSet(request.GET))
     page = None
     list_error = ""
-    if actor is not None:
+    if not actor_error:
         try:
-            rows = memory_rows(actor=actor, filters=request.GET, policy=scope.policy)
+            rows = memory_rows(
+                workspace=workspace, actor=actor, filters=request.GET, policy=scope.policy
+            )
         except ValidationFailed as exc:
             list_error = exc.message
         else:
             page = Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page"))
             for memory in page:
-                memory.actor = actor
                 memory.recall_words = recall_reason(memory, scope.policy)  # type: ignore[attr-defined]
-    actors = (
-        []
-        if actor is not None
-        else list(
-            Actor.objects.filter(workspace=workspace)
-            .annotate(memory_count=Count("memories"))
-            .order_by("kind", "name")[:50]
-        )
-    )
     context = {
         **_row_context(access, scope, request.get_full_path()),
         "actor_id": actor_id,
         "actor": actor,
         "actor_error": actor_error,
-        "actors": actors,
         "filter_form": filters,
+        "query": request.GET.get("q", ""),
         "page": page,
         "list_error": list_error,
         "import_form": MemoryImportForm(initial={"actor": actor_id}),
@@ -193,7 +232,9 @@ def _row_response(
 ) -> HttpResponse:
     """The row as it is now; ``error`` says why a change to it was refused."""
     scope = RecallScope(access.workspace, params)
-    row = memory_rows(actor=memory.actor, filters={}, policy=scope.policy).get(pk=memory.pk)
+    row = memory_rows(
+        workspace=access.workspace, actor=memory.actor, filters={}, policy=scope.policy
+    ).get(pk=memory.pk)
     row.actor = memory.actor
     row.recall_words = recall_reason(row, scope.policy)  # type: ignore[attr-defined]
     next_url = safe_next(request, memories_url(access.workspace.slug, actor=str(memory.actor)))
@@ -201,23 +242,99 @@ def _row_response(
     return render(request, "recall/_memory_row.html", context, status=status)
 
 
+def _verdict(workspace: Workspace, memory: MemoryRecord, scope: RecallScope) -> dict[str, Any]:
+    """Whether recall may carry the memory under ``scope``, and the rule it breaks, in the
+    browser's words (the same recall filter)."""
+    if scope.policy is None:
+        return {}
+    row, code = memory_codes(
+        workspace=workspace, ids=[memory.pk], policy=scope.policy, now=timezone.now()
+    )[memory.pk]
+    return {"ok": code == "passes_policy", "words": recall_reason(row, scope.policy)}
+
+
+def _state_context(
+    request: HttpRequest,
+    access: PageAccess,
+    memory: MemoryRecord,
+    scope: RecallScope,
+    form: MemoryStatusForm | None = None,
+) -> dict[str, Any]:
+    """The memory page's state card: status, the verdict, and the actions."""
+    return {
+        **access.context(),
+        "m": memory,
+        "scope": scope,
+        "show_recall": scope.policy is not None,
+        "scope_chooser_here": True,
+        "verdict": _verdict(access.workspace, memory, scope),
+        "status_form": form or MemoryStatusForm(),
+        "reactivatable": memory.lifecycle_status in services.REACTIVATABLE,
+    }
+
+
 @login_required
 @require_GET
 def memory_detail(request: HttpRequest, slug: str, memory_id: int) -> HttpResponse:
-    """One memory: its fields, and where it stands in its lifecycle (tier, decay score,
-    when it turns stale, promotion score and its signals)."""
+    """One memory: whether it is recallable (for the workload chosen), what an editor may do
+    to it, its fields, and where it stands in its lifecycle (tier, decay score, when it turns
+    stale, promotion score and its signals)."""
     access = workspace_page(request, slug)
     memory = _memory_or_404(access.workspace, memory_id)
+    scope = RecallScope(access.workspace, request.GET, request.session)
+    scope.remember(request.session)
+    injections = memory_injection_summary(workspace=access.workspace, memory_id=memory.pk)
     context = {
-        **access.context(),
-        "m": memory,
+        **_state_context(request, access, memory, scope),
         # The lifecycle card and the runs that touched it come from maintenance, a floor up.
         "side_panels": panels(MEMORY_SIDE, access, memory),
         "panels": panels(MEMORY_AFTER, access, memory),
         "list_url": memories_url(slug, actor=str(memory.actor)),
-        "injections": memory_injection_summary(workspace=access.workspace, memory_id=memory.pk),
+        "injections": injections,
+        # Hits carried in by an import (an archive's hitCount, the demo's earlier system):
+        # every entry in the trail is a hit, so the rest were counted before.
+        "hits_before": max(memory.hits - injections.entries, 0),
     }
     return render(request, "recall/memory.html", context)
+
+
+@dataclass(frozen=True)
+class StatusOutcome:
+    done: str = ""  # what was done, in words
+    error: str = ""  # why nothing was
+    status: int = 200
+
+
+def _status_apply(
+    access: PageAccess, memory: MemoryRecord, form: MemoryStatusForm
+) -> StatusOutcome:
+    """Carry out a status form through the services: suppress or restore (editors),
+    reactivate (operators)."""
+    if not form.is_valid():
+        if "action" in form.errors:
+            raise BadRequest("Unknown action: use suppress, restore or reactivate.")
+        problem = " ".join(str(e) for e in form.errors.get("reason", []))
+        return StatusOutcome(error=problem, status=UNPROCESSABLE)
+    action = form.cleaned_data["action"]
+    author = access.caller.label
+    try:
+        if action == "reactivate":
+            if not access.can_operate:
+                raise PermissionDenied("Reactivating a memory needs the operator role.")
+            services.memory_reactivate(memory=memory, author=author)
+        else:
+            status = LifecycleStatus.SUPPRESSED if action == "suppress" else LifecycleStatus.ACTIVE
+            services.memory_set_status(
+                memory=memory, status=status, author=author, reason=form.cleaned_data["reason"]
+            )
+    except DomainError as exc:
+        # e.g. restoring a stale memory: say why, change nothing.
+        code = exc.status if exc.status == 409 else UNPROCESSABLE
+        return StatusOutcome(
+            error=f"Could not {action} memory {memory.pk}: {exc.message}", status=code
+        )
+    verb = {"suppress": "Suppressed", "restore": "Restored", "reactivate": "Reactivated"}
+    return StatusOutcome(done=f"{verb[action]} memory {memory.pk}.")
 
 
 @login_required
@@ -234,29 +351,52 @@ def memory_row(request: HtmxHttpRequest, slug: str, memory_id: int) -> HttpRespo
 @login_required
 @require_POST
 def memory_status(request: HtmxHttpRequest, slug: str, memory_id: int) -> HttpResponse:
+    """A browser row's suppress (with its reason) or restore, the row swapped back in."""
     access = workspace_page(request, slug, required=Role.EDITOR)
     memory = _memory_or_404(access.workspace, memory_id)
-    targets = {"suppress": LifecycleStatus.SUPPRESSED, "restore": LifecycleStatus.ACTIVE}
-    status = targets.get(request.POST.get("action", ""))
-    if status is None:
-        return HttpResponseBadRequest("Unknown action: use suppress or restore.")
-    action = "suppress" if status == LifecycleStatus.SUPPRESSED else "restore"
+    outcome = _status_apply(access, memory, MemoryStatusForm(request.POST))
     next_url = safe_next(request, memories_url(slug, actor=str(memory.actor)))
-    try:
-        services.memory_set_status(memory=memory, status=status, author=access.caller.label)
-    except DomainError as exc:
-        # e.g. restoring a stale memory: say why next to the row, change nothing.
-        error = f"Could not {action} memory {memory.pk}: {exc.message}"
-        if request.htmx:  # base.html has htmx swap 409 and 422 responses
-            code = exc.status if exc.status == 409 else UNPROCESSABLE
-            return _row_response(request, access, memory, request.POST, error=error, status=code)
-        messages.error(request, error)
-        return redirect(next_url)
-    if request.htmx:
-        return _row_response(request, access, memory, request.POST)
-    verb = "Suppressed" if status == LifecycleStatus.SUPPRESSED else "Restored"
-    messages.success(request, f"{verb} memory {memory.pk}.")
+    if request.htmx:  # base.html has htmx swap 409 and 422 responses
+        memory = _memory_or_404(access.workspace, memory_id)
+        return _row_response(
+            request, access, memory, request.POST, error=outcome.error, status=outcome.status
+        )
+    if outcome.error:
+        messages.error(request, outcome.error)
+    else:
+        messages.success(request, outcome.done)
     return redirect(next_url)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def memory_state(request: HtmxHttpRequest, slug: str, memory_id: int) -> HttpResponse:
+    """The memory page's state card (GET), and its actions (POST), the card swapped back in
+    with what was done or why not."""
+    access = workspace_page(
+        request, slug, required=Role.EDITOR if request.method == "POST" else Role.VIEWER
+    )
+    memory = _memory_or_404(access.workspace, memory_id)
+    page_url = reverse("recall:memory", args=[slug, memory.pk])
+    if request.method == "GET" and not request.htmx:
+        return redirect(page_url)
+    scope = RecallScope(access.workspace, request.POST or request.GET, request.session)
+    form = None
+    outcome = StatusOutcome()
+    if request.method == "POST":
+        form = MemoryStatusForm(request.POST)
+        outcome = _status_apply(access, memory, form)
+        if not request.htmx:
+            if outcome.error:
+                messages.error(request, outcome.error)
+            else:
+                messages.success(request, outcome.done)
+            return redirect(page_url)
+        memory = _memory_or_404(access.workspace, memory_id)
+        if not outcome.error:
+            form = None  # done: the card offers the next action, empty
+    context = {**_state_context(request, access, memory, scope, form), "outcome": outcome}
+    return render(request, "recall/_memory_state.html", context, status=outcome.status)
 
 
 @login_required

@@ -703,9 +703,26 @@ class MemoryBrowserTests:
         memory.refresh_from_db()
         assert memory.lifecycle_status == "active"
 
-    def test_without_an_actor_it_lists_the_actors(self, viewer, browse):
+    def test_without_an_actor_it_lists_every_actor_s_memories_each_naming_its_actor(
+        self, viewer, workspace_a, browse
+    ):
+        (bob,) = seed(workspace_a, {"content": "Bob prefers tea too"}, actor_id="user:bob")
         html = client_for(viewer).get("/w/team-a/memories/").content.decode()
-        assert "?actor=user%3Aada" in html and "4 memories" in html
+        assert "All actors" in html and "5 memories" in html
+        assert "?actor=user%3Aada" in row_of(html, browse[0])
+        assert "?actor=user%3Abob" in row_of(html, bob)
+
+    def test_a_search_finds_content_across_actors_and_the_actor_narrows_it(
+        self, viewer, workspace_a, workspace_b, browse
+    ):
+        (bob,) = seed(workspace_a, {"content": "Bob prefers TEA too"}, actor_id="user:bob")
+        seed(workspace_b, {"content": "Team B's tea"}, actor_id="user:ada")
+        client = client_for(viewer)
+        html = client.get("/w/team-a/memories/?q=tea").content.decode()
+        assert html.count('<tr id="memory-') == 2  # never another workspace's
+        assert "Ada prefers tea" in html and "Bob prefers TEA too" in html
+        html = client.get("/w/team-a/memories/?q=tea&actor=user:bob").content.decode()
+        assert html.count('<tr id="memory-') == 1 and "Bob prefers TEA too" in html
 
     def test_an_unknown_actor_is_an_error_next_to_the_actor_field(self, viewer, browse):
         html = client_for(viewer).get("/w/team-a/memories/?actor=user:zed").content.decode()
@@ -803,6 +820,16 @@ class MemoryBrowserTests:
         response = client.post(
             f"/w/team-a/memories/{tea.pk}/status/", {"action": "suppress"}, **HTMX
         )
+        # The portal asks why: without a reason nothing changes and the row says so.
+        assert response.status_code == 422
+        assert "Say why this memory must not be recalled." in response.content.decode()
+        tea.refresh_from_db()
+        assert tea.lifecycle_status == "active"
+        response = client.post(
+            f"/w/team-a/memories/{tea.pk}/status/",
+            {"action": "suppress", "reason": "Ada switched to coffee."},
+            **HTMX,
+        )
         assert response.status_code == 200
         html = response.content.decode()
         assert html.lstrip().startswith(f'<tr id="memory-{tea.pk}"')
@@ -811,6 +838,7 @@ class MemoryBrowserTests:
         assert tea.lifecycle_status == "suppressed"
         event = AuditEvent.objects.filter(type=EventType.MEMORY_CHANGED).order_by("-id").first()
         assert event.payload["action"] == "suppressed" and event.author == "user:eddie"
+        assert event.payload["reason"] == "Ada switched to coffee."
         response = client.post(f"/w/team-a/memories/{tea.pk}/status/", {"action": "restore"})
         assert response.status_code == 302
         tea.refresh_from_db()
@@ -1088,3 +1116,115 @@ class MemoryStatusPageTests:
             "422": True,
             "500": False,
         }
+
+
+def state_card(html: str) -> str:
+    return section(html, "memory-state")
+
+
+class MemoryPageTests:
+    def test_it_says_whether_the_memory_is_recallable_and_for_which_workload(
+        self, viewer, workload_a, browse
+    ):
+        tea, medical = browse[0], browse[1]
+        client = client_for(viewer)
+        card = state_card(client.get(f"/w/team-a/memories/{tea.pk}/").content.decode())
+        assert '<span class="badge ok">yes</span> Passes the fail-closed rules' in card
+        assert f"judged for <strong>{workload_a.name}</strong> in <strong>prod</strong>" in card
+        assert "the first workload by name" in card
+        card = state_card(client.get(f"/w/team-a/memories/{medical.pk}/").content.decode())
+        assert "more sensitive than the ceiling (restricted)" in card
+
+    def test_viewers_see_the_verdict_and_no_action(self, viewer, browse):
+        card = state_card(
+            client_for(viewer).get(f"/w/team-a/memories/{browse[0].pk}/").content.decode()
+        )
+        assert "<form method=\"post\"" not in card and "Suppress" not in card
+        response = client_for(viewer).post(
+            f"/w/team-a/memories/{browse[0].pk}/state/",
+            {"action": "suppress", "reason": "no"},
+        )
+        assert response.status_code == 403
+
+    def test_an_outsider_gets_404(self, outsider, browse):
+        client = client_for(outsider)
+        assert client.get(f"/w/team-a/memories/{browse[0].pk}/state/", **HTMX).status_code == 404
+        response = client.post(
+            f"/w/team-b/memories/{browse[0].pk}/state/", {"action": "suppress", "reason": "x"}
+        )
+        assert response.status_code == 404
+        browse[0].refresh_from_db()
+        assert browse[0].lifecycle_status == "active"
+
+    def test_an_editor_suppresses_with_a_reason_and_restores_in_place(self, editor, browse):
+        tea = browse[0]
+        client = client_for(editor)
+        url = f"/w/team-a/memories/{tea.pk}/state/"
+        response = client.post(url, {"action": "suppress", "reason": " "}, **HTMX)
+        assert response.status_code == 422
+        assert "Say why this memory must not be recalled." in response.content.decode()
+        response = client.post(url, {"action": "suppress", "reason": "Outdated."}, **HTMX)
+        html = response.content.decode()
+        assert response.status_code == 200 and html.lstrip().startswith("<section")
+        assert f"Suppressed memory {tea.pk}." in html
+        assert "lifecycle status is not active (suppressed)" in html
+        assert f"Restore memory #{tea.pk}" in html
+        event = AuditEvent.objects.filter(type=EventType.MEMORY_CHANGED).latest("id")
+        assert event.payload["reason"] == "Outdated."
+        response = client.post(url, {"action": "restore"}, **HTMX)
+        assert f"Restored memory {tea.pk}." in response.content.decode()
+        tea.refresh_from_db()
+        assert tea.lifecycle_status == "active"
+
+    def test_reactivating_is_for_operators_and_shown_in_place(self, operator, editor, workspace_a):
+        from tests.recall import factories
+
+        stale = factories.memory(workspace_a, "old", lifecycle_status="stale")
+        url = f"/w/team-a/memories/{stale.pk}/state/"
+        page = client_for(editor).get(f"/w/team-a/memories/{stale.pk}/").content.decode()
+        assert "an operator can reactivate it" in state_card(page)
+        assert client_for(editor).post(url, {"action": "reactivate"}).status_code == 403
+        response = client_for(operator).post(url, {"action": "reactivate"}, **HTMX)
+        assert f"Reactivated memory {stale.pk}." in response.content.decode()
+        stale.refresh_from_db()
+        assert stale.lifecycle_status == "active"
+
+    def test_the_workload_chosen_is_remembered_for_the_user(
+        self, viewer, editor, workspace_a, workload_a, browse
+    ):
+        from policies.services import workload_create
+
+        other = workload_create(workspace=workspace_a, name="zz-narrow", author="system:test")
+        workload_policy_save(
+            workload=other,
+            environment="dev",
+            document={"memoryTypeAllowed": ["fact"]},
+            author="system:test",
+        )
+        tea = browse[0]
+        client = client_for(viewer)
+        client.get(f"/w/team-a/memories/?workload={other.pk}&environment=dev")
+        html = client.get("/w/team-a/memories/").content.decode()
+        assert "judged for <strong>zz-narrow</strong> in <strong>dev</strong>" in html
+        assert "your last choice in this workspace" in html
+        assert "memory type not allowed (preference)" in row_of(html, tea)
+        card = state_card(client.get(f"/w/team-a/memories/{tea.pk}/").content.decode())
+        assert "judged for <strong>zz-narrow</strong> in <strong>dev</strong>" in card
+        # Another user still starts from the first workload.
+        html = client_for(editor).get("/w/team-a/memories/").content.decode()
+        assert f"judged for <strong>{workload_a.name}</strong> in <strong>prod</strong>" in html
+
+    def test_hits_carried_in_by_an_import_are_told_apart_from_the_trail(
+        self, editor, workspace_a
+    ):
+        upload = jsonl(
+            '{"content": "Bob is in Lisbon", "memoryType": "fact", "sourceKind": "import",'
+            ' "hitCount": 3}'
+        )
+        client = client_for(editor)
+        client.post("/w/team-a/memories/import/", {"actor": "user:bob", "file": upload})
+        memory = MemoryRecord.objects.get(actor__name="bob")
+        html = client.get(f"/w/team-a/memories/{memory.pk}/").content.decode()
+        assert "3 times" in html
+        assert "all counted before it was imported here" in html
+        assert "in no context of this portal's audit trail yet" in html
