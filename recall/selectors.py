@@ -47,11 +47,12 @@ def memory_list(
 ) -> QuerySet[MemoryRecord]:
     """An actor's memories, or (no actor) every memory of ``workspace``, narrowed by
     ``filters``, newest first; bad filters are a ``ValidationFailed``."""
-    scope = {"actor": actor} if actor is not None else {"workspace": workspace}
-    assert None not in scope.values(), "an actor or a workspace"
-    filterset = MemoryFilterSet(
-        filters, queryset=MemoryRecord.objects.filter(**scope).select_related("actor")
-    )
+    if actor is not None:
+        rows = MemoryRecord.objects.filter(actor=actor)
+    else:
+        assert workspace is not None, "an actor or a workspace"
+        rows = MemoryRecord.objects.filter(workspace=workspace)
+    filterset = MemoryFilterSet(filters, queryset=rows.select_related("actor"))
     if not filterset.is_valid():
         raise ValidationFailed(
             {field: " ".join(errors) for field, errors in filterset.errors.items()},

@@ -273,6 +273,32 @@ def _state_context(
     }
 
 
+def _memory_page(
+    request: HttpRequest,
+    access: PageAccess,
+    memory: MemoryRecord,
+    scope: RecallScope,
+    *,
+    form: MemoryStatusForm | None = None,
+    outcome: StatusOutcome | None = None,
+) -> HttpResponse:
+    injections = memory_injection_summary(workspace=access.workspace, memory_id=memory.pk)
+    outcome = outcome or StatusOutcome()
+    context = {
+        **_state_context(request, access, memory, scope, form),
+        "outcome": outcome,
+        # The lifecycle card and the runs that touched it come from maintenance, a floor up.
+        "side_panels": panels(MEMORY_SIDE, access, memory),
+        "panels": panels(MEMORY_AFTER, access, memory),
+        "list_url": memories_url(access.workspace.slug, actor=str(memory.actor)),
+        "injections": injections,
+        # Hits carried in by an import (an archive's hitCount, the demo's earlier system):
+        # every entry in the trail is a hit, so the rest were counted before.
+        "hits_before": max(memory.hits - injections.entries, 0),
+    }
+    return render(request, "recall/memory.html", context, status=outcome.status)
+
+
 @login_required
 @require_GET
 def memory_detail(request: HttpRequest, slug: str, memory_id: int) -> HttpResponse:
@@ -283,19 +309,7 @@ def memory_detail(request: HttpRequest, slug: str, memory_id: int) -> HttpRespon
     memory = _memory_or_404(access.workspace, memory_id)
     scope = RecallScope(access.workspace, request.GET, request.session)
     scope.remember(request.session)
-    injections = memory_injection_summary(workspace=access.workspace, memory_id=memory.pk)
-    context = {
-        **_state_context(request, access, memory, scope),
-        # The lifecycle card and the runs that touched it come from maintenance, a floor up.
-        "side_panels": panels(MEMORY_SIDE, access, memory),
-        "panels": panels(MEMORY_AFTER, access, memory),
-        "list_url": memories_url(slug, actor=str(memory.actor)),
-        "injections": injections,
-        # Hits carried in by an import (an archive's hitCount, the demo's earlier system):
-        # every entry in the trail is a hit, so the rest were counted before.
-        "hits_before": max(memory.hits - injections.entries, 0),
-    }
-    return render(request, "recall/memory.html", context)
+    return _memory_page(request, access, memory, scope)
 
 
 @dataclass(frozen=True)
@@ -369,34 +383,26 @@ def memory_status(request: HtmxHttpRequest, slug: str, memory_id: int) -> HttpRe
 
 
 @login_required
-@require_http_methods(["GET", "POST"])
+@require_POST
 def memory_state(request: HtmxHttpRequest, slug: str, memory_id: int) -> HttpResponse:
-    """The memory page's state card (GET), and its actions (POST), the card swapped back in
-    with what was done or why not."""
-    access = workspace_page(
-        request, slug, required=Role.EDITOR if request.method == "POST" else Role.VIEWER
-    )
+    """The memory page's actions: the page comes back with what was done or why not (htmx
+    swaps its cards in place: the status, the verdict and the lifecycle all change)."""
+    access = workspace_page(request, slug, required=Role.EDITOR)
     memory = _memory_or_404(access.workspace, memory_id)
-    page_url = reverse("recall:memory", args=[slug, memory.pk])
-    if request.method == "GET" and not request.htmx:
-        return redirect(page_url)
-    scope = RecallScope(access.workspace, request.POST or request.GET, request.session)
-    form = None
-    outcome = StatusOutcome()
-    if request.method == "POST":
-        form = MemoryStatusForm(request.POST)
-        outcome = _status_apply(access, memory, form)
-        if not request.htmx:
-            if outcome.error:
-                messages.error(request, outcome.error)
-            else:
-                messages.success(request, outcome.done)
-            return redirect(page_url)
-        memory = _memory_or_404(access.workspace, memory_id)
-        if not outcome.error:
-            form = None  # done: the card offers the next action, empty
-    context = {**_state_context(request, access, memory, scope, form), "outcome": outcome}
-    return render(request, "recall/_memory_state.html", context, status=outcome.status)
+    form = MemoryStatusForm(request.POST)
+    outcome = _status_apply(access, memory, form)
+    if not request.htmx:
+        if outcome.error:
+            messages.error(request, outcome.error)
+        else:
+            messages.success(request, outcome.done)
+        return redirect(reverse("recall:memory", args=[slug, memory.pk]))
+    memory = _memory_or_404(access.workspace, memory_id)
+    # Judged as the page was: the workload asked for in the address, else the one remembered.
+    scope = RecallScope(access.workspace, request.GET, request.session)
+    return _memory_page(
+        request, access, memory, scope, form=form if outcome.error else None, outcome=outcome
+    )
 
 
 @login_required

@@ -229,7 +229,8 @@ class ProvenancePageTests:
     ):
         slug = editor.workspace.slug
         url = reverse("recall:memory", args=[slug, four[0].pk])
-        assert "in no context yet" in client_for(viewer).get(url).content.decode()
+        html = client_for(viewer).get(url).content.decode()
+        assert "in no context of this portal's audit trail yet" in html
         recall(editor, workload_a)
         recall(editor, workload_a)
         last = assembled_events(editor.workspace)[-1]

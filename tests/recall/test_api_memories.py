@@ -562,9 +562,7 @@ class MemoryStatusTests:
         assert memory.lifecycle_status == "active"
         assert last_event(editor.workspace).payload["action"] == "restored"
 
-    def test_a_suppression_keeps_its_reason_in_the_event_and_the_event_page(
-        self, editor, assorted
-    ):
+    def test_a_suppression_keeps_its_reason_in_the_event_and_the_event_page(self, editor, assorted):
         memory = assorted["Base fact about Ada"]
 
         response = editor.api().post(

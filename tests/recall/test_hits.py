@@ -121,7 +121,7 @@ class RecordedNotRewrittenTests:
 
         html = client.get(f"/w/{editor.workspace.slug}/memories/{memory}/").content.decode()
 
-        assert "Recalled</dt><dd>2 times, last" in html
+        assert 'Recalled</dt><dd id="memory-hits">2 times, last' in html
 
     def test_the_recall_read_ranks_with_every_earlier_recall(self, editor, workload_a, rows):
         memory = carried(recall(editor, workload_a))[0]
