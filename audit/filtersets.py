@@ -6,13 +6,13 @@ import django_filters
 from django.db.models import QuerySet
 
 from audit.models import AuditEvent, EventType, Injection
-from portal.filters import IdFilter, UtcDateTimeFilter
+from portal.filters import ChoiceFilter, IdFilter, UtcDateTimeFilter
 
 
 class AuditEventFilterSet(django_filters.FilterSet):
     """One filterset for the audit page, its export and the API."""
 
-    type = django_filters.ChoiceFilter(choices=EventType.choices)
+    type = ChoiceFilter(choices=EventType.choices)
     workload = django_filters.UUIDFilter(field_name="workload_id")
     actor = django_filters.CharFilter(field_name="actor_id")
     environment = django_filters.CharFilter(field_name="environment")

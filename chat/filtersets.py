@@ -6,6 +6,7 @@ import django_filters
 from django.db.models import QuerySet
 
 from chat.models import Session, SessionStatus
+from portal.filters import ChoiceFilter
 from recall.actor_ids import ActorIdError, split_actor_id
 
 
@@ -15,7 +16,7 @@ class SessionFilterSet(django_filters.FilterSet):
     actor = django_filters.CharFilter(method="filter_actor")
     workload = django_filters.UUIDFilter(field_name="workload_id")
     environment = django_filters.CharFilter(field_name="environment")
-    status = django_filters.ChoiceFilter(choices=SessionStatus.choices)
+    status = ChoiceFilter(choices=SessionStatus.choices)
 
     def filter_actor(self, queryset: QuerySet[Session], name: str, value: Any) -> Any:
         try:

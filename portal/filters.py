@@ -5,6 +5,9 @@
 - ``UtcDateTimeFilter``: an ISO 8601 time, handed to the database in UTC. Python reads
   offsets up to ±23:59 that PostgreSQL refuses (past ±15:59): without this, ``...-23:12`` was
   a 500; a time that leaves the calendar once in UTC is a 400.
+- ``ChoiceFilter``: a value outside the choices is refused naming the choices, as the API's
+  serializers do (``portal.api.fields.StrictChoiceField``), where Django says only "Select a
+  valid choice".
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from typing import Any
 
 import django_filters
 from django import forms
-from django_filters.fields import IsoDateTimeField
+from django_filters.fields import ChoiceField, IsoDateTimeField
 
 BIGINT_MAX = 2**63 - 1
 
@@ -41,3 +44,20 @@ class UtcIsoDateTimeField(IsoDateTimeField):
 
 class UtcDateTimeFilter(django_filters.IsoDateTimeFilter):
     field_class = UtcIsoDateTimeField
+
+
+class ListedChoiceField(ChoiceField):
+    def validate(self, value: Any) -> None:
+        try:
+            super().validate(value)
+        except forms.ValidationError as exc:
+            if exc.code != "invalid_choice":
+                raise
+            listed = ", ".join(str(key) for key, _ in self.choices if key != "")
+            raise forms.ValidationError(
+                f'"{value}" is not one of: {listed}.', code="invalid_choice"
+            ) from None
+
+
+class ChoiceFilter(django_filters.ChoiceFilter):
+    field_class = ListedChoiceField

@@ -2,26 +2,22 @@ from __future__ import annotations
 
 import django_filters
 
-from portal.filters import UtcDateTimeFilter
+from portal.filters import ChoiceFilter, UtcDateTimeFilter
 from recall.models import LifecycleStatus, MemoryRecord
 
 
 class MemoryFilterSet(django_filters.FilterSet):
     """One filterset for the memory browser and the API list."""
 
-    type = django_filters.ChoiceFilter(
+    type = ChoiceFilter(
         field_name="memory_type", choices=MemoryRecord._meta.get_field("memory_type").choices
     )
-    source = django_filters.ChoiceFilter(
+    source = ChoiceFilter(
         field_name="source_kind", choices=MemoryRecord._meta.get_field("source_kind").choices
     )
-    status = django_filters.ChoiceFilter(
-        field_name="lifecycle_status", choices=LifecycleStatus.choices
-    )
-    sensitivity = django_filters.ChoiceFilter(
-        choices=MemoryRecord._meta.get_field("sensitivity").choices
-    )
-    segment = django_filters.ChoiceFilter(
+    status = ChoiceFilter(field_name="lifecycle_status", choices=LifecycleStatus.choices)
+    sensitivity = ChoiceFilter(choices=MemoryRecord._meta.get_field("sensitivity").choices)
+    segment = ChoiceFilter(
         field_name="segment_kind", choices=MemoryRecord._meta.get_field("segment_kind").choices
     )
     q = django_filters.CharFilter(field_name="content", lookup_expr="icontains")

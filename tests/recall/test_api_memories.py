@@ -433,6 +433,14 @@ class MemoryListTests:
     def test_a_bad_filter_value_is_a_400_naming_the_filter(self, viewer, assorted, params, field):
         assert field in fields_of(viewer.api().get(ADA, params))
 
+    def test_a_filter_value_outside_its_choices_lists_them(self, viewer, assorted):
+        fields = fields_of(viewer.api().get(ADA, {"type": "opinion"}))
+
+        assert fields["type"] == (
+            '"opinion" is not one of: fact, preference, decision, instruction, episode,'
+            " summary, insight, entity."
+        )
+
     def test_an_actor_without_memories_is_not_found(self, viewer, assorted):
         error_of(viewer.api().get("/v1/memory/actors/user:zed/memories"), 404, "NOT_FOUND")
 

@@ -785,7 +785,7 @@ class MemoryBrowserTests:
         html = client.get("/w/team-a/memories/?actor=user:ada&type=preference").content.decode()
         assert "Ada prefers tea" in html and "medical" not in html
         html = client.get("/w/team-a/memories/?actor=user:ada&status=bogus").content.decode()
-        assert "Select a valid choice" in html
+        assert "&quot;bogus&quot; is not one of: active, inactive, stale," in html
 
     def test_an_htmx_request_returns_only_the_browser_fragment(self, viewer, browse):
         response = client_for(viewer).get("/w/team-a/memories/?actor=user:ada", **HTMX)
