@@ -814,6 +814,20 @@ class MemoryBrowserTests:
         with django_assert_num_queries(12):
             assert client.get(url).status_code == 200
 
+    def test_the_search_across_actors_takes_as_many_queries_however_many_rows(
+        self, editor, workspace_a, browse, django_assert_num_queries
+    ):
+        client = client_for(editor)
+        url = "/w/team-a/memories/?q=a"
+        client.get(url)  # warm the session and caches
+        # One fewer than for one actor's list: no actor to look up.
+        with django_assert_num_queries(11):
+            assert client.get(url).status_code == 200
+        for actor_id in ("user:bob", "user:cy", "team:ops"):
+            seed(workspace_a, *({"content": f"a note {i}"} for i in range(8)), actor_id=actor_id)
+        with django_assert_num_queries(11):
+            assert client.get(url).status_code == 200
+
     def test_an_editor_suppresses_and_restores_a_row_in_place(self, editor, browse):
         tea = browse[0]
         client = client_for(editor)
