@@ -363,23 +363,48 @@ def memory_row(request: HtmxHttpRequest, slug: str, memory_id: int) -> HttpRespo
 
 
 @login_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def memory_status(request: HtmxHttpRequest, slug: str, memory_id: int) -> HttpResponse:
-    """A browser row's suppress (with its reason) or restore, the row swapped back in."""
+    """A browser row's suppress or restore, the row swapped back in. GET: the row that asks
+    for the suppression's reason (as the edit row asks for the fields); without JavaScript,
+    the memory page, whose card asks for it."""
     access = workspace_page(request, slug, required=Role.EDITOR)
     memory = _memory_or_404(access.workspace, memory_id)
-    outcome = _status_apply(access, memory, MemoryStatusForm(request.POST))
+    params = request.POST if request.method == "POST" else request.GET
     next_url = safe_next(request, memories_url(slug, actor=str(memory.actor)))
+    if request.method == "GET":
+        if not request.htmx:
+            return redirect(reverse("recall:memory", args=[slug, memory.pk]))
+        return _suppress_row(request, access, memory, params, MemoryStatusForm(), next_url)
+    form = MemoryStatusForm(request.POST)
+    outcome = _status_apply(access, memory, form)
     if request.htmx:  # base.html has htmx swap 409 and 422 responses
         memory = _memory_or_404(access.workspace, memory_id)
+        if "reason" in form.errors:  # asked again, with why
+            return _suppress_row(request, access, memory, params, form, next_url, status=422)
         return _row_response(
-            request, access, memory, request.POST, error=outcome.error, status=outcome.status
+            request, access, memory, params, error=outcome.error, status=outcome.status
         )
     if outcome.error:
         messages.error(request, outcome.error)
     else:
         messages.success(request, outcome.done)
     return redirect(next_url)
+
+
+def _suppress_row(
+    request: HttpRequest,
+    access: PageAccess,
+    memory: MemoryRecord,
+    params: Any,
+    form: MemoryStatusForm,
+    next_url: str,
+    *,
+    status: int = 200,
+) -> HttpResponse:
+    scope = RecallScope(access.workspace, params)
+    context = {**_row_context(access, scope, next_url), "m": memory, "form": form}
+    return render(request, "recall/_memory_suppress_row.html", context, status=status)
 
 
 @login_required

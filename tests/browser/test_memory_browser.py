@@ -36,10 +36,13 @@ class MemoryBrowserBrowserTests:
         page.goto(f"{live_server.url}/w/team-a/memories/?actor=user:ada")
         row = page.locator(f"#memory-{tea.pk}")
         assert row.locator(".status-badge").inner_text() == "active"
-        row.locator("summary").click()
+        row.get_by_role("link", name=f"Suppress memory {tea.pk}…").click()
+        row = page.locator(f"#memory-{tea.pk}")
+        row.get_by_role("button", name=f"Suppress memory #{tea.pk}").click()
+        # The browser asks for the reason first (required); then the server would too.
         row.get_by_label("Reason").fill("Ada switched to coffee.")
         shot(page, "memory-row-suppress")
-        page.get_by_role("button", name=f"Suppress memory {tea.pk}", exact=True).click()
+        row.get_by_role("button", name=f"Suppress memory #{tea.pk}").click()
         page.get_by_role("button", name=f"Restore memory {tea.pk}").wait_for()
         row = page.locator(f"#memory-{tea.pk}")
         assert row.locator(".status-badge").inner_text() == "suppressed"

@@ -834,9 +834,11 @@ class MemoryBrowserTests:
         response = client.post(
             f"/w/team-a/memories/{tea.pk}/status/", {"action": "suppress"}, **HTMX
         )
-        # The portal asks why: without a reason nothing changes and the row says so.
+        # The portal asks why: without a reason nothing changes and the row asks again.
         assert response.status_code == 422
-        assert "Say why this memory must not be recalled." in response.content.decode()
+        html = response.content.decode()
+        assert html.lstrip().startswith(f'<tr id="memory-{tea.pk}" class="editing"')
+        assert "Say why this memory must not be recalled." in html
         tea.refresh_from_db()
         assert tea.lifecycle_status == "active"
         response = client.post(
@@ -857,6 +859,16 @@ class MemoryBrowserTests:
         assert response.status_code == 302
         tea.refresh_from_db()
         assert tea.lifecycle_status == "active"
+
+    def test_suppress_asks_for_the_reason_in_the_row_or_on_the_memory_page(self, editor, browse):
+        tea = browse[0]
+        client = client_for(editor)
+        url = f"/w/team-a/memories/{tea.pk}/status/"
+        html = client.get(url, **HTMX).content.decode()
+        assert f'<tr id="memory-{tea.pk}" class="editing">' in html
+        assert '<textarea id="reason-' in html and "required" in html
+        response = client.get(url)  # without JavaScript: the memory page asks
+        assert response["Location"] == f"/w/team-a/memories/{tea.pk}/"
 
     def test_a_viewer_cannot_change_anything(self, viewer, browse):
         tea = browse[0]
