@@ -19,7 +19,7 @@ from context_recall.operations import NOT_COVERED, OPERATIONS, Operation
 from django.core.management import call_command
 
 from recall import envelope as server_envelope
-from tests.clients.schema_check import mismatches, typed_mismatches
+from tests.clients.schema_check import mismatches, typed_mismatches, unsent_required
 
 pytestmark = pytest.mark.django_db
 METHODS = ("get", "post", "put", "patch", "delete")
@@ -66,6 +66,9 @@ def body_problems(operation: Operation, schema: dict[str, Any]) -> list[str]:
         else:
             problems += mismatches(
                 operation.request, body["schema"], components, where=operation.id, sent=True
+            )
+            problems += unsent_required(
+                operation.request, body["schema"], components, where=operation.id
             )
     if operation.response is not None:
         answers = [

@@ -4,7 +4,7 @@ each; ``Client`` and ``AsyncClient`` send them)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 from context_recall import models as m
 from context_recall.operations import PAGE, Call, Id, Operation
@@ -15,12 +15,12 @@ from context_recall.operations import pages as _pages
 # --- recall ---------------------------------------------------------------------------------
 
 
-class RecallRequest(TypedDict, total=False):
+class RecallRequest(TypedDict):
     workloadId: str
     environment: str
     query: str
-    topK: int
-    policyOverride: m.PolicyDocument
+    topK: NotRequired[int]
+    policyOverride: NotRequired[m.PolicyDocument]
 
 
 RECALL = _operation(
@@ -265,14 +265,14 @@ def erase_actor(
 # --- sessions and turns ---------------------------------------------------------------------
 
 
-class SessionCreate(TypedDict, total=False):
+class SessionCreate(TypedDict):
     actorId: str
     workloadId: str
     environment: str
-    externalId: str
-    systemPrompt: str
-    systemPromptTokens: int
-    toolSchemaTokens: int
+    externalId: NotRequired[str]
+    systemPrompt: NotRequired[str]
+    systemPromptTokens: NotRequired[int]
+    toolSchemaTokens: NotRequired[int]
 
 
 class TurnsRequest(TypedDict):

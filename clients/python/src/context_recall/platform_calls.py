@@ -26,6 +26,11 @@ class WorkspaceCreate(TypedDict):
     name: str
 
 
+class WorkloadCreate(TypedDict):
+    name: str
+    description: NotRequired[str]
+
+
 class WorkloadWrite(TypedDict, total=False):
     name: str
     description: str
@@ -62,7 +67,7 @@ CREATE_WORKLOAD = _operation(
     "workspaces_workloads_create",
     "POST",
     "/v1/workspaces/{slug}/workloads/",
-    request=WorkloadWrite,
+    request=WorkloadCreate,
     response=m.Workload,
 )
 GET_WORKLOAD = _operation(
@@ -115,7 +120,7 @@ def list_workloads(
 
 def create_workload(slug: str, *, name: str, description: str | None = None) -> Call[m.Workload]:
     """Create a workload (editors)."""
-    body: WorkloadWrite = {"name": name}
+    body: WorkloadCreate = {"name": name}
     if description is not None:
         body["description"] = description
     return _call(CREATE_WORKLOAD, {"slug": slug}, body=body)
@@ -635,15 +640,15 @@ def list_lifecycle_settings_versions(
 # --- tokens and members -----------------------------------------------------------------------
 
 
-class TokenIssue(TypedDict, total=False):
+class TokenIssue(TypedDict):
     name: str
     role: m.TokenRole
-    scopes: list[str]
-    boundWorkloads: list[str]
-    boundEnvironments: list[str]
-    expiresAt: str | None
-    apiRatePerMinute: int | None
-    recallRatePerMinute: int | None
+    scopes: NotRequired[list[str]]
+    boundWorkloads: NotRequired[list[str]]
+    boundEnvironments: NotRequired[list[str]]
+    expiresAt: NotRequired[str | None]
+    apiRatePerMinute: NotRequired[int | None]
+    recallRatePerMinute: NotRequired[int | None]
 
 
 class TokenRotate(TypedDict, total=False):
