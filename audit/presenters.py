@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 from django.core.exceptions import ObjectDoesNotExist
 from django.utils.safestring import SafeString
 
-from audit.models import AuditEvent
+from audit.models import AuditEvent, EventType
 from portal.models import Workspace
 from portal.registry import registry_put
 
@@ -244,3 +244,44 @@ def presented_types() -> frozenset[str]:
 def summary(event: AuditEvent) -> str:
     """The list's one line about an event."""
     return presenter_for(event.type).summary(event, payload_of(event))
+
+
+# --- the type filter ---------------------------------------------------------------------------
+
+E = EventType
+# The audit trail's type filter offers the event types in these groups, in this order, each
+# under its presenter's title. Every event type is in one group (a test checks).
+TYPE_GROUPS: tuple[tuple[str, tuple[EventType, ...]], ...] = (
+    ("Policies", (E.WORKSPACE_POLICY_SET, E.WORKLOAD_POLICY_SET, E.LAYOUT_CONFIG_SET)),
+    ("Contexts", (E.ASSEMBLED, E.COMPACTED)),
+    ("Memories", (E.MEMORY_CHANGED, E.MEMORY_ERASED)),
+    (
+        "Maintenance",
+        (
+            E.MAINTENANCE_EXECUTED, E.MAINTENANCE_PREVIEWED, E.MAINTENANCE_REVERTED,
+            E.ARCHIVE_RESTORED, E.LIFECYCLE_SETTINGS_SET,
+        ),
+    ),
+    (
+        "Workspace and workloads",
+        (
+            E.WORKSPACE_RENAMED, E.WORKSPACE_SETTINGS_SET, E.WORKLOAD_CREATED,
+            E.WORKLOAD_UPDATED, E.WORKLOAD_ARCHIVED, E.WORKLOAD_DELETED,
+        ),
+    ),
+    (
+        "Tokens and members",
+        (
+            E.TOKEN_ISSUED, E.TOKEN_ROTATED, E.TOKEN_REVOKED,
+            E.MEMBER_ADDED, E.MEMBER_ROLE_CHANGED, E.MEMBER_REMOVED,
+        ),
+    ),
+)  # fmt: skip
+
+
+def type_groups() -> list[tuple[str, list[tuple[str, str]]]]:
+    """The type filter's choices: (group, [(event type, its title)])."""
+    return [
+        (group, [(str(type), presenter_for(type).title) for type in types])
+        for group, types in TYPE_GROUPS
+    ]

@@ -12,12 +12,12 @@ audit; they link to other apps' pages by URL name only.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, QueryDict, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -25,9 +25,11 @@ from django.views.decorators.http import require_GET
 from django_htmx.http import push_url
 
 from audit.exports import csv_lines, jsonl_lines
+from audit.filtersets import EventTypesField
 from audit.keys import signing_key
+from audit.memory_events import memory_relation
 from audit.models import AuditEvent, EventType
-from audit.presenters import Shown, payload_of, presenter_for
+from audit.presenters import Shown, payload_of, presenter_for, type_groups
 from audit.selectors import audit_events
 from audit.services import audit_chain_check
 from portal.errors import ValidationFailed
@@ -35,31 +37,48 @@ from portal.http import HtmxHttpRequest
 from portal.pages import workspace_page
 
 PAGE_SIZE = 50
-FILTER_FIELDS = ("type", "workload", "actor", "environment", "author", "since", "until", "memory")
+FILTER_FIELDS = ("workload", "actor", "environment", "author", "since", "until", "memory")
 
 
 def _filter_query(request: HttpRequest) -> str:
-    """The current filters as a query string, without the page number."""
-    params = request.GET.copy()
-    params.pop("page", None)
-    for key in list(params):
-        if not params.get(key):
-            params.pop(key)
+    """The current filters as a query string, without the page number or empty values (a
+    repeated filter, the types, keeps each of its values)."""
+    params = QueryDict(mutable=True)
+    for key, values in request.GET.lists():
+        kept = [value for value in values if value]
+        if key != "page" and kept:
+            params.setlist(key, kept)
     return params.urlencode()
+
+
+def _chosen_types(request: HttpRequest) -> list[str]:
+    """The types asked for, read as the filter reads them (repeated or comma-separated)."""
+    return EventTypesField().to_python(request.GET.getlist("type"))
 
 
 # --- the list --------------------------------------------------------------------------------
 
 
-def _row(event: AuditEvent, workloads: dict[Any, str]) -> tuple[AuditEvent, str | None, str, str]:
-    """An event as the list shows it: the event, its workload's name, its summary and the
-    summary's tooltip."""
+class Row(NamedTuple):
+    """An event as the list shows it."""
+
+    event: AuditEvent
+    workload: str | None  # its workload's name
+    title: str  # its type, in words
+    summary: str
+    hint: str  # the summary's tooltip
+    relation: str  # filtered by a memory: how the event concerns it ("in a context", "changed")
+
+
+def _row(event: AuditEvent, workloads: dict[Any, str], memory: bool) -> Row:
     presenter, payload = presenter_for(event.type), payload_of(event)
-    return (
+    return Row(
         event,
         workloads.get(event.workload_id),
+        presenter.title,
         presenter.summary(event, payload),
         presenter.row_hint(event, payload),
+        memory_relation(event) if memory else "",
     )
 
 
@@ -73,17 +92,27 @@ def events(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     try:
         queryset = audit_events(workspace=workspace, filters=request.GET)
     except ValidationFailed as exc:
-        filter_errors = exc.details["fields"]
+        filter_errors = dict(exc.details["fields"])
         queryset = AuditEvent.objects.none()
+    chosen = _chosen_types(request)
+    known = set(EventType.values)
+    if "type" in filter_errors:
+        # The API's message lists every code; the page offers them as boxes to tick instead.
+        unknown = ", ".join(f"“{t}”" for t in dict.fromkeys(chosen) if t not in known)
+        filter_errors["type"] = f"Not an event type: {unknown}. Tick the types in the list."
     page = Paginator(queryset, PAGE_SIZE).get_page(request.GET.get("page"))
     query = _filter_query(request)
+    memory = bool(request.GET.get("memory")) and not filter_errors
     context = {
         **access.context(),
         "page": page,
-        "rows": [_row(e, workloads) for e in page.object_list],
+        "rows": [_row(e, workloads, memory) for e in page.object_list],
+        "by_memory": memory,
         "filters": {name: request.GET.get(name, "") for name in FILTER_FIELDS},
         "filter_errors": filter_errors,
-        "types": EventType.choices,
+        "type_groups": type_groups(),
+        "chosen_types": set(chosen),
+        "chosen_titles": [presenter_for(t).title for t in dict.fromkeys(chosen) if t in known],
         "workloads": sorted(workloads.items(), key=lambda item: item[1]),
         "environments": list(workspace.environments.values_list("slug", flat=True)),
         "query": query,
@@ -94,7 +123,8 @@ def events(request: HtmxHttpRequest, slug: str) -> HttpResponse:
         # htmx would push every empty filter field into the address bar; push the clean URL.
         number = f"page={page.number}" if page.number > 1 else ""
         clean = "&".join(part for part in (query, number) if part)
-        response = render(request, "audit/_results.html", context)
+        # The picker's summary (outside the fragment) follows the types ticked.
+        response = render(request, "audit/_results.html", {**context, "oob": True})
         return push_url(response, f"{request.path}?{clean}" if clean else request.path)
     return render(request, "audit/events.html", context, status=400 if filter_errors else 200)
 

@@ -1,8 +1,10 @@
 """How the audit pages show the events maintenance records: runs executed or previewed (sweep,
 mode, status, counts, archive), the lifecycle settings saved (setting by setting, in the
-settings' own words and units), a retention archive restored, a run reverted.
+settings' own words and units), a retention archive restored, a run reverted; and which of
+them belong to a memory's history (the runs that changed it, the reverts that put it back).
 
-Registered with ``audit.presenters`` when the app is ready (``MaintenanceConfig.ready``).
+Registered with ``audit.presenters`` and ``audit.memory_events`` when the app is ready
+(``MaintenanceConfig.ready``).
 """
 
 from __future__ import annotations
@@ -10,10 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from django.db.models import QuerySet
 from django.urls import reverse
 from django.utils.dateparse import parse_datetime
 from django.utils.safestring import SafeString
 
+from audit.memory_events import memory_events_register
 from audit.models import AuditEvent, EventType
 from audit.presenters import (
     Change,
@@ -28,9 +32,11 @@ from audit.presenters import (
     quoted,
 )
 from maintenance.lifecycle import SETTINGS_BY_NAME
+from maintenance.models import MaintenanceItem, Outcome, RevertOutcome
 from maintenance.reverts import SKIP_REASONS
 from maintenance.words import STATUS_BADGES, SWEEP_TITLES, setting_value
 from policies import labels
+from portal.models import Workspace
 
 
 def _run_link(slug: str, pk: Any) -> str:
@@ -232,3 +238,19 @@ class RevertPresenter(Presenter):
                 )
             )
         return facts
+
+
+# --- a memory's history ---------------------------------------------------------------------
+
+
+@memory_events_register
+def run_events_of_memory(workspace: Workspace, memory_id: int) -> list[QuerySet[Any]]:
+    """The events of the runs that changed the memory, and of the reverts that put it back
+    (the runs' items name every memory; the events' id lists stop at a thousand)."""
+    items = MaintenanceItem.objects.filter(run__workspace=workspace, memory_id=memory_id)
+    return [
+        items.filter(outcome=Outcome.APPLIED, run__event_id__isnull=False).values("run__event_id"),
+        items.filter(
+            revert_outcome=RevertOutcome.REVERTED, run__revert_event_id__isnull=False
+        ).values("run__revert_event_id"),
+    ]

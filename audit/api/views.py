@@ -12,7 +12,16 @@ from portal.access import workspace_for
 from portal.api.views import WORKSPACE_PARAM, ApiView, filter_parameters
 from portal.errors import NotFoundError
 
-FILTER_PARAMS = filter_parameters(AuditEventFilterSet)
+FILTER_PARAMS = filter_parameters(
+    AuditEventFilterSet,
+    {
+        "type": "Events of any of these types: repeat the parameter (type=a&type=b) or list "
+        "them with commas (type=a,b). An unknown type is a 400 naming the event types.",
+        "memory": "A memory's history: the context.assembled events that carried it and the "
+        "events that changed it (memory.changed, memory.erased, the maintenance runs that "
+        "changed it and their reverts that put it back).",
+    },
+)
 
 
 class AuditEventListView(ApiView):

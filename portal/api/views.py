@@ -34,7 +34,13 @@ def filter_parameters(
     parameters = []
     for name, field in filterset.base_filters.items():
         schema: dict[str, Any]
-        if isinstance(field, django_filters.ChoiceFilter):  # noqa: TID251 (any subclass)
+        extra: dict[str, Any] = {}
+        if isinstance(field, django_filters.MultipleChoiceFilter):
+            # Repeated (?type=a&type=b): each value one of the choices.
+            choices = [str(v) for v, _ in field.extra["choices"]]
+            schema = {"type": "array", "items": {"type": "string", "enum": choices}}
+            extra = {"style": "form", "explode": True}
+        elif isinstance(field, django_filters.ChoiceFilter):  # noqa: TID251 (any subclass)
             schema = {"type": "string", "enum": ["", *(str(v) for v, _ in field.extra["choices"])]}
         elif isinstance(field, django_filters.UUIDFilter):
             schema = _or_empty({"type": "string", "format": "uuid"})
@@ -51,7 +57,7 @@ def filter_parameters(
         else:
             schema = {"type": "string"}
         description = (descriptions or {}).get(name, f"Filter by {name}.")
-        parameters.append(OpenApiParameter(name, schema, description=description))
+        parameters.append(OpenApiParameter(name, schema, description=description, **extra))
     return parameters
 
 
