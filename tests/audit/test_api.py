@@ -272,3 +272,48 @@ class AuditWorkspaceParameterTests:
         response = viewer.session().get(EVENTS_URL, {"workspace": "team-b"})
 
         error_of(response, 404, "NOT_FOUND")
+
+
+class AuditEventTypesFilterTests:
+    def test_a_repeated_type_lists_events_of_any_of_them(self, viewer, trail):
+        response = viewer.api().get(EVENTS_URL, {"type": ["context.assembled", "workload.created"]})
+
+        assert ids(response) == [trail[name].pk for name in ("grace", "ada", "created")]
+
+    def test_a_comma_list_of_types_reads_the_same(self, viewer, trail):
+        response = viewer.api().get(EVENTS_URL, {"type": "context.assembled, workload.created"})
+
+        assert ids(response) == [trail[name].pk for name in ("grace", "ada", "created")]
+
+    def test_an_empty_type_filters_nothing(self, viewer, trail):
+        assert viewer.api().get(EVENTS_URL, {"type": ""}).json()["count"] == len(trail)
+
+    def test_an_unknown_type_is_a_400_naming_it_and_the_valid_ones(self, viewer, trail):
+        response = viewer.api().get(EVENTS_URL, {"type": ["context.assembled", "the floor"]})
+
+        error = error_of(response, 400, "INVALID_REQUEST")
+        message = error["details"]["fields"]["type"]
+        assert message.startswith("Not an event type: the floor. The event types are: ")
+        assert all(value in message for value in EventType.values)
+
+    def test_another_workspace_stays_out_of_reach_whatever_the_types(
+        self, viewer, outsider, trail, workload_b
+    ):
+        types = {"type": ["context.assembled", "workload.created"]}
+
+        error_of(viewer.api().get(EVENTS_URL, {**types, "workspace": "team-b"}), 404)
+        error_of(viewer.session().get(EVENTS_URL, {**types, "workspace": "team-b"}), 404)
+        theirs = outsider.api().get(EVENTS_URL, types).json()["results"]
+        assert [(event["workspace"], event["type"]) for event in theirs] == [
+            ("team-b", "workload.created")
+        ]
+
+    def test_the_schema_documents_a_repeatable_type(self, viewer):
+        schema = viewer.api().get("/v1/schema/", {"format": "json"}).json()
+        operation = schema["paths"]["/v1/audit/events/"]["get"]
+
+        [parameter] = [p for p in operation["parameters"] if p["name"] == "type"]
+        assert parameter["schema"]["type"] == "array"
+        assert set(parameter["schema"]["items"]["enum"]) == set(EventType.values)
+        assert parameter.get("explode", True) and parameter.get("style", "form") == "form"
+        assert "type=a&type=b" in parameter["description"]

@@ -14,6 +14,7 @@ from django.test import Client
 from django.urls import reverse
 
 from audit.models import AuditEvent, EventType
+from audit.presenters import presenter_for, type_groups
 from audit.services import audit_event_record
 from console.views import volume_chart
 from policies.services import workload_policy_save
@@ -167,6 +168,83 @@ class AuditListPageTests:
             assert client.get(events_url()).status_code == 200
         with django_assert_num_queries(8):  # the fragment has no nav
             assert client.get(events_url(type="context.assembled", page=2), **HTMX)
+
+
+@pytest.mark.django_db
+class TypeFilterPageTests:
+    def test_every_event_type_is_offered_once_under_its_presenters_title(self):
+        offered = [(value, title) for _, types in type_groups() for value, title in types]
+
+        assert sorted(value for value, _ in offered) == sorted(EventType.values)
+        assert all(title == presenter_for(value).title for value, title in offered)
+        assert ("context.workspace_policy_set", "Operator floor saved") in offered
+
+    def test_the_page_offers_the_types_as_boxes_in_words(self, viewer):
+        html = client_for(viewer).get(events_url()).content.decode()
+
+        assert "<legend>Policies</legend>" in html
+        assert (
+            '<input type="checkbox" name="type" value="context.workspace_policy_set"> '
+            "Operator floor saved</label>"
+        ) in html
+        assert 'id="type-summary">any type</span>' in html
+
+    def test_two_types_list_both_kinds_keep_their_boxes_ticked_and_reach_the_export(
+        self, viewer, workspace_a, workload_a
+    ):
+        assembled(workspace_a, workload_a, n=2)
+        client = client_for(viewer)
+        query = "type=context.assembled&type=workload.created"
+
+        response = client.get(f"{events_url()}?{query}")
+
+        assert sorted({row.event.type for row in response.context["rows"]}) == [
+            "context.assembled",
+            "workload.created",
+        ]
+        html = response.content.decode()
+        assert 'value="context.assembled" checked> Context assembled' in html
+        assert 'value="workload.created" checked> Workload created' in html
+        assert 'value="token.issued">' in html
+        assert 'id="type-summary">Context assembled, Workload created</span>' in html
+        assert f"export.csv?{query.replace('&', '&amp;')}" in html
+        export = client.get(reverse("audit:export-jsonl", args=["team-a"]) + f"?{query}")
+        lines = b"".join(export.streaming_content).decode().splitlines()
+        assert sorted(json.loads(line)["type"] for line in lines) == [
+            "context.assembled",
+            "context.assembled",
+            "workload.created",
+        ]
+
+    def test_the_pages_keep_every_type_chosen(self, viewer, workspace_a, workload_a):
+        assembled(workspace_a, workload_a, n=55)
+        html = (
+            client_for(viewer)
+            .get(f"{events_url()}?type=context.assembled&type=workload.created&type=")
+            .content.decode()
+        )
+
+        assert 'href="?type=context.assembled&amp;type=workload.created&amp;page=2"' in html
+
+    def test_htmx_updates_the_pickers_summary_with_the_results(self, viewer):
+        response = client_for(viewer).get(events_url(type="context.workspace_policy_set"), **HTMX)
+
+        html = response.content.decode()
+        assert 'id="type-summary" hx-swap-oob="true">Operator floor saved</span>' in html
+        assert response["HX-Push-Url"] == "/w/team-a/audit/?type=context.workspace_policy_set"
+
+    def test_an_unknown_type_is_named_next_to_the_picker(self, viewer):
+        response = client_for(viewer).get(events_url(type="the-floor"))
+
+        assert response.status_code == 400
+        html = response.content.decode()
+        assert "Not an event type: “the-floor”. Tick the types in the list." in html
+        assert '<details class="filter-fields type-picker" open>' in html
+        export = client_for(viewer).get(
+            reverse("audit:export-csv", args=["team-a"]) + "?type=the-floor"
+        )
+        assert export.status_code == 400
+        assert "Not an event type: the-floor." in export.content.decode()
 
 
 @pytest.mark.django_db

@@ -183,15 +183,18 @@ class InjectionsOfAMemoryTests:
         path = schema["paths"]["/v1/memory/memories/{memory_id}/injections"]
         assert "get" in path
 
-    def test_the_audit_filter_lists_the_same_events(self, editor, viewer, workload_a, four):
+    def test_the_audit_filter_lists_the_same_contexts_and_its_changes(
+        self, editor, viewer, workload_a, four
+    ):
         recall(editor, workload_a)
         memory_set_status(memory=four[1], status="suppressed", author="system:test")
+        suppressed = AuditEvent.objects.filter(type=EventType.MEMORY_CHANGED).latest("id")
         recall(editor, workload_a)
 
         events = assembled_events(editor.workspace)
         api = viewer.api().get("/v1/audit/events/", {"memory": four[1].pk})
         assert api.status_code == 200, api.content
-        assert [e["id"] for e in api.json()["results"]] == [events[0].pk]
+        assert [e["id"] for e in api.json()["results"]] == [suppressed.pk, events[0].pk]
         page = client_for(viewer).get(
             reverse("audit:events", args=[editor.workspace.slug]), {"memory": four[1].pk}
         )
