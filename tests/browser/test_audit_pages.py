@@ -19,6 +19,7 @@ from policies import labels
 from policies.services import workload_policy_save, workload_update, workspace_store_queries_set
 from recall.erasure import actor_erase
 from recall.services import memory_update
+from tests.browser.pages import a_recalled_memory, wider_than_the_screen
 from tests.helpers import QUERY
 from tests.recall import factories
 
@@ -70,8 +71,9 @@ class AuditTrailTests:
         login(page, "vera", "pw-vera")
         page.goto(f"{live_server.url}/w/team-a/audit/")
         page.locator("#chain").get_by_text("chain intact").wait_for()
-        page.get_by_label("Workload").select_option(label="support-bot")
-        page.get_by_label("Type").select_option("context.workload_policy_set")
+        page.get_by_label("Workload", exact=True).select_option(label="support-bot")
+        page.get_by_text("Event types:").click()
+        page.get_by_label("Workload policy saved").check()
         page.wait_for_url("**?type=context.workload_policy_set&workload=*")
         expect(page.locator("table.events tbody tr")).to_have_count(1)
         expect(page.locator("#results")).to_contain_text(
@@ -207,6 +209,92 @@ class AuditTrailTests:
         )
         assert again.payload["memoryIds"] == event.payload["memoryIds"]
         shot(page, "audit-event-sandbox-prefilled")
+
+
+class TypeFilterTests:
+    def test_two_types_picked_in_words_list_both_kinds_kept_in_the_url_and_the_export(
+        self, page, live_server, login, viewer, workspace_a, workload_a, shot
+    ):
+        workload_policy_save(
+            workload=workload_a,
+            environment="prod",
+            document={"confidenceMin": 0.3},
+            author="user:eddie",
+            comment="Only confident memories",
+        )
+        recall_events(workspace_a, workload_a, 2)
+        login(page, "vera", "pw-vera")
+        page.goto(f"{live_server.url}/w/team-a/audit/")
+        picker = page.locator("details.type-picker")
+        expect(picker).not_to_have_attribute("open", "")
+        page.get_by_text("Event types:").click()
+        expect(picker.locator("legend")).to_have_text(
+            ["Policies", "Contexts", "Memories", "Maintenance", "Workspace and workloads",
+             "Tokens and members"]
+        )  # fmt: skip
+        page.get_by_label("Operator floor saved").check()
+        page.wait_for_url("**/audit/?type=context.workspace_policy_set")
+        page.get_by_label("Context assembled").check()
+        page.wait_for_url("**/audit/?type=context.workspace_policy_set&type=context.assembled")
+
+        rows = page.locator("table.events tbody tr")
+        expect(rows).to_have_count(3)
+        expect(page.locator("table.events td.type a")).to_have_text(
+            ["Context assembled", "Context assembled", "Operator floor saved"]
+        )
+        expect(page.locator("#type-summary")).to_have_text(
+            "Operator floor saved, Context assembled"
+        )
+        shot(page, "audit-types-1280")
+
+        # The URL keeps the choice: opened again, the picker (folded, so that the events
+        # come first) names the types, and the same boxes are ticked, the rest not.
+        page.goto(page.url)
+        expect(page.locator("#type-summary")).to_have_text(
+            "Operator floor saved, Context assembled"
+        )
+        expect(picker).not_to_have_attribute("open", "")
+        page.get_by_text("Event types:").click()
+        expect(page.get_by_label("Operator floor saved")).to_be_checked()
+        expect(page.get_by_label("Context assembled")).to_be_checked()
+        expect(page.get_by_label("Workload policy saved")).not_to_be_checked()
+        expect(rows).to_have_count(3)
+
+        with page.expect_download() as info:
+            page.get_by_role("link", name="CSV", exact=True).click()
+        exported = list(
+            csv.DictReader(io.StringIO(open(info.value.path(), encoding="utf-8").read()))
+        )
+        assert [row["type"] for row in exported] == [
+            "context.assembled",
+            "context.assembled",
+            "context.workspace_policy_set",
+        ]
+
+        # Unticking one narrows the list again; on a phone the picker fits the screen.
+        page.get_by_label("Context assembled").uncheck()
+        page.wait_for_url("**/audit/?type=context.workspace_policy_set")
+        expect(rows).to_have_count(1)
+        page.set_viewport_size({"width": 390, "height": 844})
+        assert wider_than_the_screen(page) == []
+        shot(page, "audit-types-390")
+
+    def test_a_memory_s_history_labels_its_contexts_and_its_changes(
+        self, page, live_server, login, editor, viewer, workload_a, shot
+    ):
+        memory, _ = a_recalled_memory(editor, workload_a)
+        memory_update(memory=memory, changes={"sensitivity": "confidential"}, author="user:eddie")
+        login(page, "vera", "pw-vera")
+        page.goto(f"{live_server.url}/w/team-a/audit/?memory={memory.pk}")
+
+        expect(page.locator("table.events td.relation")).to_have_text(["changed", "in a context"])
+        expect(page.locator("table.events td.type a")).to_have_text(
+            ["Memories changed", "Context assembled"]
+        )
+        shot(page, "audit-memory-history-1280")
+        page.set_viewport_size({"width": 390, "height": 844})
+        assert wider_than_the_screen(page) == []
+        shot(page, "audit-memory-history-390")
 
 
 class PolicyEventPageTests:

@@ -51,9 +51,10 @@ def test_no_page_breaks_the_policy(page, live_server, login, operator, editor, w
     # htmx still works (the audit filters swap the results), and so does the portal's own
     # script (the workspace switcher navigates).
     page.goto(f"{live_server.url}/w/{slug}/audit/")
-    page.get_by_label("Type").select_option("context.assembled")
+    page.get_by_text("Event types:").click()
+    page.get_by_label("Context assembled").check()
     expect(page).to_have_url(f"{live_server.url}/w/{slug}/audit/?type=context.assembled")
-    page.get_by_label("Workspace").select_option("team-c")
+    page.get_by_label("Workspace", exact=True).select_option("team-c")
     expect(page).to_have_url(f"{live_server.url}/w/team-c/")
     shot(page, "csp-switched-workspace")
     assert violations == []
@@ -101,7 +102,8 @@ def test_clicking_through_the_htmx_forms_reports_no_violation(
     page.wait_for_load_state("networkidle")
 
     page.goto(f"{live_server.url}/w/{slug}/audit/")
-    page.get_by_label("Type").select_option("context.assembled")
+    page.get_by_text("Event types:").click()
+    page.get_by_label("Context assembled").check()
     expect(page).to_have_url(f"{live_server.url}/w/{slug}/audit/?type=context.assembled")
     page.wait_for_load_state("networkidle")
 
