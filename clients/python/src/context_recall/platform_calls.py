@@ -417,7 +417,8 @@ def list_audit_events(
     workspace: str | None = None,
 ) -> Call[m.Page[m.AuditEvent]]:
     """One page of the audit trail, newest first, filtered (``since``/``until``: ISO 8601;
-    ``memory``: the recalls that carried it)."""
+    ``type``: one event type, or several separated by commas; ``memory``: its history, the
+    recalls that carried it and the events that changed it)."""
     params = {
         "workspace": workspace,
         "type": type,
