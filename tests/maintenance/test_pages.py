@@ -444,7 +444,7 @@ class MemoryPageTests:
         assert "Decay score 0.487" in text  # exp(-0.01 × 72)
         assert "Promotion score" in text and "of 0.7 needed" in text
         assert "Turns stale" in text
-        assert "Under the default lifecycle settings (never changed)." in text
+        assert "Under the default lifecycle settings (never changed)" in text
 
     def test_the_memory_page_lists_the_runs_that_changed_it_and_not_previews(
         self, viewer, workspace_a, expired
