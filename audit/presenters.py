@@ -253,7 +253,7 @@ E = EventType
 # under its presenter's title. Every event type is in one group (a test checks).
 TYPE_GROUPS: tuple[tuple[str, tuple[EventType, ...]], ...] = (
     ("Policies", (E.WORKSPACE_POLICY_SET, E.WORKLOAD_POLICY_SET, E.LAYOUT_CONFIG_SET)),
-    ("Contexts", (E.ASSEMBLED, E.COMPACTED)),
+    ("Contexts and sessions", (E.ASSEMBLED, E.SESSION_STARTED, E.SESSION_ENDED, E.COMPACTED)),
     ("Memories", (E.MEMORY_CHANGED, E.MEMORY_ERASED)),
     (
         "Maintenance",

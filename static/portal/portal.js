@@ -61,7 +61,10 @@
   function markPreviewStale(event) {
     var field = event.target;
     if (!(field instanceof Element) || field.hasAttribute("data-preview-ignore")) return;
-    var form = field.form || field.closest("form");
+    markFormStale(field.form || field.closest("form"));
+  }
+
+  function markFormStale(form) {
     var target = form && form.getAttribute("data-preview");
     var box = target && document.getElementById(target);
     if (!box) return;
@@ -73,6 +76,23 @@
       var note = preview.querySelector(".stale-note");
       if (note) note.textContent = note.getAttribute("data-text") || "Out of date.";
     });
+  }
+
+  // What a preview describes: the form's values when its request left, less the fields that
+  // do not change it. A preview that arrives after further edits is marked out of date at once.
+  function previewState(form) {
+    var data = new FormData(form);
+    form.querySelectorAll("[data-preview-ignore][name]").forEach(function (field) {
+      data.delete(field.getAttribute("name"));
+    });
+    return new URLSearchParams(data).toString();
+  }
+
+  function previewForm(event) {
+    var elt = event.detail && event.detail.elt;
+    if (!(elt instanceof Element)) return null;
+    var form = elt.matches("form") ? elt : elt.form || elt.closest("form");
+    return form && form.hasAttribute("data-preview") ? form : null;
   }
 
   // "Set to the floor's value" on a workload axis in error: the axis's inputs are replaced by
@@ -117,6 +137,17 @@
   document.addEventListener("change", markPreviewStale);
   document.addEventListener("htmx:load", function (event) { showCopyButtons(event.target); });
   document.addEventListener("htmx:afterSettle", followErrorSlots);
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    var form = previewForm(event);
+    if (form) form.previewSent = previewState(form);
+  });
+  document.addEventListener("htmx:afterSettle", function () {
+    document.querySelectorAll("form[data-preview]").forEach(function (form) {
+      if (form.previewSent !== undefined && form.previewSent !== previewState(form)) {
+        markFormStale(form);
+      }
+    });
+  });
 
   document.addEventListener("DOMContentLoaded", function () {
     showCopyButtons(document);

@@ -229,8 +229,8 @@ class TypeFilterTests:
         expect(picker).not_to_have_attribute("open", "")
         page.get_by_text("Event types:").click()
         expect(picker.locator("legend")).to_have_text(
-            ["Policies", "Contexts", "Memories", "Maintenance", "Workspace and workloads",
-             "Tokens and members"]
+            ["Policies", "Contexts and sessions", "Memories", "Maintenance",
+             "Workspace and workloads", "Tokens and members"]
         )  # fmt: skip
         page.get_by_label("Operator floor saved").check()
         page.wait_for_url("**/audit/?type=context.workspace_policy_set")

@@ -70,12 +70,13 @@ class WorkloadPolicyFormTests:
         assert saved.document == {"sensitivityCeiling": "internal"}
 
         page.get_by_role("link", name="Audit trail", exact=True).click()
-        page.get_by_label("Type").select_option("context.workload_policy_set")
+        page.get_by_text("Event types:").click()
+        page.get_by_label("Workload policy saved").check()
         page.wait_for_url("**?type=context.workload_policy_set")
         expect(page.locator("table.events tbody tr")).to_have_count(1)
         expect(page.locator("#results")).to_contain_text("Support sees internal only")
         shot(page, "audit-trail-filtered")
-        page.locator("table.events").get_by_role("link", name="context.workload_policy_set").click()
+        page.locator("table.events").get_by_role("link", name="Workload policy saved").click()
         page.get_by_role("heading", name="Workload policy version 1").wait_for()
         assert page.locator("table.diff").get_by_text("sensitivityCeiling").is_visible()
         shot(page, "audit-event-policy")
@@ -186,6 +187,28 @@ class FloorSaveTests:
 
 
 class WorkloadImpactTests:
+    def test_a_preview_that_arrives_after_more_edits_says_it_is_out_of_date(
+        self, page, live_server, login, editor, workspace_a, workload_a
+    ):
+        factories.memories(workspace_a, {"content": "fact 1", "memory_type": "fact"})
+        login(page, "eddie", "pw-eddie")
+        page.goto(f"{live_server.url}/w/team-a/workloads/{workload_a.pk}/policy/?environment=prod")
+        impact = page.locator("#impact")
+        expect(impact).to_contain_text("Change an axis")
+        # A slow network: the check's answer comes back after the next edit.
+        cdp = page.context.new_cdp_session(page)
+        cdp.send("Network.enable")
+        cdp.send(
+            "Network.emulateNetworkConditions",
+            {"offline": False, "latency": 1500, "downloadThroughput": -1, "uploadThroughput": -1},
+        )
+        budget = page.locator("#axis-totalTokenBudget")
+        budget.get_by_label("Set for this workload").check()  # its check leaves now
+        budget.get_by_label("totalTokenBudget").fill("3000")  # typed while it travels
+        expect(impact).not_to_contain_text("Change an axis", timeout=15000)  # it arrived
+
+        expect(impact.locator(".stale-note")).to_contain_text("Out of date")
+
     def test_narrowing_a_workload_says_what_it_takes_out_of_recall_before_saving(
         self, page, live_server, login, editor, workspace_a, workload_a, shot
     ):

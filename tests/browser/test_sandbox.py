@@ -159,7 +159,8 @@ class SandboxRequestBrowserTests:
         error = page.locator("#query-err")
         error.wait_for()
         assert error.inner_text().startswith("Enter a query:")
-        assert page.get_by_label("Query").get_attribute("aria-invalid") == "true"
+        # Marked once htmx has settled the swap (portal.js follows the error slots then).
+        expect(page.get_by_label("Query")).to_have_attribute("aria-invalid", "true")
         assert page.locator("#sandbox-result").count() == 0
         assert not AuditEvent.objects.filter(type=EventType.ASSEMBLED).exists()
         shot(page, "sandbox-empty-query")
