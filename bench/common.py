@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import sys
@@ -16,13 +17,38 @@ PUBLISHED = ROOT / "bench" / "results"
 RESULTS = PUBLISHED / "latest"
 SHARED_BUFFERS = "6GB"
 
+# The embedders a dataset can be generated with (``generate.py --embedder``), as
+# RECALL_EMBEDDER names them: the portal's default, all-MiniLM-L6-v2 on onnxruntime, or the
+# clustered stand-in (``bench/embedder.py``) the datasets were made with before it. A dataset
+# records its embedder (``embedder`` in ``bench/data/<label>.json``; a record without one is
+# a clustered dataset) and every benchmark on it embeds its queries with the same one.
+EMBEDDERS = {"minilm-onnx": "minilm-onnx", "cluster": "bench.embedder.ClusterEmbedder"}
+DEFAULT_EMBEDDER = "minilm-onnx"
 
-def configure(size_label: str) -> Path:
-    """Point Django at this dataset's own embedded server and the benchmark embedder."""
+
+def dataset_embedder(info: dict[str, object]) -> str:
+    """The embedder a dataset's record names (``cluster`` for a record older than the key)."""
+    return str(info.get("embedder", "cluster"))
+
+
+def configure(size_label: str, *, embedder: str | None = None) -> Path:
+    """Point Django at this dataset's own embedded server and the embedder its rows were
+    embedded with: the one its record names, else ``embedder`` (a dataset about to be
+    generated), else the default. A dataset generated with another embedder than
+    ``embedder`` is refused, never reused."""
     DATA.mkdir(parents=True, exist_ok=True)
     pgdata = DATA / f"pg-{size_label}"
-    os.environ["EMBEDDED_PGDATA"] = str(pgdata)
-    os.environ["RECALL_EMBEDDER"] = "bench.embedder.ClusterEmbedder"
+    marker = DATA / f"{size_label}.json"
+    recorded = dataset_embedder(json.loads(marker.read_text())) if marker.exists() else None
+    if recorded is not None and embedder is not None and recorded != embedder:
+        raise SystemExit(
+            f"Dataset {size_label} ({marker.relative_to(ROOT)}) was embedded with {recorded},"
+            f" not {embedder}: remove {pgdata.relative_to(ROOT)} and {marker.name} to generate"
+            f" it again, or give the run another label (BENCH_LABEL)."
+        )
+    chosen = recorded or embedder or DEFAULT_EMBEDDER
+    os.environ["BENCH_EMBEDDER"] = chosen
+    os.environ["RECALL_EMBEDDER"] = EMBEDDERS[chosen]
     # Room for the table, the covering index and the HNSW graph of the 1M dataset (~5 GB) on
     # this 24 GB machine; without it every recall reads its vectors from the OS page cache.
     os.environ.setdefault("EMBEDDED_PG_SHARED_BUFFERS", SHARED_BUFFERS)

@@ -1,6 +1,12 @@
 """Generate a realistic benchmark dataset and load it fast with binary COPY.
 
-    python bench/generate.py --memories 100000 [--large-actor 100000]
+    python bench/generate.py --memories 100000 [--large-actor 100000] [--embedder cluster]
+
+Each memory's vector comes from ``--embedder``: ``minilm-onnx`` (the default, the portal's
+own: the memory's text embedded by all-MiniLM-L6-v2 on onnxruntime, ~4 ms a memory on one
+core) or ``cluster`` (``bench/embedder.py``'s clustered stand-in, instant). The dataset's
+record (``bench/data/<label>.json``) names it, and a dataset of another embedder is refused,
+never reused (``bench.common.configure``).
 
 Typical actors hold 20-1,000 memories each with varied labels; the optional large actor
 holds ``--large-actor`` memories of which about 1.5% pass the ``large-selective`` workload's
@@ -18,7 +24,7 @@ from datetime import timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.common import configure  # noqa: E402
+from bench.common import DEFAULT_EMBEDDER, EMBEDDERS, configure  # noqa: E402
 
 SEGMENTS = ["memory"] * 6 + ["retrieval"] * 2 + ["tool_result", "system_policy"]
 LIFECYCLE = ["active"] * 17 + ["stale", "suppressed", "expired"]
@@ -29,9 +35,10 @@ def main() -> None:
     parser.add_argument("--memories", type=int, default=100_000)
     parser.add_argument("--large-actor", type=int, default=0)
     parser.add_argument("--label", default=None)
+    parser.add_argument("--embedder", choices=sorted(EMBEDDERS), default=DEFAULT_EMBEDDER)
     args = parser.parse_args()
     label = args.label or f"{args.memories // 1000}k"
-    pgdata = configure(label)
+    pgdata = configure(label, embedder=args.embedder)
     marker = pgdata.parent / f"{label}.json"
     if marker.exists():
         from django.core.management import call_command
@@ -39,10 +46,10 @@ def main() -> None:
         call_command("migrate", verbosity=0)  # the checkout's schema may have moved since
         print(f"dataset {label} already loaded: {marker.read_text()}")
         return
-    load(args.memories, args.large_actor, label, marker)
+    load(args.memories, args.large_actor, label, marker, args.embedder)
 
 
-def load(total: int, large: int, label: str, marker: Path) -> None:
+def load(total: int, large: int, label: str, marker: Path, embedder: str) -> None:
     from django.core.management import call_command
 
     from portal.db.roles import as_owner
@@ -51,10 +58,12 @@ def load(total: int, large: int, label: str, marker: Path) -> None:
     call_command("migrate", verbosity=0)
     # The load (COPY, indexes dropped and built, VACUUM) is the database owner's to do.
     with as_owner():
-        _load_as_owner(total, large, label, marker, started)
+        _load_as_owner(total, large, label, marker, started, embedder)
 
 
-def _load_as_owner(total: int, large: int, label: str, marker: Path, started: float) -> None:
+def _load_as_owner(
+    total: int, large: int, label: str, marker: Path, started: float, embedder_name: str
+) -> None:
     import numpy as np
     from django.db import connection
     from django.utils import timezone
@@ -64,6 +73,7 @@ def _load_as_owner(total: int, large: int, label: str, marker: Path, started: fl
     from policies import algebra, services
     from portal.models import Workspace
     from recall.models import Actor, MemoryRecord
+    from recall.runtime import embedder
 
     Workspace.objects.filter(slug="bench").exists() and sys.exit("workspace bench exists")
     workspace = services.workspace_create(slug="bench", name="Benchmark", author="bench")
@@ -99,6 +109,9 @@ def _load_as_owner(total: int, large: int, label: str, marker: Path, started: fl
     print(f"{len(plan)} actors; loading {total} memories", flush=True)
 
     C = centres(384)
+    model = embedder()  # the dataset's (configure set RECALL_EMBEDDER)
+    embed_seconds = 0.0
+    done = 0
     now = timezone.now()
     vocab = algebra.VOCABULARIES
     table = MemoryRecord._meta.db_table
@@ -122,7 +135,23 @@ def _load_as_owner(total: int, large: int, label: str, marker: Path, started: fl
         for actor, size in plan:
             is_large = actor.name == "large"
             topics = rng.integers(0, TOPICS, size)
-            vectors = noisy(C[topics], rng)
+            contents = [
+                f"topic-{topics[i]} note {i} about the customer's preferences and plans"
+                for i in range(size)
+            ]
+            # The clustered vectors are drawn as before (same seed, same dataset); the model
+            # embeds the texts themselves.
+            clustered = noisy(C[topics], rng)
+            t0 = time.perf_counter()
+            vectors = (
+                clustered
+                if embedder_name == "cluster"
+                else np.array(model.embed(contents), dtype=np.float32)
+            )
+            embed_seconds += time.perf_counter() - t0
+            if embedder_name != "cluster" and (done + size) // 10_000 > done // 10_000:
+                print(f"  embedded {done + size:,} of {total:,} ({embed_seconds:.0f}s)", flush=True)
+            done += size
             ages = rng.exponential(24 * 30, size)
             hits = rng.poisson(2, size)
             for i in range(size):
@@ -133,7 +162,7 @@ def _load_as_owner(total: int, large: int, label: str, marker: Path, started: fl
                     sensitivity = vocab["sensitivity"][min(3, int(rng.exponential(0.8)))]
                     lifecycle = LIFECYCLE[int(rng.integers(0, len(LIFECYCLE)))]
                     consent = vocab["consentPolicy"][int(rng.integers(0, 6))]
-                content = f"topic-{topics[i]} note {i} about the customer's preferences and plans"
+                content = contents[i]
                 created = now - timedelta(hours=float(ages[i]))
                 copy.write_row(
                     (
@@ -144,7 +173,7 @@ def _load_as_owner(total: int, large: int, label: str, marker: Path, started: fl
                         float(rng.uniform(0.2, 1.0)), sensitivity, consent,
                         SEGMENTS[int(rng.integers(0, len(SEGMENTS)))], lifecycle, True,
                         created, created, int(hits[i]), len(content) // 4 + 1,
-                        vectors[i], "bench-cluster-384",
+                        vectors[i], model.model_name,
                     )
                 )  # fmt: skip
     raw.commit() if not raw.autocommit else None
@@ -171,6 +200,9 @@ def _load_as_owner(total: int, large: int, label: str, marker: Path, started: fl
         "memories": total,
         "actors": len(plan),
         "largeActor": large,
+        "embedder": embedder_name,
+        "embeddingModel": model.model_name,
+        "embedSeconds": round(embed_seconds, 1),
         "typicalWorkload": str(typical.id),
         "selectiveWorkload": str(selective.id),
         "copySeconds": round(loaded - started, 1),

@@ -210,7 +210,7 @@ def ingestion(pgdata: Path, token: str, *, batches: int) -> dict[str, Any]:
     audit event and its embeddings. ``batches`` from one client, then as many from
     ``INGEST_CLIENTS`` clients at once, each importing for an actor of its own (the server
     has two workers). The memories are deleted afterwards."""
-    server = start_server(pgdata, embedder=None, port=INGEST_PORT)
+    server = start_server(pgdata, portal_embedder=True, port=INGEST_PORT)
     try:
         # the first batch of each client warms a worker, untimed
         one = _ingest_phase(token, batches=batches, clients=1, phase="a")

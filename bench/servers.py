@@ -43,23 +43,31 @@ if SERVER not in SERVERS:
 
 
 def start_server(
-    pgdata: Path, *, embedder: str | None = "bench.embedder.ClusterEmbedder", port: int = PORT
+    pgdata: Path,
+    *,
+    portal_embedder: bool = False,
+    port: int = PORT,
+    workers: int = 2,
+    extra_env: dict[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
-    """The server as the benchmark serves it; ``embedder=None``: the portal's default
-    embedder."""
+    """The server as the benchmark serves it, embedding with the dataset's embedder (the
+    ``RECALL_EMBEDDER`` ``bench.common.configure`` set) or, ``portal_embedder``, with the
+    portal's default; ``workers`` processes (``make serve``'s two by default)."""
     env = {
         **os.environ,
         "EMBEDDED_PGDATA": str(pgdata),
         "PYTHONPATH": str(ROOT),
         "LOG_LEVEL": "WARNING",
+        **(extra_env or {}),
     }
-    if embedder is not None:
-        env["RECALL_EMBEDDER"] = embedder
-    else:
+    if portal_embedder:
         env.pop("RECALL_EMBEDDER", None)
     bind = (["--host", "127.0.0.1", "--port", str(port)] if SERVER.startswith(("granian", "serve"))
             else ["-b", f"127.0.0.1:{port}"])  # fmt: skip
-    server = subprocess.Popen([sys.executable, *SERVERS[SERVER], *bind], cwd=ROOT, env=env)
+    command = list(SERVERS[SERVER])
+    flag = next(i for i, arg in enumerate(command) if arg in ("--workers", "-w"))
+    command[flag + 1] = str(workers)
+    server = subprocess.Popen([sys.executable, *command, *bind], cwd=ROOT, env=env)
     for _ in range(100):
         try:
             conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
@@ -102,10 +110,12 @@ def summary(latencies_ms: list[float], seconds: float) -> dict[str, float]:
 def http_run(
     token: str, base: dict[str, Any], jobs: list[tuple[str, str]], *, concurrency: int,
     seconds: float | None = None, before_each: Callable[[], None] | None = None,
-    latencies_kept: list[float] | None = None,
+    latencies_kept: list[float] | None = None, warm: bool = True,
 ) -> dict[str, Any]:  # fmt: skip
     """Latency and throughput of the recall endpoint; ``before_each`` runs untimed before every
-    request (concurrency 1 only); each latency is also appended to ``latencies_kept``."""
+    request (concurrency 1 only); each latency is also appended to ``latencies_kept``.
+    ``warm``: the first 20 jobs are sent once, untimed, first (off where every measured query
+    must be new to the server's query-vector cache)."""
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
     latencies: list[float] = []
     errors: list[int] = []
@@ -147,7 +157,7 @@ def http_run(
             del data
 
     # Warm both workers (connections, caches) before measuring.
-    for actor, query in jobs[:20]:
+    for actor, query in jobs[:20] if warm else []:
         c = http.client.HTTPConnection("127.0.0.1", PORT, timeout=30)
         c.request("POST", f"/v1/memory/actors/{actor}/recall",
                   json.dumps({**base, "query": query}), headers)  # fmt: skip
