@@ -47,6 +47,7 @@ def configure(size_label: str, *, embedder: str | None = None) -> Path:
             f" it again, or give the run another label (BENCH_LABEL)."
         )
     chosen = recorded or embedder or DEFAULT_EMBEDDER
+    os.environ["EMBEDDED_PGDATA"] = str(pgdata)
     os.environ["BENCH_EMBEDDER"] = chosen
     os.environ["RECALL_EMBEDDER"] = EMBEDDERS[chosen]
     # Room for the table, the covering index and the HNSW graph of the 1M dataset (~5 GB) on
