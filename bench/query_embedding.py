@@ -24,6 +24,7 @@ import platform
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -45,7 +46,7 @@ from recall.embedding_onnx import (  # noqa: E402
     _embed_chunk,
     _load_uncached,
 )
-from recall.query_vectors import QueryVectorCache  # noqa: E402
+from recall.query_vectors import CacheStats, QueryVectorCache  # noqa: E402
 
 CACHE_SIZE = 1024  # RECALL_QUERY_CACHE_SIZE's default
 
@@ -83,6 +84,20 @@ def timed(call: Any, texts: list[str], rounds: int) -> list[float]:
     return seconds
 
 
+def demo_week_replayed(
+    model: str, embed: Callable[[str], list[float]], size: int = CACHE_SIZE
+) -> tuple[list[str], CacheStats]:
+    """The recalls of the demo's week, in order, through a query-vector cache of ``size``:
+    their queries and the cache's counts."""
+    cache = QueryVectorCache(size)
+    recalls = [
+        step.query for step in week(demo_data(), now=datetime.now(UTC)) if isinstance(step, Recall)
+    ]
+    for query in recalls:
+        cache.vector(model, query, embed)
+    return recalls, cache.stats()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -109,13 +124,7 @@ def main() -> None:
         timed(lambda t: _embed_chunk(padded_load, [t]), texts, max(1, args.rounds // 5))
     )
 
-    cache = QueryVectorCache(CACHE_SIZE)
-    recalls = [
-        step.query for step in week(demo_data(), now=datetime.now(UTC)) if isinstance(step, Recall)
-    ]
-    for query in recalls:
-        cache.vector(embedder.model_name, query, lambda t: embedder.embed([t])[0])
-    stats = cache.stats()
+    recalls, stats = demo_week_replayed(embedder.model_name, lambda t: embedder.embed([t])[0])
 
     results = {
         "measuredAt": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),

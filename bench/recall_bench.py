@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import RESULTS, ROOT, configure, interpreter  # noqa: E402
+from bench.figures import install_size_added, ratio  # noqa: E402
 from bench.large_actor import BENCH_ROW, bench_rows_removed, large_rounds  # noqa: E402
 from bench.servers import (  # noqa: E402
     PORT,
@@ -82,6 +83,7 @@ def main() -> None:
     analyze_seconds = statistics_fresh()
     connection.close()
 
+    load_before = os.getloadavg()
     server = start_server(pgdata)
     try:
         results: dict[str, Any] = {
@@ -138,6 +140,18 @@ def main() -> None:
         results["typical"]["endpointC8"] = http_run(
             token, body, jobs, concurrency=8, seconds=args.seconds
         )
+        # The query's embedding: the endpoint with queries new to its cache against the bare
+        # read plus the bare embedding, in alternating rounds.
+        results["embedding"] = embedding_rounds(
+            token,
+            body,
+            [a for a, _ in jobs],
+            policy,
+            workload_id=str(typical.id),
+            workspace_id=workspace.pk,
+            names=names,
+            pk_by_name=pk_by_name,
+        )
         results["rowLevelSecurity"] = rls_cost(
             token,
             body,
@@ -190,6 +204,9 @@ def main() -> None:
         bench_rows_removed()
     if args.ingest_batches > 0:  # 0: a run of the recall cases alone
         results["ingestion"] = ingestion(pgdata, token, batches=args.ingest_batches)
+    results["queryCache"] = query_cache_replayed()
+    results["installSize"] = install_size_added()
+    results["machine"]["loadavg"] = {"before": load_before, "after": os.getloadavg()}
     results["ratios"] = ratios(results)
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / f"recall-{args.label}.json"
@@ -278,7 +295,7 @@ def _ingest_phase(token: str, *, batches: int, clients: int, phase: str) -> dict
         "batches": len(latencies),
         "clients": clients,
         "errors": len(errors),
-        "embedder": "the portal's default",
+        "embedder": "minilm-onnx, the portal's default",
         "perBatch": summary(latencies, seconds),
         "memoriesPerS": round(len(latencies) * INGEST_BATCH / seconds, 1),
     }
@@ -297,6 +314,80 @@ def ingested_removed() -> None:
             [kind, names],
         )
         cursor.execute("DELETE FROM recall_actor WHERE kind = %s AND name = ANY(%s)", [kind, names])
+
+
+EMBEDDING_ROUNDS = 5
+EMBEDDING_PER_ROUND = 40
+
+
+def embedding_rounds(
+    token: str, body: dict[str, Any], actors: list[str], policy: PolicyDocument, *,
+    workload_id: str, workspace_id: int, names: dict[int, str], pk_by_name: dict[str, int],
+) -> dict[str, Any]:  # fmt: skip
+    """The endpoint (c=1) for queries its query-vector cache has never seen, against the bare
+    read plus the bare embedding of the same queries (the dataset's embedder in this process,
+    one text at a time, its threads as the server's), in ``EMBEDDING_ROUNDS`` alternating
+    rounds of ``EMBEDDING_PER_ROUND``: per part, the median of the rounds' p50s, and the
+    summary of every call."""
+    from recall.runtime import embedder
+
+    model = embedder()
+    nonce = time.strftime("%H%M%S")
+    model.embed([f"warm-up {i}" for i in range(10)])  # loaded, kernels chosen
+    p50s: dict[str, list[float]] = {"embedding": [], "read": [], "endpointNewQuery": []}
+    every: dict[str, list[float]] = {key: [] for key in p50s}
+    for r in range(EMBEDDING_ROUNDS):
+        jobs = [
+            (actors[k % len(actors)],
+             f"topic-{(k * 31 + r) % 512} what changed in the plans since {nonce} ({r}.{k})")
+            for k in range(EMBEDDING_PER_ROUND)
+        ]  # fmt: skip
+        embedded = []
+        for _, query in jobs:
+            t0 = time.perf_counter()
+            model.embed([query])
+            embedded.append((time.perf_counter() - t0) * 1000)
+        read_ms: list[float] = []
+        read = bare_sql(
+            [(pk_by_name[a], q) for a, q in jobs], policy, workload_id=workload_id,
+            statement="recall", workspace_id=workspace_id, names=names,
+            token=token_check(token), warm_jobs=[(pk_by_name[a], q) for a, q in jobs[:5]],
+            latencies_kept=read_ms,
+        )  # fmt: skip
+        endpoint_ms: list[float] = []
+        endpoint = http_run(
+            token, body, jobs, concurrency=1, warm=False, latencies_kept=endpoint_ms
+        )
+        p50s["embedding"].append(pct(embedded, 50))
+        p50s["read"].append(read["p50Ms"])
+        p50s["endpointNewQuery"].append(endpoint["p50Ms"])
+        every["embedding"] += embedded
+        every["read"] += read_ms
+        every["endpointNewQuery"] += endpoint_ms
+    medians = {key: round(statistics.median(v), 2) for key, v in p50s.items()}
+    return {
+        "embedder": model.model_name,
+        "threads": getattr(model, "threads", None),
+        "rounds": EMBEDDING_ROUNDS,
+        "p50Ms": medians,
+        **{key: summary(v, sum(v) / 1000) for key, v in every.items()},
+    }
+
+
+def query_cache_replayed() -> dict[str, Any]:
+    """The query-vector cache's hit rate over the recalls of the demo's week, replayed in
+    order through a cache of ``RECALL_QUERY_CACHE_SIZE`` with the dataset's embedder (the
+    benchmark's own requests repeat their queries by design, so their hits say nothing)."""
+    from django.conf import settings
+
+    from bench.query_embedding import demo_week_replayed
+    from recall.runtime import embedder
+
+    model = embedder()
+    _, stats = demo_week_replayed(
+        model.model_name, lambda t: model.embed([t])[0], settings.RECALL_QUERY_CACHE_SIZE
+    )
+    return {"replayed": "the recalls of the demo's week, in order", **stats.as_dict()}
 
 
 def ratios(r: dict[str, Any]) -> dict[str, Any]:
@@ -323,6 +414,18 @@ def ratios(r: dict[str, Any]) -> dict[str, Any]:
             t["endpointC8"]["throughputPerS"] / t["bareSqlRecallRead"]["throughputPerS"], 2
         ),
     }
+    if "embedding" in r:
+        p50 = r["embedding"]["p50Ms"]
+        # a recall whose query is new to the cache over the bare read plus the bare embedding
+        # (target: at most 1.5), and the embedding alone (target: p50 at most 5 ms)
+        out["newQueryP50VsReadPlusEmbedding"] = ratio(
+            p50["endpointNewQuery"], p50["read"] + p50["embedding"]
+        )
+        out["queryEmbeddingP50Ms"] = p50["embedding"]
+    if "queryCache" in r:
+        out["queryCacheHitRate"] = r["queryCache"]["hitRate"]
+    if "installSize" in r:
+        out["installAddedMb"] = r["installSize"]["totalMb"]
     if "large" in r:
         large = r["large"]
         # right after an edit over with the funnel cached, each after the same pause, in
@@ -469,6 +572,7 @@ def bare_sql(
     jobs: list[tuple[int, str]], policy: PolicyDocument, *, workspace_id: int, workload_id: str,
     names: dict[int, str], statement: str = "ranking",
     warm_jobs: list[tuple[int, str]] | None = None, token: TokenCheck | None = None,
+    latencies_kept: list[float] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """A statement of the endpoint's, run directly through psycopg with the same parameters
     (prepared, and its results in binary where the endpoint's are, as the endpoint runs it).
@@ -550,6 +654,8 @@ def bare_sql(
                 latencies.append((time.perf_counter() - t0) * 1000)
     finally:
         scope_set(ALL)
+    if latencies_kept is not None:
+        latencies_kept.extend(latencies)
     return summary(latencies, time.perf_counter() - started)
 
 
@@ -619,7 +725,13 @@ def markdown(r: dict[str, Any]) -> str:
             if r["dataset"].get("largeActor")
             else ""
         )
+        + f"; vectors by {r['dataset'].get('embedder', 'cluster')}"
         + f"; {r['machine']['cpus']} CPUs; {server}, 2 workers"
+        + (
+            f"; load average {r['machine']['loadavg']['before'][0]:.2f}"
+            if "loadavg" in r["machine"]
+            else ""
+        )
         + python_words(r["machine"])
         + ".",
         "",
@@ -672,6 +784,25 @@ def markdown(r: dict[str, Any]) -> str:
                           f"{both['perBatch']['p50Ms']} ms ({both['batches']} batches, "
                           f"{both['errors']} errors)")  # fmt: skip
         lines[-1] += "."
+    if "embedding" in r:
+        e = r["embedding"]
+        p50 = e["p50Ms"]
+        lines += ["", f"The query's embedding ({e['embedder']}, {e['threads']} thread, median of "
+                  f"{e['rounds']} alternating rounds' p50): a recall whose query is new to the cache "
+                  f"{p50['endpointNewQuery']} ms (p99 {e['endpointNewQuery']['p99Ms']}), its whole read "
+                  f"{p50['read']} ms, the query's embedding alone {p50['embedding']} ms "
+                  f"(p99 {e['embedding']['p99Ms']}): "
+                  f"{r['ratios'].get('newQueryP50VsReadPlusEmbedding')}x their sum (target <= 1.5)."]  # fmt: skip
+    if "queryCache" in r:
+        qc = r["queryCache"]
+        lines += ["", f"Query-vector cache ({qc['size']:,} queries), {qc['replayed']}: "
+                  f"{qc['hitRate']:.0%} hits ({qc['hits']} of {qc['hits'] + qc['misses']})."]  # fmt: skip
+    if "installSize" in r:
+        size = r["installSize"]
+        parts = ", ".join(f"{name} {mb}" for name, mb in sorted(
+            size["distributions"].items(), key=lambda item: -item[1]))  # fmt: skip
+        lines += ["", f"Install size added by the embedder: {size['totalMb']} MB "
+                  f"(target <= {size['targetMb']}): {parts}."]  # fmt: skip
     if "ratios" in r:
         ra = r["ratios"]
         rounds = (
