@@ -10,7 +10,7 @@ TEST_STAMP := $(VENV)/.installed-test
 SEMANTIC_STAMP := $(VENV)/.installed-semantic
 LOAD_STAMP := $(VENV)/.installed-load
 
-.PHONY: run serve test install test-install lint bench bench-maintenance bench-provenance bench-docs clean-db browser-deps \
+.PHONY: run serve test install test-install lint bench bench-turns bench-maintenance bench-provenance bench-docs clean-db browser-deps \
 	redis-deps test-external-db worker beat install-semantic test-semantic load
 
 $(PY):
@@ -106,15 +106,29 @@ test-external-db: test-install
 BENCH_SIZE ?= 100000
 BENCH_LARGE ?= 20000
 BENCH_LABEL ?= 100k
+# The datasets' vectors: minilm-onnx (the portal's default embedder, ~4 ms a memory to
+# generate) or cluster (bench/embedder.py, instant). A dataset keeps the embedder it was made
+# with: generating one label with another is refused.
+BENCH_EMBEDDER ?= minilm-onnx
+BENCH_GENERATE = $(PY) bench/generate.py --memories $(BENCH_SIZE) --large-actor $(BENCH_LARGE) \
+	--label $(BENCH_LABEL) --embedder $(BENCH_EMBEDDER)
 UPDATE_DOCS ?=
 bench: test-install
-	$(PY) bench/generate.py --memories $(BENCH_SIZE) --large-actor $(BENCH_LARGE) --label $(BENCH_LABEL)
+	$(BENCH_GENERATE)
 	$(PY) bench/recall_bench.py --label $(BENCH_LABEL)
 	$(if $(filter 1,$(UPDATE_DOCS)),$(PY) bench/update_docs.py recall-$(BENCH_LABEL).json)
 
+# A session of 20 and of 200 turns on the benchmark dataset: each turn's context assembly
+# against a recall of the same message in the same run, and the statements a turn runs.
+BENCH_TURNS ?= 20 200
+bench-turns: test-install
+	$(BENCH_GENERATE)
+	$(PY) bench/turns_bench.py --label $(BENCH_LABEL) --turns $(BENCH_TURNS)
+	$(if $(filter 1,$(UPDATE_DOCS)),$(PY) bench/update_docs.py turns-$(BENCH_LABEL).json)
+
 # Each sweep's preview and execute on the benchmark dataset (generated once, as for `make bench`).
 bench-maintenance: test-install
-	$(PY) bench/generate.py --memories $(BENCH_SIZE) --large-actor $(BENCH_LARGE) --label $(BENCH_LABEL)
+	$(BENCH_GENERATE)
 	$(PY) bench/maintenance_bench.py --label $(BENCH_LABEL)
 	$(if $(filter 1,$(UPDATE_DOCS)),$(PY) bench/update_docs.py maintenance-$(BENCH_LABEL).json)
 
