@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 # The default embedder's own packages (recall/embedding_onnx.py).
@@ -77,7 +78,7 @@ def _size(name: str) -> int:
         return 0
     total = 0
     for file in files:
-        path = file.locate()
+        path = Path(file.locate())
         if "__pycache__" not in file.parts and path.is_file():
             total += path.stat().st_size
     return total
