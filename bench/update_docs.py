@@ -168,6 +168,13 @@ def targets_table(
         embedder = "ONNX" if "minilm" in ing["embedder"] else ing["embedder"]
         return f"{ing['memoriesPerS']:,}/s; {two:,}/s from two clients ({embedder})", None
 
+    def hit_rate(label: str) -> Cell | None:
+        r = recall(label)
+        if r is None or "queryCache" not in r:
+            return None
+        qc = r["queryCache"]
+        return f"{qc['hitRate']:.0%} of {qc['hits'] + qc['misses']} recalls", None
+
     def turn(turns_count: int) -> Any:
         def cell(label: str) -> Cell | None:
             if label not in turns:
@@ -220,18 +227,26 @@ def targets_table(
     )
     row(
         "query-vector cache hit rate, the demo's week (no target)",
-        figure(("ratios", "queryCacheHitRate"), "", lambda v: None),
+        hit_rate,
         words="measured",
     )
     row("imports over HTTP (no target)", imports, words="measured")
     row("turn of a 20-turn session: p50 ≤ 1.5× the recall's", turn(20))
     row("turn of a 200-turn session: p50 ≤ 2× the recall's", turn(200))
 
+    def when(kind: str, data: dict[str, Any]) -> str:
+        load = data["machine"].get("loadavg", {}).get("before")
+        return f"{kind} {data['when'][:10]}" + (f", load {load[0]:.1f}" if load else "")
+
     dates = "; ".join(
-        f"{label}: recall {recalls[label][1]['when'][:10]}" if label in recalls else label
+        f"{label}: "
+        + ", ".join(
+            when(kind, found[label][1])
+            for kind, found in (("recall", recalls), ("turns", turns))
+            if label in found
+        )
         for label in labels
     )
-    dates += "".join(f"; turns {label} {data['when'][:10]}" for label, (_, data) in turns.items())
     lines = [
         f"The latest published runs ({dates}; `bench/results/recall-*.json`, `turns-*.json`):",
         "",
