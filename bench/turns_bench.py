@@ -8,7 +8,8 @@ For each session length, one session of a typical actor under the ``typical`` wo
 server ``make serve`` runs: every turn posts the assistant's previous reply and the user's
 new message to ``POST /v1/sessions/{id}/turns`` (the context assembled for it: recall,
 layout, prompt, budget status, compaction monitor), and a recall of the same message through
-``POST /v1/memory/actors/{id}/recall`` runs beside it, the two in turns in alternating order.
+``POST /v1/memory/actors/{id}/recall`` with the topK the turn's recall used runs beside it,
+the two in alternating order.
 Both find the query's vector in the server's cache: each message is recalled once, untimed,
 before its turn, on the server's one worker (``--workers 1``: one process, one cache; the
 requests come one at a time either way), so neither pays the query's embedding
@@ -93,13 +94,16 @@ def checked(status: int, answer: dict[str, Any], expected: int, what: str) -> di
 
 
 def session_played(
-    client: Client, *, turns: int, actor: str, workload: str, nonce: str
+    client: Client, *, turns: int, actor: str, workload: str, nonce: str, top_k: list[int]
 ) -> dict[str, Any]:
-    """One session of ``turns`` turns, each beside a recall of its message; latencies."""
+    """One session of ``turns`` turns, each beside a recall of its message; latencies.
+    ``top_k``: the topK of the turns' recalls, as last seen (updated in place)."""
     start = {"actorId": actor, "workloadId": workload, "environment": "prod",
              "externalId": f"{EXTERNAL_PREFIX}{nonce}-{turns}"}  # fmt: skip
     session = checked(*client.post("/v1/sessions", start)[:2], 201, "POST /v1/sessions")
-    recall_body = {"workloadId": workload, "environment": "prod", "topK": 10}
+    # The recall beside each turn asks for the topK the turn's own recall used (its
+    # retrieval plan's; the latest turn's answer says it), so the two read the same rows.
+    recall_body = {"workloadId": workload, "environment": "prod"}
     recall_path = f"/v1/memory/actors/{actor}/recall"
     turn_ms: list[float] = []
     recall_ms: list[float] = []
@@ -108,7 +112,8 @@ def session_played(
     for n in range(1, turns + 1):
         query = message(n)
         # untimed: the query's vector into the worker's cache, for both calls alike
-        checked(*client.post(recall_path, {**recall_body, "query": query})[:2], 200, "recall")
+        warm = {**recall_body, "query": query, "topK": top_k[0]}
+        checked(*client.post(recall_path, warm)[:2], 200, "recall")
 
         def turn(n: int = n) -> None:
             nonlocal compactions
@@ -119,9 +124,11 @@ def session_played(
             turn_ms.append(ms)
             compactions += bool(answer["compaction"] and answer["compaction"].get("runId"))
             entries.append(len(answer["recall"]["memoryIds"]))
+            top_k[0] = answer["recall"]["topK"]
 
         def recall(query: str = query) -> None:
-            status, answer, ms = client.post(recall_path, {**recall_body, "query": query})
+            body = {**recall_body, "query": query, "topK": top_k[0]}
+            status, answer, ms = client.post(recall_path, body)
             checked(status, answer, 200, "recall")
             recall_ms.append(ms)
 
@@ -137,6 +144,7 @@ def session_played(
         "lastTenTurnsP50Ms": round(pct(turn_ms[-10:], 50), 2),
         "compactionRuns": compactions,
         "recallEntriesMean": round(statistics.fmean(entries), 1),
+        "recallTopK": top_k[0],
     }
 
 
@@ -175,7 +183,9 @@ def wsgi_post(app: Any, path: str, body: dict[str, Any], token: str) -> tuple[in
     return int(status[0].split()[0]), json.loads(data) if data else None
 
 
-def statements(*, turns: int, token: str, actor: str, workload: str, nonce: str) -> dict[str, Any]:
+def statements(
+    *, turns: int, token: str, actor: str, workload: str, nonce: str, top_k: int
+) -> dict[str, Any]:
     """Statements per turn and per recall of the same message, a session of ``turns`` played
     in this process through the served WSGI application."""
     from portal.wsgi import application
@@ -184,7 +194,7 @@ def statements(*, turns: int, token: str, actor: str, workload: str, nonce: str)
              "externalId": f"{EXTERNAL_PREFIX}{nonce}-sql-{turns}"}  # fmt: skip
     status, session = wsgi_post(application, "/v1/sessions", start, token)
     checked(status, session, 201, "POST /v1/sessions (in process)")
-    recall_body = {"workloadId": workload, "environment": "prod", "topK": 10}
+    recall_body = {"workloadId": workload, "environment": "prod", "topK": top_k}
     per_turn: list[int] = []
     per_recall: list[int] = []
     for n in range(1, turns + 1):
@@ -275,16 +285,28 @@ def main() -> None:
     try:
         client = Client(token)
         # a short session first, untimed: the worker's connections, statements and caches
-        session_played(client, turns=5, actor=actor_id, workload=workload, nonce=f"{nonce}-w")
+        top_k = [10]  # until the first turn says what its recall asks for
+        session_played(
+            client, turns=5, actor=actor_id, workload=workload, nonce=f"{nonce}-w", top_k=top_k
+        )
         results["sessions"] = [
-            session_played(client, turns=n, actor=actor_id, workload=workload, nonce=nonce)
+            session_played(
+                client, turns=n, actor=actor_id, workload=workload, nonce=nonce, top_k=top_k
+            )
             for n in args.turns
         ]
     finally:
         server_stopped(server)
     try:
         results["statements"] = [
-            statements(turns=n, token=token, actor=actor_id, workload=workload, nonce=nonce)
+            statements(
+                turns=n,
+                token=token,
+                actor=actor_id,
+                workload=workload,
+                nonce=nonce,
+                top_k=results["sessions"][-1]["recallTopK"],
+            )  # fmt: skip
             for n in args.turns
         ]
     finally:
@@ -315,10 +337,11 @@ def markdown(r: dict[str, Any]) -> str:
         )
         recall_words = f"{counted['perRecall']['median']:g}" if counted else "—"
         met = s["target"] is not None and s["turnP50OverRecallP50"] <= s["target"]
+        target = f"≤ {s['target']}× {'met' if met else '**missed**'}" if s["target"] else "—"
         lines.append(
             f"| {s['turns']} turns | {s['turn']['p50Ms']} / {s['turn']['p99Ms']} |"
             f" {s['recall']['p50Ms']} / {s['recall']['p99Ms']} | {s['turnP50OverRecallP50']}× |"
-            f" ≤ {s['target']}× {'met' if met else '**missed**'} | {statements_words} |"
+            f" {target} | {statements_words} |"
             f" {recall_words} | {s['compactionRuns']} |"
         )
     return "\n".join(lines)
