@@ -714,7 +714,9 @@ def python_words(machine: dict[str, Any]) -> str:
     return f"; Python {machine['python']} (`{machine['executable']}`{shared})"
 
 
-def markdown(r: dict[str, Any]) -> str:
+def markdown(r: dict[str, Any], *, page: bool = False) -> str:
+    """The run as text; ``page``: for docs/performance.md, without what its targets table
+    already shows (the ratios, the cache's hit rate, the install size)."""
     t = r["typical"]
     server = r["machine"].get("server", "gunicorn")
     server = SERVER_NAMES.get(server, server)
@@ -793,17 +795,17 @@ def markdown(r: dict[str, Any]) -> str:
                   f"{p50['read']} ms, the query's embedding alone {p50['embedding']} ms "
                   f"(p99 {e['embedding']['p99Ms']}): "
                   f"{r['ratios'].get('newQueryP50VsReadPlusEmbedding')}x their sum (target <= 1.5)."]  # fmt: skip
-    if "queryCache" in r:
+    if "queryCache" in r and not page:
         qc = r["queryCache"]
         lines += ["", f"Query-vector cache ({qc['size']:,} queries), {qc['replayed']}: "
                   f"{qc['hitRate']:.0%} hits ({qc['hits']} of {qc['hits'] + qc['misses']})."]  # fmt: skip
-    if "installSize" in r:
+    if "installSize" in r and not page:
         size = r["installSize"]
         parts = ", ".join(f"{name} {mb}" for name, mb in sorted(
             size["distributions"].items(), key=lambda item: -item[1]))  # fmt: skip
         lines += ["", f"Install size added by the embedder: {size['totalMb']} MB "
                   f"(target <= {size['targetMb']}): {parts}."]  # fmt: skip
-    if "ratios" in r:
+    if "ratios" in r and not page:
         ra = r["ratios"]
         rounds = (
             f", {ra['typicalP50VsReadRounds']} in the alternating rounds above"
@@ -818,7 +820,7 @@ def markdown(r: dict[str, Any]) -> str:
                         " requests back to back)" if "largeAfterEditVsBackToBack" in ra else "")
                      + f" (target <= 1.5); recall@10 {ra['largeRecallAt10']} (target >= 0.95)."
                      if "largeAfterEditVsCached" in ra else ".")]  # fmt: skip
-    if "large" in r:
+    if "large" in r and not page:
         rk = r["large"]["recallAt10"]
         lines += ["", f"Large actor recall@10 vs exact: endpoint {rk['endpoint']}, HNSW ef=40 {rk['hnswEf40']}, "
                   f"ef=100 {rk['hnswEf100']}, ef=400 {rk['hnswEf400']} (p50 {rk['hnswP50Ms']})."]  # fmt: skip

@@ -56,7 +56,7 @@ def published(prefix: str) -> dict[str, tuple[Path, dict[str, Any]]]:
 def recall_tables_rewritten() -> None:
     recalls, turns = published("recall"), published("turns")
     sections = [
-        f"Measured {data['when']} (`{path.relative_to(ROOT)}`).\n\n{markdown(data)}"
+        f"Measured {data['when']} (`{path.relative_to(ROOT)}`).\n\n{markdown(data, page=True)}"
         for path, data in recalls.values()
     ] + [
         f"Turns, measured {data['when']} (`{path.relative_to(ROOT)}`).\n\n{turns_markdown(data)}"
