@@ -27,7 +27,7 @@ from recall.engine import read as selectors
 from recall.hits import hits_fold
 from recall.models import Actor, FunnelCache, MemoryChange, MemoryRecord
 from recall.runtime import embedder
-from tests.helpers import database_owner
+from tests.helpers import database_owner, owner_execute
 from tests.recall import factories
 
 QUERY = "release summary preferences"
@@ -589,7 +589,10 @@ class FunnelCacheTests:
         every row of the actor: a generic plan of the benchmark's, after an ANALYZE, hashed
         all 100,000 rows of its large actor to find eight (24 ms of a 5 ms read). With nested
         loops off, a join of the changed ids to the memory table can only be answered that
-        way."""
+        way. The actor has many rows, and the planner knows it (an ANALYZE), so reading them
+        all by the actor's index is never the cheaper plan by accident of a small table."""
+        factories.memories(strict.workspace, *({"content": f"note {i}"} for i in range(2000)))
+        owner_execute("ANALYZE recall_memoryrecord")
         read(strict)
         MemoryRecord.objects.filter(pk=ada_rows[0].pk).update(sensitivity="public")
         executed: list[tuple[str, tuple[Any, ...]]] = []
