@@ -147,7 +147,9 @@ def run_folder() -> Iterator[Path]:
 class Run:
     """``manage.py run_portal`` as ``make run`` starts it, on a free port."""
 
-    def __init__(self, pgdata: Path, log: Path, *, demo: bool = False, **env: str) -> None:
+    def __init__(
+        self, pgdata: Path, log: Path, *, demo: bool = False, new_group: bool = False, **env: str
+    ) -> None:
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             self.port = probe.getsockname()[1]
@@ -160,6 +162,7 @@ class Run:
             stdout=log.open("w"),
             stderr=subprocess.STDOUT,
             preexec_fn=signals_as_a_terminal_leaves_them,
+            process_group=0 if new_group else None,  # a terminal's job: a group of its own
         )
         self.serving = self._wait_until_ready()
 
@@ -198,6 +201,17 @@ class RunPortalTests:
         assert not [p.pid for p in run.serving if p.is_running()], run.output()
         assert gone(server), run.output()
         assert handles(run_folder) == []
+        assert "Stopped the embedded PostgreSQL" in run.output()
+
+    def test_ctrl_c_in_a_terminal_ends_the_run_quietly(self, run_folder, tmp_path):
+        # A terminal's Ctrl-C signals the whole group: runserver's processes are exiting
+        # already when the run stops them, and a SIGTERM then printed a traceback.
+        run = Run(run_folder, tmp_path / "run.log", new_group=True)
+
+        os.killpg(run.process.pid, signal.SIGINT)
+
+        assert run.ended() == 0, run.output()
+        assert "Traceback" not in run.output(), run.output()
         assert "Stopped the embedded PostgreSQL" in run.output()
 
     def test_a_server_that_exits_on_its_own_ends_the_run_and_stops_postgresql(

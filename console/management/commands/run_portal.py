@@ -35,6 +35,8 @@ from portal import embedded_db
 
 # How long the development server's processes get to exit after SIGTERM before SIGKILL.
 STOP_TIMEOUT_S = 10.0
+# How long Ctrl-C's processes get to exit by themselves before the stop signals them.
+GROUP_EXIT_GRACE_S = 3.0
 # The signals that end the run. One a parent process ignores stays ignored, as `nohup` asks.
 ENDING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -63,6 +65,7 @@ class Command(BaseCommand):
                 signal.signal(signum, _end_run)
         server: DevServer | None = None
         exit_code = 0
+        grace = 0.0
         try:
             # A damaged model file stops the run here, with its message, before any work.
             call_command("check", tags=["recall"], stdout=StringIO())
@@ -77,13 +80,16 @@ class Command(BaseCommand):
             exit_code = server.wait()
         except RunEnded as ended:
             exit_code = ended.exit_code
+            # Ctrl-C reached the server's processes too (the terminal signals the whole
+            # group): they are already exiting, and a SIGTERM now would cut their exit short.
+            grace = GROUP_EXIT_GRACE_S if ended.signum == signal.SIGINT else 0.0
         finally:
             # The run is ending: a second Ctrl-C must not cut the stop short. Every step
             # below is bounded by a timeout.
             for signum in ENDING_SIGNALS:
                 signal.signal(signum, signal.SIG_IGN)
             if server is not None:
-                server.stop()
+                server.stop(grace=grace)
             self._let_go_of_the_database()
         if exit_code:
             raise SystemExit(exit_code)
@@ -151,6 +157,7 @@ class RunEnded(BaseException):
 
     def __init__(self, signum: int) -> None:
         super().__init__(signal.Signals(signum).name)
+        self.signum = signum
         self.exit_code = 0
 
 
@@ -184,10 +191,15 @@ class DevServer:
                 continue
             return 128 - code if code < 0 else code
 
-    def stop(self) -> None:
+    def stop(self, *, grace: float = 0.0) -> None:
         """The serving grandchildren first, so that each leaves the database's list of users
-        itself (the reloader would SIGKILL them), then the reloader; SIGKILL after a while."""
+        itself (the reloader would SIGKILL them), then the reloader; SIGKILL after a while.
+        ``grace``: seconds to let processes that are already exiting finish on their own."""
         self._note_descendants()
+        if grace:
+            with suppress(psutil.NoSuchProcess):
+                psutil.wait_procs([psutil.Process(self.process.pid)], timeout=grace)
+            psutil.wait_procs(list(self.descendants.values()), timeout=grace)
         serving = [p for p in self.descendants.values() if _terminated(p)]
         _, stuck = psutil.wait_procs(serving, timeout=STOP_TIMEOUT_S)
         if self.process.poll() is None:
