@@ -5,6 +5,7 @@ from typing import Any
 from django.urls import reverse
 from rest_framework import serializers
 
+from chat.compaction.records import run_outcome
 from chat.compaction.summarizers import service_config
 from chat.models import (
     CompactionRun,
@@ -368,30 +369,10 @@ def compaction_run_data(run: CompactionRun) -> dict[str, Any]:
         links["auditEvent"] = reverse("api-audit-event", args=[run.event_id])
     return {
         "id": str(run.pk),
-        "sessionId": str(run.session_id),
-        "trigger": run.trigger,
-        "reason": run.reason,
-        "severity": run.severity,
-        "status": run.status,
-        "outcome": run.outcome,
-        "service": run.service,
+        **run_outcome(run),
         "serviceKind": run.service_kind or (config.kind if config else ""),
         "serviceLabel": config.label if config else None,
-        "timeBudgetMs": run.time_budget_ms,
-        "timeBudgetExhausted": run.time_budget_exhausted,
-        "durationMs": run.duration_ms,
-        "targetUtilization": run.target_utilization,
-        "targetMet": run.target_met,
-        "availableBudget": run.available_budget,
-        "tokensBefore": run.tokens_before,
-        "tokensAfter": run.tokens_after,
-        "utilizationBefore": run.utilization_before,
-        "utilizationAfter": run.utilization_after,
-        "turnsSummarised": list(run.turns_summarised),
         "summaryMemoryIds": [str(pk) for pk in run.summary_ids],
-        "insightsSuperseded": [str(pk) for pk in run.insights_superseded],
-        "memoriesPromoted": [str(pk) for pk in run.memories_promoted],
-        "notes": list(run.notes),
         "error": {"code": run.error_code, "message": run.error} if run.error_code else None,
         "author": run.author,
         "createdAt": when(run.created_at),

@@ -18,9 +18,10 @@ from audit.services import audit_event_record
 from chat.models import CompactionRun, CompactionStatus, Session
 
 
-def run_event_payload(run: CompactionRun) -> dict[str, Any]:
-    payload: dict[str, Any] = {
-        "runId": str(run.pk),
+def run_outcome(run: CompactionRun) -> dict[str, Any]:
+    """What a run did and how it ended, without content: the fields its audit event and its
+    API answer share (each adds its own ids and names)."""
+    return {
         "sessionId": str(run.session_id),
         "trigger": run.trigger,
         "reason": run.reason,
@@ -28,7 +29,6 @@ def run_event_payload(run: CompactionRun) -> dict[str, Any]:
         "status": run.status,
         "outcome": run.outcome,
         "service": run.service,
-        "serviceKind": run.service_kind,
         "timeBudgetMs": run.time_budget_ms,
         "durationMs": run.duration_ms,
         "timeBudgetExhausted": run.time_budget_exhausted,
@@ -40,10 +40,18 @@ def run_event_payload(run: CompactionRun) -> dict[str, Any]:
         "utilizationBefore": run.utilization_before,
         "utilizationAfter": run.utilization_after,
         "turnsSummarised": list(run.turns_summarised),
-        "summaryIds": [str(pk) for pk in run.summary_ids],
         "insightsSuperseded": [str(pk) for pk in run.insights_superseded],
         "memoriesPromoted": [str(pk) for pk in run.memories_promoted],
         "notes": list(run.notes),
+    }
+
+
+def run_event_payload(run: CompactionRun) -> dict[str, Any]:
+    payload: dict[str, Any] = {
+        "runId": str(run.pk),
+        **run_outcome(run),
+        "serviceKind": run.service_kind,
+        "summaryIds": [str(pk) for pk in run.summary_ids],
     }
     if run.error_code:
         payload["error"] = {"code": run.error_code, "message": run.error}
