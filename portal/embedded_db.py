@@ -56,7 +56,11 @@ TUNING_FILE = "portal-tuning.conf"
 
 
 def ensure_server(
-    pgdata: Path, *, temporary: bool = False, shared_buffers: str | None = None
+    pgdata: Path,
+    *,
+    temporary: bool = False,
+    shared_buffers: str | None = None,
+    durable: bool = True,
 ) -> str:
     """Start (or reuse) the embedded server in ``pgdata`` and return its socket directory.
 
@@ -75,7 +79,10 @@ def ensure_server(
                 f"EMBEDDED_PG_SHARED_BUFFERS must be a size such as 256MB or 2GB, "
                 f"got {shared_buffers!r}."
             )
-        server = _start(pgdata, temporary=temporary, shared_buffers=shared_buffers)
+        tuning = {} if shared_buffers is None else {"shared_buffers": shared_buffers}
+        if not durable:
+            tuning.update(fsync="off", synchronous_commit="off", full_page_writes="off")
+        server = _start(pgdata, temporary=temporary, tuning=tuning)
         socket_dir = server.get_postmaster_info().socket_dir
         if socket_dir is None:  # pragma: no cover - pgserver always uses a socket on POSIX
             raise ImproperlyConfigured(f"The embedded PostgreSQL in {pgdata} exposes no socket.")
@@ -95,6 +102,7 @@ def ensure_server_for(settings_dict: dict[str, Any]) -> str | None:
         Path(pgdata),
         temporary=bool(settings_dict.get("EMBEDDED_TEMPORARY")),
         shared_buffers=settings_dict.get("EMBEDDED_SHARED_BUFFERS"),
+        durable=settings_dict.get("EMBEDDED_DURABLE", True),
     )
 
 
@@ -177,7 +185,7 @@ def _check_data_folder(pgdata: Path) -> None:
         )
 
 
-def _start(pgdata: Path, *, temporary: bool, shared_buffers: str | None):  # noqa: ANN202
+def _start(pgdata: Path, *, temporary: bool, tuning: dict[str, str]):  # noqa: ANN202
     with warnings.catch_warnings():
         # platformdirs warns when XDG_RUNTIME_DIR is unset (CI, containers); harmless here.
         warnings.simplefilter("ignore")
@@ -191,9 +199,9 @@ def _start(pgdata: Path, *, temporary: bool, shared_buffers: str | None):  # noq
             # which this start then reuses): forget it, or this process's exit would not be
             # the last one and would leave the server running again.
             _forget_departed(server)
-            if shared_buffers is not None:
+            if tuning:
                 server.ensure_pgdata_inited()
-                _write_tuning(pgdata, {"shared_buffers": shared_buffers})
+                _write_tuning(pgdata, tuning)
             server.start()
             # Exit handlers run last registered first, so this one runs just before pgserver's
             # own (registered by start()), which then sees only live processes on the list.

@@ -36,6 +36,29 @@ if "RECALL_EMBEDDER" not in os.environ:
     settings.RECALL_EMBEDDER = "hashing"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def static_files_listed_once() -> Iterator[None]:
+    """WhiteNoise lists every static file of the finders (thousands: the API docs' assets)
+    whenever Django builds its middleware, which each test client does: a sixth of the
+    suite's time. The files do not change while the tests run, so the list is made once per
+    process and each new middleware gets the same entries."""
+    from whitenoise.middleware import WhiteNoiseMiddleware
+
+    listed: dict[str, Any] = {}
+    original = WhiteNoiseMiddleware.add_files_from_finders
+
+    def add_files_from_finders(self: WhiteNoiseMiddleware) -> None:
+        if not listed:
+            before = dict(self.files)
+            original(self)
+            listed.update({url: f for url, f in self.files.items() if url not in before})
+        self.files.update(listed)
+
+    WhiteNoiseMiddleware.add_files_from_finders = add_files_from_finders  # type: ignore[method-assign]
+    yield
+    WhiteNoiseMiddleware.add_files_from_finders = original  # type: ignore[method-assign]
+
+
 @pytest.fixture(scope="session")
 def django_db_modify_db_settings() -> None:
     """Without DATABASE_URL, point the embedded server at a throw-away data folder."""
@@ -45,6 +68,8 @@ def django_db_modify_db_settings() -> None:
     if db.get("EMBEDDED_PGDATA"):
         db["EMBEDDED_PGDATA"] = tempfile.mkdtemp(prefix="crp-test-pg-")
         db["EMBEDDED_TEMPORARY"] = True
+        # Deleted at the end of the session: nothing needs to survive a crash of the machine.
+        db["EMBEDDED_DURABLE"] = False
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -84,7 +84,9 @@ def login(live_server: Any) -> Any:
         page.goto(f"{live_server.url}/login/")
         page.get_by_label("Username").fill(username)
         page.get_by_label("Password").fill(password)
-        page.get_by_role("button", name="Log in").click()
-        page.wait_for_load_state("networkidle")
+        # The form's answer (a redirect home, or the form again) is a navigation: wait for
+        # its page to load, not for the network to stay quiet half a second.
+        with page.expect_navigation():
+            page.get_by_role("button", name="Log in").click()
 
     return sign_in

@@ -38,10 +38,13 @@ def ranks(embedder: MiniLMOnnxEmbedder | HashingEmbedder) -> dict[str, int]:
     """Each query's memory's rank among its actor's memories, by cosine similarity."""
     data = demo_data()
     out = {}
+    vectors_of: dict[str, np.ndarray] = {}  # each actor's memories, embedded once
     for _, actor, query in asked():
         memories = data.memories(actor)
-        texts = [m.text.replace("{date}", "14 March") for m in memories]
-        vectors = np.array(embedder.embed(texts))
+        if actor not in vectors_of:
+            texts = [m.text.replace("{date}", "14 March") for m in memories]
+            vectors_of[actor] = np.array(embedder.embed(texts))
+        vectors = vectors_of[actor]
         [wanted] = data.found_by(actor, query)
         scores = vectors @ np.array(embedder.embed([query.text])[0])
         mine = scores[memories.index(wanted)]

@@ -156,6 +156,33 @@ class EmbeddedServerTests:
             assert conn.execute("SHOW shared_buffers").fetchone()[0] == "48MB"
         assert "include_if_exists" in (pgdata / "postgresql.conf").read_text()
 
+    def test_only_a_server_asked_not_to_be_durable_skips_flushing(self, server_tmp):
+        import psycopg
+
+        shown = {}
+        for name, durable in (("durable", True), ("throwaway", False)):
+            socket_dir = embedded_db.ensure_server(
+                server_tmp / name, temporary=True, durable=durable
+            )
+            with psycopg.connect(host=socket_dir, user="postgres", dbname="postgres") as conn:
+                shown[name] = [
+                    conn.execute(f"SHOW {setting}").fetchone()[0]
+                    for setting in ("fsync", "synchronous_commit", "full_page_writes")
+                ]
+        assert shown == {"durable": ["on", "on", "on"], "throwaway": ["off", "off", "off"]}
+
+    @pytest.mark.django_db
+    def test_the_suites_own_server_is_the_throwaway_kind(self):
+        from django.conf import settings
+        from django.db import connection
+
+        if not settings.DATABASES["default"].get("EMBEDDED_PGDATA"):
+            pytest.skip("DATABASE_URL names a server the suite does not start")
+
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW fsync")
+            assert cursor.fetchone()[0] == "off"
+
     @pytest.mark.parametrize("value", ["lots", "1GB'; fsync = 'off", "0MB", "512"])
     def test_a_malformed_shared_buffers_is_refused_before_anything_starts(self, tmp_path, value):
         with pytest.raises(ImproperlyConfigured, match="EMBEDDED_PG_SHARED_BUFFERS"):
