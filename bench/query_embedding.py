@@ -3,7 +3,8 @@
 A recall embeds its one query text, alone, before it reads anything. This times exactly that
 with the ONNX embedder (``recall/embedding_onnx.py``): one text per call, no padding, on
 ``--threads`` onnxruntime threads (RECALL_EMBEDDER_THREADS, 1 by default), over the demo's
-queries and the labelled set's (120 short texts), ``--rounds`` times each after a warm-up;
+queries and the labelled set's (120 short texts, ~12 tokens) and over ``make bench``'s new
+queries (``new_query``, 80 texts of ~19 tokens), ``--rounds`` times each after a warm-up;
 the same texts padded to 256 tokens for contrast (what padding every query would cost). Then
 the query-vector cache (``recall/query_vectors.py``, RECALL_QUERY_CACHE_SIZE) replays the
 queries of the demo's week (the recalls ``load_demo`` plays, in order): its hit rate, and the
@@ -57,6 +58,12 @@ def query_texts() -> list[str]:
     return demo + labelled
 
 
+def new_query(round_: int, k: int, nonce: str) -> str:
+    """The ``k``-th query of ``round_`` that ``make bench`` asks as new (``recall_bench.py``:
+    a query its query-vector cache has not seen, ~19 tokens)."""
+    return f"topic-{(k * 31 + round_) % 512} what changed in the plans since {nonce} ({round_}.{k})"
+
+
 def percentiles(seconds: list[float]) -> dict[str, float]:
     ordered = sorted(seconds)
 
@@ -108,6 +115,7 @@ def main() -> None:
     args = parser.parse_args()
 
     texts = query_texts()
+    new_queries = [new_query(r, k, time.strftime("%H%M%S")) for r in range(2) for k in range(40)]
     process = psutil.Process()
     rss_before = process.memory_info().rss
     start = time.perf_counter()
@@ -115,7 +123,9 @@ def main() -> None:
     loaded = embedder.loaded()
     load_seconds = time.perf_counter() - start
     tokens = [len(loaded.tokenizer.encode(text).ids) for text in texts]
+    new_tokens = [len(loaded.tokenizer.encode(text).ids) for text in new_queries]
     single = percentiles(timed(lambda t: embedder.embed([t]), texts, args.rounds))
+    new = percentiles(timed(lambda t: embedder.embed([t]), new_queries, args.rounds))
     rss_mb = (process.memory_info().rss - rss_before) / 1e6
 
     padded_load = _load_uncached(embedder.model_path, args.threads)
@@ -144,6 +154,11 @@ def main() -> None:
         "texts": len(texts),
         "tokens": {"mean": round(statistics.mean(tokens), 1), "max": max(tokens)},
         "single": single,
+        "benchNewQueries": {
+            "texts": len(new_queries),
+            "tokens": {"mean": round(statistics.mean(new_tokens), 1), "max": max(new_tokens)},
+            **new,
+        },
         "paddedTo256": padded,
         "queryCache": {
             "replayed": "the recalls of the demo's week, in order",
@@ -160,9 +175,14 @@ def main() -> None:
         f"  loaded in {load_seconds:.2f} s, {rss_mb:.0f} MB more resident after the queries;"
         f" {results['tokens']['mean']} tokens a query"
     )
-    for name, figures in (("one query, no padding", single), ("padded to 256", padded)):
+    for name, figures in (
+        ("one query, no padding", single),
+        (f"make bench's new queries ({statistics.mean(new_tokens):.1f} tokens)", new),
+        ("padded to 256", padded),
+    ):
         print(
-            f"  {name}: p50 {figures['p50_ms']} ms, p99 {figures['p99_ms']} ms"
+            f"  {name}: p50 {figures['p50_ms']} ms, p90 {figures['p90_ms']} ms,"
+            f" p99 {figures['p99_ms']} ms"
             f" ({figures['calls']} calls)"
         )
     print(

@@ -226,6 +226,7 @@ def embedding_rounds(
     one text at a time, its threads as the server's), in ``EMBEDDING_ROUNDS`` alternating
     rounds of ``EMBEDDING_PER_ROUND``: per part, the median of the rounds' p50s, and the
     summary of every call."""
+    from bench.query_embedding import new_query
     from recall.runtime import embedder
 
     model = embedder()
@@ -235,8 +236,7 @@ def embedding_rounds(
     every: dict[str, list[float]] = {key: [] for key in p50s}
     for r in range(EMBEDDING_ROUNDS):
         jobs = [
-            (actors[k % len(actors)],
-             f"topic-{(k * 31 + r) % 512} what changed in the plans since {nonce} ({r}.{k})")
+            (actors[k % len(actors)], new_query(r, k, nonce))
             for k in range(EMBEDDING_PER_ROUND)
         ]  # fmt: skip
         embedded = []

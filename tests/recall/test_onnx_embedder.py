@@ -36,8 +36,12 @@ from recall.embedding_onnx import (
     TOKENIZER_PATH,
     TOKENIZER_SHA256,
     MiniLMOnnxEmbedder,
+    _embed_chunk,
+    _Loaded,
     default_model_path,
     minilm_files_check,
+    minilm_session,
+    session_options,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -180,6 +184,45 @@ class MiniLMOnnxEmbedderTests:
     def test_it_refuses_fewer_than_one_thread(self) -> None:
         with pytest.raises(EmbedderUnavailable, match="at least 1 thread, got 0"):
             MiniLMOnnxEmbedder(384, threads=0)
+
+
+class MiniLMOnnxSessionTests:
+    """The session's graph optimisations make a query faster and leave its vector as it was."""
+
+    def test_its_session_keeps_the_residual_adds_out_of_the_layer_normalizations(
+        self, tmp_path: Path
+    ) -> None:
+        options = session_options(1)
+        options.optimized_model_filepath = str(tmp_path / "optimised.onnx")
+        minilm_session(default_model_path().read_bytes(), options)
+        optimised = (tmp_path / "optimised.onnx").read_bytes()
+        assert b"LayerNormalization" in optimised
+        assert b"SkipLayerNormalization" not in optimised
+
+    def test_its_vectors_are_those_of_onnxruntimes_default_session(
+        self, onnx: MiniLMOnnxEmbedder
+    ) -> None:
+        import onnxruntime
+
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = 1
+        options.log_severity_level = 3
+        default = onnxruntime.InferenceSession(
+            default_model_path().read_bytes(), options, providers=["CPUExecutionProvider"]
+        )
+        loaded = onnx.loaded()
+        as_default = _Loaded(default, loaded.tokenizer, loaded.inputs)
+        for text in labelled_texts():
+            assert onnx.embed([text])[0] == pytest.approx(
+                _embed_chunk(as_default, [text])[0], abs=1e-5
+            ), text
+
+    def test_a_batch_gives_each_labelled_text_the_vector_it_has_alone(
+        self, onnx: MiniLMOnnxEmbedder
+    ) -> None:
+        texts = labelled_texts()
+        for text, in_batch in zip(texts, onnx.embed(texts), strict=True):
+            assert in_batch == pytest.approx(onnx.embed([text])[0], abs=1e-5), text
 
 
 class MiniLMOnnxLoadingTests:
