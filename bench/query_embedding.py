@@ -115,7 +115,7 @@ def main() -> None:
     args = parser.parse_args()
 
     texts = query_texts()
-    new_queries = [new_query(r, k, "120000") for r in range(2) for k in range(40)]
+    new_queries = [new_query(r, k, "080000") for r in range(2) for k in range(40)]
     process = psutil.Process()
     rss_before = process.memory_info().rss
     start = time.perf_counter()
