@@ -346,6 +346,17 @@ MEMORY_NESTED: dict[str, NestedParser] = {
 # --- YAML and the whole document ---------------------------------------------------------------
 
 
+# Collections inside collections a config may have: it needs five or six.
+YAML_MAX_DEPTH = 64
+_OPENS = (
+    yaml.BlockMappingStartToken,
+    yaml.BlockSequenceStartToken,
+    yaml.FlowMappingStartToken,
+    yaml.FlowSequenceStartToken,
+)
+_CLOSES = (yaml.BlockEndToken, yaml.FlowMappingEndToken, yaml.FlowSequenceEndToken)
+
+
 def load_yaml(text: str) -> Any:
     """Safe YAML, bounded in size and without anchors/aliases.
 
@@ -355,9 +366,18 @@ def load_yaml(text: str) -> Any:
     if len(text) > YAML_MAX_CHARS:
         raise LayoutConfigError({"memory": f"YAML text over {YAML_MAX_CHARS} characters"})
     try:
+        depth = 0
         for token in yaml.scan(text, Loader=yaml.SafeLoader):
             if isinstance(token, yaml.AliasToken | yaml.AnchorToken):
                 raise LayoutConfigError({"memory": "YAML anchors and aliases are not supported"})
+            if isinstance(token, _OPENS):
+                depth += 1
+                if depth > YAML_MAX_DEPTH:
+                    # Stopped here: PyYAML's scanner slows quadratically with the nesting
+                    # (seconds for 5,000 brackets) and its composer recurses once a level.
+                    raise RecursionError
+            elif isinstance(token, _CLOSES):
+                depth -= 1
         return yaml.safe_load(text)
     except LayoutConfigError:
         raise

@@ -399,3 +399,27 @@ class LayoutConfigAccessTests:
         error_of(editor.api().get(config_url(missing)), 404, "NOT_FOUND")
         error_of(put(editor, missing, {}), 404, "NOT_FOUND")
         error_of(editor.api().get(versions_url(missing)), 404, "NOT_FOUND")
+
+
+class LoadYamlDepthTests:
+    """``load_yaml`` stops at ``YAML_MAX_DEPTH`` nested collections, before PyYAML's scanner
+    (quadratic in the nesting) and composer (one Python frame a level) run away."""
+
+    @staticmethod
+    def nested(depth: int) -> str:
+        return "".join("  " * level + f"k{level}:\n" for level in range(depth)) + "  " * depth + "x"
+
+    def test_a_block_mapping_nested_past_the_limit_is_refused(self):
+        from recall.layout.config import YAML_MAX_DEPTH, LayoutConfigError, load_yaml
+
+        with pytest.raises(LayoutConfigError) as refused:
+            load_yaml(self.nested(YAML_MAX_DEPTH + 1))
+        assert refused.value.errors == {"memory": "the YAML is nested too deeply to be a config"}
+
+    def test_a_block_mapping_nested_to_the_limit_loads(self):
+        from recall.layout.config import YAML_MAX_DEPTH, load_yaml
+
+        loaded = load_yaml(self.nested(YAML_MAX_DEPTH))
+        for level in range(YAML_MAX_DEPTH):
+            loaded = loaded[f"k{level}"]
+        assert loaded == "x"
