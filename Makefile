@@ -10,7 +10,7 @@ TEST_STAMP := $(VENV)/.installed-test
 SEMANTIC_STAMP := $(VENV)/.installed-semantic
 LOAD_STAMP := $(VENV)/.installed-load
 
-.PHONY: run serve test install test-install lint bench bench-turns bench-maintenance bench-provenance bench-docs clean-db browser-deps \
+.PHONY: run serve test test-thorough install test-install lint bench bench-turns bench-maintenance bench-provenance bench-docs clean-db browser-deps \
 	redis-deps test-external-db worker beat install-semantic test-semantic load
 
 $(PY):
@@ -59,6 +59,11 @@ test: test-install browser-deps redis-deps
 	$(PY) -m mypy
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --durations=15 --cov --cov-report=
 	@echo "Coverage: $$($(PY) -m coverage report --format=total)% of the application's lines"
+
+# The suite with every property test's full count of examples (tests/properties.py): make
+# test tries a third of them; run this before a release or after changing a domain rule.
+test-thorough:
+	PROPERTY_EXAMPLES=full $(MAKE) test
 
 # The production server: granian (portal/serve.py: SERVE_WORKERS workers, one request at a
 # time each, keep-alive) with static files collected and served by WhiteNoise, DEBUG off, an

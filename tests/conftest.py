@@ -24,6 +24,7 @@ from policies.models import Workload
 from policies.services import workload_create, workspace_create
 from portal.models import Membership, Role, Workspace
 from team.services import api_token_create
+from tests import properties  # noqa: F401 (loads the property tests' profile)
 from tests.worker_support import celery_broker, celery_workers, redis_server  # noqa: F401
 
 # The suite is about policies, recall, audit and maintenance, not about the embedder: it embeds

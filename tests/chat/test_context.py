@@ -33,6 +33,7 @@ from recall.layout.config import (
 )
 from recall.layout.vocabulary import KNOWN_SECTIONS
 from recall.tokens import estimate_tokens
+from tests.properties import examples
 
 DEFAULT_PRIORITY = LayoutConfig().supporting_context.section_priority
 
@@ -221,7 +222,7 @@ def turns_of(session: str, contents: list[tuple[str, str]]) -> list[PastTurn]:
 roles = st.sampled_from(["user", "assistant", "tool"])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     config=configs(),
     system_tokens=st.integers(0, 600),

@@ -18,6 +18,7 @@ from maintenance.lifecycle import (
     default_settings,
     normalize_settings,
 )
+from tests.properties import examples
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 S = default_settings()
@@ -242,7 +243,7 @@ class PromotionTests:
         assert lifecycle.promotion_signals(more_hits, links, S, NOW).score >= base
         assert lifecycle.promotion_signals(memory, links + 1, S, NOW).score >= base
 
-    @settings(max_examples=200)
+    @settings(max_examples=examples(200))
     @given(
         st.integers(min_value=0, max_value=30),
         st.floats(min_value=0, max_value=1),
@@ -288,7 +289,7 @@ class DedupTests:
         )
         assert [(s.older, s.newer) for s in plan] == [(1, 2)]
 
-    @settings(max_examples=200)
+    @settings(max_examples=examples(200))
     @given(
         st.integers(min_value=1, max_value=12).flatmap(
             lambda n: st.tuples(

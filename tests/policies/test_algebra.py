@@ -35,11 +35,12 @@ from policies.algebra import (
     validate_workload,
 )
 from policies.axes import AXES, BUDGET_AXES, RECALL_AXES, Axis, PolicyDocument, is_complete
+from tests.properties import examples
 
 Policy = dict[str, Any]
 
 # No example database: tests must not leave a .hypothesis directory behind.
-PROPERTY = settings(max_examples=120, deadline=None, database=None)
+PROPERTY = settings(max_examples=examples(120), deadline=None, database=None)
 
 
 def a_floor() -> Policy:

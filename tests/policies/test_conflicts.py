@@ -35,10 +35,11 @@ from policies.algebra import (
 from policies.axes import AXES, BUDGET_AXES
 from recall.planner import BudgetPolicy, Candidate, plan_budget
 from tests.policies.test_algebra import floors, reshuffled, within
+from tests.properties import examples
 
 Policy = dict[str, Any]
 
-LOTS = settings(max_examples=300, deadline=None, database=None)
+LOTS = settings(max_examples=examples(300), deadline=None, database=None)
 
 
 def later_floor(**axes: Any) -> Policy:

@@ -18,6 +18,7 @@ from recall.layout.monitor import (
     least_squares_slope,
     utilization_pct,
 )
+from tests.properties import examples
 
 # --- the offline example ----------------------------------------------------------------
 
@@ -291,7 +292,7 @@ operations = st.lists(
 )
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(
     ops=operations,
     enabled=st.booleans(),
@@ -338,7 +339,7 @@ def test_disabled_or_in_progress_never_compacts(pcts: list[float]) -> None:
 # --- the state a session keeps between turns ------------------------------------------------
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(ops=operations, cooldown=st.integers(0, 4), window=st.integers(0, 6))
 def test_a_monitor_rebuilt_from_its_state_decides_as_the_one_kept(
     ops: list[float | str], cooldown: int, window: int

@@ -22,6 +22,7 @@ from recall.engine.impact import memory_policy_impact
 from recall.models import FunnelCache, MemoryRecord
 from recall.page_selectors import recall_preview
 from recall.runtime import embedder
+from tests.properties import examples
 from tests.recall import factories
 
 QUERY = "release summary preferences"
@@ -86,7 +87,9 @@ def held_to_confidence_min(status: str | None, confidence: float | None, minimum
 
 @pytest.mark.django_db
 class ConfidenceRuleTests:
-    @settings(max_examples=120, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @settings(
+        max_examples=examples(120), suppress_health_check=[HealthCheck.function_scoped_fixture]
+    )
     @given(
         status=st.none() | st.sampled_from(VOCABULARIES["confirmationStatus"]),
         confidence=st.none() | st.floats(0.0, 1.0),

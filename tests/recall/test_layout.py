@@ -36,6 +36,7 @@ from recall.layout.monitor import BudgetSeverity, CompactionConfig, ContextBudge
 from recall.layout.planner import LayoutResult, layout_result_to_dict, plan_layout
 from recall.layout.request import LayoutRequest, LayoutRequestError, SupportingItem, Turn
 from recall.layout.vocabulary import KNOWN_SECTIONS
+from tests.properties import examples
 
 
 def one_token_per_char(text: str) -> int:
@@ -751,7 +752,7 @@ def layout_requests(draw: st.DrawFn) -> LayoutRequest:
     return replace(base, context_window=fixed + draw(st.integers(0, unpruned + 50)))
 
 
-PROPERTY_SETTINGS = settings(max_examples=150, deadline=None)
+PROPERTY_SETTINGS = settings(max_examples=examples(150), deadline=None)
 
 
 @PROPERTY_SETTINGS
@@ -847,7 +848,7 @@ def nest(level: str, key: str) -> dict[str, Any]:
     return data
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(st.sampled_from(sorted(LEVEL_KEYS)), identifier, st.booleans())
 def test_unknown_config_keys_are_always_rejected(level: str, key: str, rooted: bool) -> None:
     assume(key not in LEVEL_KEYS[level])

@@ -17,6 +17,7 @@ from recall.planner import (
     cut_order,
     plan_budget,
 )
+from tests.properties import examples
 
 SEED_POLICY = {
     "totalTokenBudget": 3200,
@@ -384,7 +385,7 @@ plan_inputs = st.tuples(
     st.sampled_from([0, 0, 10, 100]),
 )
 PROPERTY_SETTINGS = settings(
-    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 
 

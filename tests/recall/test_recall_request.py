@@ -18,6 +18,7 @@ from rest_framework.renderers import JSONRenderer
 from portal.api.renderers import FastJSONRenderer
 from recall.api.serializers import RecallRequestSerializer, recall_request_plain
 from recall.assembly import TOP_K_MAX
+from tests.properties import examples
 
 WORKLOAD = "3ce644fd-4c3a-44b1-82e2-e7e6fe75456e"
 PLAIN = {"workloadId": WORKLOAD, "environment": "prod", "query": "release notes", "topK": 5}
@@ -101,7 +102,7 @@ class RecallRequestPlainTests:
             assert recall_request_plain({**PLAIN, **changed}) is None, changed
         assert recall_request_plain([PLAIN]) is None
 
-    @settings(max_examples=400, deadline=None)
+    @settings(max_examples=examples(400), deadline=None)
     @given(st.one_of(requests(), near_plain()))
     def test_whatever_it_accepts_the_serializer_accepts_with_the_same_data(self, body):
         plain = recall_request_plain(body)
@@ -113,7 +114,7 @@ class RecallRequestPlainTests:
 
 
 class FastJSONRendererTests:
-    @settings(max_examples=200, deadline=None)
+    @settings(max_examples=examples(200), deadline=None)
     @given(
         st.recursive(
             st.none()
