@@ -434,7 +434,7 @@ def statistics_fresh() -> float:
     in the middle of the run: each run changes the memory table by tens of thousands of rows
     (the hits folded in, the import and its removal), and an analyze re-plans every prepared
     statement of the server's connections, so two phases of one run could run different plans
-    (docs/performance.md, "A plan that read every row")."""
+    (docs/architecture.md, "A recall request, end to end", step 4)."""
     from django.db import connection
 
     from portal.db.roles import as_owner

@@ -137,8 +137,8 @@ RANKED_COLUMNS = (
 # from answering ORDER BY distance with the HNSW index, which would filter after the scan.
 # The eligible rows are fetched by one scan of the primary key given all their ids (``= ANY``
 # of an array), not by one probe per id: PostgreSQL (17 and later) reads the ids that share a
-# leaf page without descending the index again for each (docs/performance.md, "Fetching the
-# eligible rows"). The hot path's statement below does the same.
+# leaf page without descending the index again for each (docs/architecture.md, "A recall
+# request, end to end"). The hot path's statement below does the same.
 _SIMILARITY_E, _ABOVE_FLOOR_E = _floor_sql("e")
 EXACT_SQL = f"""
 WITH ids AS MATERIALIZED (
