@@ -22,7 +22,7 @@ Everything is recorded in one ``TurnContext``, in the caller's transaction.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,22 +33,14 @@ from chat.compaction.coordinator import (
     monitor_keep,
     session_monitor,
 )
-from chat.context import (
-    PastTurn,
-    Recalled,
-    compose_turn,
-    prior_turns,
-    recall_budget,
-    retrieval_plan,
-)
+from chat.context import PastTurn, Recalled, compose_turn, recall_budget, retrieval_plan
 from chat.models import CompactionRun, CompactionTrigger, Session, Turn, TurnContext
+from chat.selectors import turn_histories
 from recall.assembly import TOP_K_MAX, RecallRequest, recall_assemble
-from recall.layout.config import LayoutConfig, PrimingConfig
 from recall.layout.planner import request_budget
 from recall.layout.request import LayoutRequest
-from recall.layout.services import layout_config_current
+from recall.layout.services import CurrentLayoutConfig
 from recall.runtime import token_estimator
-from recall.selectors import memory_tiers
 
 
 @dataclass(frozen=True)
@@ -61,13 +53,20 @@ class Assembled:
 
 
 def turn_assemble(
-    *, session: Session, query: Turn, author: str, waited: Waited | None = None
+    *,
+    session: Session,
+    query: Turn,
+    author: str,
+    layout: CurrentLayoutConfig,
+    assembled_before: bool,
+    waited: Waited | None = None,
 ) -> Assembled:
     """Assemble and record the context for ``query``, the user's turn just appended to the
-    (locked) session; ``waited`` is the run in flight the turn waited for. The session's
+    (locked) session, under ``layout``, the workload's current layout configuration;
+    ``assembled_before``: whether a context was assembled for an earlier turn of the session
+    (its first is primed); ``waited`` is the run in flight the turn waited for. The session's
     monitor state is updated on ``session``, which the caller saves."""
-    current = layout_config_current(workload=session.workload)
-    config = current.config
+    config = layout.config
     estimator = token_estimator()
     layout_request = LayoutRequest(
         query=query.content,
@@ -76,8 +75,11 @@ def turn_assemble(
         config=config,
     )
     budget = request_budget(layout_request)
-    primed = config.priming.enabled and not session.contexts.exists()
-    prior = prior_session_turns(session=session, priming=config.priming)
+    primed = config.priming.enabled and not assembled_before
+    histories = turn_histories(
+        session=session, before=query.index, keep=config.max_history_turns, priming=config.priming
+    )
+    prior = histories.prior
     plan = retrieval_plan(config, primed=primed, top_k_max=TOP_K_MAX)
     caps = recall_budget(
         budget.supporting_context_budget,
@@ -101,20 +103,19 @@ def turn_assemble(
         )
     )
     envelope = recorded.envelope
-    history, history_given = _history(session, query, config)
     composed = compose_turn(
         config,
         system_prompt=session.system_prompt,
         system_prompt_tokens=session.system_prompt_tokens,
         tool_schema_tokens=session.tool_schema_tokens,
-        memories=_recalled(session, envelope["entries"]),
+        memories=_recalled(envelope["entries"], recorded.tiers),
         plan=plan,
-        history=history,
-        history_given=history_given,
+        history=histories.current,
+        history_given=histories.given,
         prior=prior,
         query=_past(query),
         estimator=estimator,
-        config_version=current.version.version if current.version else None,
+        config_version=layout.version.version if layout.version else None,
     )
     status = composed.result.budget_status(turn_index=query.index)
     monitor = session_monitor(session=session, config=config)
@@ -186,55 +187,16 @@ def _past(turn: Turn) -> PastTurn:
     return PastTurn(str(turn.session_id), turn.index, turn.role, turn.content, turn.tokens)
 
 
-def _recalled(session: Session, entries: Sequence[Any]) -> list[Recalled]:
-    tiers = memory_tiers(workspace=session.workspace, ids=[int(e["id"]) for e in entries])
+def _recalled(entries: Sequence[Any], tiers: Mapping[str, str]) -> list[Recalled]:
     return [
         Recalled(
             id=entry["id"],
             content=entry["content"],
             memory_type=entry["memoryType"],
             segment_kind=entry["segmentKind"],
-            tier=tiers.get(int(entry["id"]), "short_term"),
+            tier=tiers.get(entry["id"], "short_term"),
             similarity=float(entry["similarity"]),
             score=float(entry["score"]),
         )
         for entry in entries
     ]
-
-
-def _history(session: Session, query: Turn, config: LayoutConfig) -> tuple[list[PastTurn], int]:
-    """The session's current turns before ``query`` that the layout can keep (its last
-    ``max_history_turns``; older ones are counted, never read), and how many there are.
-    Turns a compaction summarised are not current."""
-    current = session.turns.filter(index__lt=query.index, compacted_by__isnull=True)
-    given = current.count()
-    keep = config.max_history_turns
-    if keep == 0 or given == 0:
-        return [], given
-    rows = current.order_by("-index")[:keep]
-    return [_past(turn) for turn in reversed(list(rows))], given
-
-
-def prior_session_turns(*, session: Session, priming: PrimingConfig) -> list[PastTurn]:
-    """The prior-session history of the session (``chat.context.prior_turns``): the actor's
-    sessions of the workload started before this one, newest first, read for their last
-    ``previous_session_turns`` turns each. Nothing while priming is off."""
-    if not priming.enabled or not priming.previous_sessions or not priming.previous_session_turns:
-        return []
-    earlier = list(
-        Session.objects.filter(
-            workspace_id=session.workspace_id,
-            actor_id=session.actor_id,
-            workload_id=session.workload_id,
-            pk__lt=session.pk,
-        )
-        .order_by("-pk")
-        .values_list("pk", flat=True)[: priming.previous_sessions]
-    )
-    tails: list[list[PastTurn]] = []
-    for pk in earlier:
-        rows = Turn.objects.filter(session_id=pk, compacted_by__isnull=True).order_by("-index")[
-            : priming.previous_session_turns
-        ]
-        tails.append([_past(turn) for turn in reversed(list(rows))])
-    return prior_turns(tails, priming)

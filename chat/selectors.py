@@ -11,15 +11,15 @@ from typing import Any
 from django.db.models import Case, CharField, Count, Q, QuerySet, Value, When
 from django.db.models.functions import TruncDate
 
-from chat.assembly import prior_session_turns
-from chat.context import Recalled, retrieval_plan, supporting_sections
+from chat.context import PastTurn, Recalled, prior_turns, retrieval_plan, supporting_sections
 from chat.filtersets import SessionFilterSet
 from chat.models import CompactionRun, Session, SessionStatus, Turn, TurnContext
+from portal.db.cursors import prepared_statement
 from portal.errors import NotFoundError, ValidationFailed
 from portal.models import Workspace
 from recall.assembly import TOP_K_MAX
 from recall.forms.layout import LINES_MAX, LayoutStart
-from recall.layout.config import LayoutConfig, parse_memory_config
+from recall.layout.config import LayoutConfig, PrimingConfig, parse_memory_config
 from recall.layout.services import layout_config_current
 from recall.models import WorkloadLayoutConfigVersion
 from recall.selectors import memories_by_id
@@ -54,6 +54,99 @@ def session_turn(*, session: Session, index: Any) -> tuple[Turn, TurnContext | N
             {"turnCount": session.turn_count},
         )
     return turn, session.contexts.filter(turn=turn.index).first()
+
+
+# --- the histories of a turn ---------------------------------------------------------------------
+
+_TURN = Turn._meta.db_table
+_SESSION = Session._meta.db_table
+_TURN_COLUMNS = "t.session_id, t.index, t.role, t.content, t.tokens"
+# One statement for both histories of a turn: the current session's last turns before the
+# query that are still current (a compaction had not summarised them), with how many there
+# are (counted before the limit), and the last turns of each of the actor's earlier sessions
+# of the workload, newest sessions first (each a lateral read of its own tail). ``history``
+# is at least 1 (the count rides on the rows): a caller keeping none drops them.
+_HISTORIES = prepared_statement(
+    "chat.histories",
+    f"""
+(SELECT 0 AS part, {_TURN_COLUMNS}, count(*) OVER () AS given
+ FROM {_TURN} t
+ WHERE t.session_id = %(session)s AND t.index < %(before)s AND t.compacted_by_id IS NULL
+ ORDER BY t.index DESC
+ LIMIT %(history)s)
+UNION ALL
+(SELECT 1, {_TURN_COLUMNS}, NULL
+ FROM (
+     SELECT s.id FROM {_SESSION} s
+     WHERE s.workspace_id = %(workspace)s AND s.actor_id = %(actor)s
+       AND s.workload_id = %(workload)s AND s.id < %(session)s
+     ORDER BY s.id DESC
+     LIMIT %(sessions)s
+ ) s
+ CROSS JOIN LATERAL (
+     SELECT {_TURN_COLUMNS} FROM {_TURN} t
+     WHERE t.session_id = s.id AND t.compacted_by_id IS NULL
+     ORDER BY t.index DESC
+     LIMIT %(turns)s
+ ) t)
+""",
+)
+
+
+@dataclass(frozen=True)
+class Histories:
+    """What a turn's layout is given of the sessions' turns (``chat.assembly``)."""
+
+    current: list[PastTurn]  # the last current turns before the query, oldest first
+    given: int  # how many current turns precede the query (older ones counted, never read)
+    prior: list[PastTurn]  # the prior-session history (``chat.context.prior_turns``)
+
+
+def turn_histories(
+    *, session: Session, before: int, keep: int, priming: PrimingConfig
+) -> Histories:
+    """The histories of the turn ``before`` of the session, in one statement: its current
+    history (the last ``keep`` turns before it that no compaction summarised, and how many
+    such turns there are) and its prior-session history (``prior_session_turns``)."""
+    reads_prior = bool(
+        priming.enabled and priming.previous_sessions and priming.previous_session_turns
+    )
+    rows = _HISTORIES.fetchall(
+        {
+            "session": session.pk,
+            "before": before,
+            "history": max(keep, 1),
+            "workspace": session.workspace_id,
+            "actor": session.actor_id,
+            "workload": session.workload_id,
+            "sessions": priming.previous_sessions if reads_prior else 0,
+            "turns": priming.previous_session_turns,
+        }
+    )
+    current: list[PastTurn] = []
+    given = 0
+    tails: dict[int, list[PastTurn]] = {}
+    for part, session_id, index, role, content, tokens, counted in rows:
+        turn = PastTurn(str(session_id), index, role, content, tokens)
+        if part == 0:
+            current.append(turn)
+            given = counted
+        else:
+            tails.setdefault(session_id, []).append(turn)
+    # Newest sessions first, each its turns in order.
+    prior = [sorted(tails[pk], key=lambda t: t.index) for pk in sorted(tails, reverse=True)]
+    return Histories(
+        current=list(reversed(current)) if keep else [],
+        given=given,
+        prior=prior_turns(prior, priming) if reads_prior else [],
+    )
+
+
+def prior_session_turns(*, session: Session, priming: PrimingConfig) -> list[PastTurn]:
+    """The prior-session history of the session (``chat.context.prior_turns``): the actor's
+    sessions of the workload started before this one, newest first, read for their last
+    ``previous_session_turns`` turns each. Nothing while priming is off."""
+    return turn_histories(session=session, before=0, keep=0, priming=priming).prior
 
 
 def turn_layout_start(*, session: Session, context: TurnContext) -> LayoutStart:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import Count, QuerySet
+from django.db.models import Count, Exists, OuterRef, QuerySet
 from django.utils import timezone
 
 from audit.models import EventType
@@ -47,7 +47,12 @@ from portal.errors import (
 )
 from portal.models import Workspace
 from portal.tasks import QueueUnavailable
-from recall.layout.services import layout_config_current
+from recall.layout.services import (
+    CurrentLayoutConfig,
+    layout_config_current,
+    layout_config_current_of,
+    layout_config_latest_value,
+)
 from recall.models import Actor
 from recall.runtime import token_estimator
 from recall.services import actor_check_not_erased, actor_get_or_create
@@ -237,15 +242,44 @@ def _exists(session: Session) -> ConflictError:
 
 def session_locked(session: Session) -> Session:
     """The session row locked for a write (turns appended one call at a time), or 404."""
-    locked = (
+    locked = _lockable(session).first()
+    if locked is None:
+        raise NotFoundError(f"No session {session.pk}.")
+    return locked
+
+
+def _lockable(session: Session) -> QuerySet[Session]:
+    return (
         Session.objects.select_for_update()
         .select_related("workspace", "actor", "workload")
         .filter(pk=session.pk)
+    )
+
+
+@dataclass(frozen=True)
+class TurnStart:
+    """What a turns request reads with the session it locks, in the same statement."""
+
+    session: Session
+    layout: CurrentLayoutConfig  # the workload's layout configuration, as saved now
+    assembled_before: bool  # a context was assembled for an earlier turn (none is primed now)
+
+
+def session_locked_for_turns(session: Session) -> TurnStart:
+    """``session_locked``, with the workload's current layout configuration and whether the
+    session has an assembled turn yet: one statement where three were."""
+    locked = (
+        _lockable(session)
+        .annotate(
+            layout_config=layout_config_latest_value(OuterRef("workload_id")),
+            assembled_before=Exists(TurnContext.objects.filter(session=OuterRef("pk"))),
+        )
         .first()
     )
     if locked is None:
         raise NotFoundError(f"No session {session.pk}.")
-    return locked
+    layout = layout_config_current_of(locked.layout_config)
+    return TurnStart(locked, layout, locked.assembled_before)
 
 
 def session_check_active(session: Session) -> None:
@@ -310,18 +344,27 @@ def session_turns_post(*, session: Session, messages: Any, author: str) -> Poste
     assemble the context for it (``chat.assembly``): all in one transaction, so a refusal
     (an ended session, a workload archived since, a message not valid) appends nothing.
 
-    A compaction run in flight is waited for first, up to ``COMPACTION_WAIT_MS``, outside the
-    transaction (the run needs the session's lock to finish); a run the monitor asks for is
+    A compaction run in flight (``session``'s, as read for this call) is waited for first, up
+    to ``COMPACTION_WAIT_MS``, outside the transaction (the run needs the session's lock to
+    finish); a run the monitor asks for is
     sent once the session is saved (without a broker it has run when this returns)."""
     checked = messages_check(messages)
     waited = compaction_wait(session=session)
     with transaction.atomic():
-        locked = session_locked(session)
+        start = session_locked_for_turns(session)
+        locked = start.session
         session_check_active(locked)
         turns = turns_append(session=locked, messages=checked)
         context = run = None
         if turns[-1].role == Role.USER:
-            assembled = turn_assemble(session=locked, query=turns[-1], author=author, waited=waited)
+            assembled = turn_assemble(
+                session=locked,
+                query=turns[-1],
+                author=author,
+                layout=start.layout,
+                assembled_before=start.assembled_before,
+                waited=waited,
+            )
             context, run = assembled.context, assembled.run
             locked.last_budget = context.budget_status
         locked.save(update_fields=["turn_count", "last_budget", *MONITOR_FIELDS, "updated_at"])

@@ -139,9 +139,10 @@ class Waited:
 def compaction_wait(*, session: Session, bound_ms: int | None = None) -> Waited | None:
     """Wait, outside any transaction and without the session's lock (the run needs it to
     finish), for the session's run in flight, up to ``bound_ms`` (``COMPACTION_WAIT_MS``).
-    None when there is none."""
-    run_id = Session.objects.filter(pk=session.pk).values_list("compaction_run_id", flat=True)
-    pk = run_id.first()
+    None when there is none. ``session`` is as read for this call (its run in flight is not
+    read again: a run starts only with a turn or a manual request, each under the session's
+    lock, which the turn takes next)."""
+    pk = session.compaction_run_id
     if pk is None:
         return None
     bound = (settings.COMPACTION_WAIT_MS if bound_ms is None else bound_ms) / 1000

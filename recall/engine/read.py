@@ -116,6 +116,7 @@ class RankedRow:
     token_count: int
     created_at: datetime
     hit_count: int
+    tier: str  # short_term or long_term (a session's turn places passages by it)
     similarity: float
     # Whether it passes the similarity floor: recall ranks only the rows that do. The hot
     # path's statement returns those alone; the others say it of each row (``memory_ranked``).
@@ -126,7 +127,8 @@ class RankedRow:
 # the hits since).
 RANKED_COLUMNS = (
     "m.id, m.content, m.memory_type, m.source_kind, m.confirmation_status, m.confidence,"
-    f" m.sensitivity, m.segment_kind, m.token_count, m.created_at, {RANKED_HITS_SQL} AS hit_count"
+    f" m.sensitivity, m.segment_kind, m.token_count, m.created_at, {RANKED_HITS_SQL} AS hit_count,"
+    " m.tier"
 )
 
 

@@ -8,11 +8,13 @@ accept and runs the planner with the project's token estimator.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import QuerySet
+from django.db import DEFAULT_DB_ALIAS, transaction
+from django.db.models import JSONField, OuterRef, QuerySet, Subquery
+from django.db.models.functions import JSONObject
 
 from audit.models import EventType
 from audit.services import audit_event_record
@@ -142,6 +144,30 @@ def layout_config_latest(*, workload: Workload) -> WorkloadLayoutConfigVersion |
     return workload.layout_config_versions.order_by("-version").first()
 
 
+def layout_config_latest_value(workload: OuterRef) -> Subquery:
+    """The latest saved config of the workload ``workload`` names, as one JSON value (null when
+    none is saved): for a statement that reads it beside a row of its own (a session's turn
+    reads it with the session it locks). ``layout_config_current_of`` reads the value."""
+    latest = WorkloadLayoutConfigVersion.objects.filter(workload=workload).order_by("-version")
+    value = JSONObject(**{name: name for name in _VERSION_FIELDS})
+    return Subquery(latest.values_list(value)[:1], output_field=JSONField())
+
+
+_VERSION_FIELDS = ("id", "workload_id", "version", "document", "comment", "author", "created_at")
+
+
+def layout_config_current_of(value: dict[str, Any] | None) -> CurrentLayoutConfig:
+    """``layout_config_current`` of a ``layout_config_latest_value`` read."""
+    if value is None:
+        return CurrentLayoutConfig(config=LayoutConfig(), version=None)
+    latest = WorkloadLayoutConfigVersion(
+        **{name: value[name] for name in _VERSION_FIELDS if name != "created_at"},
+        created_at=datetime.fromisoformat(value["created_at"]),
+    )
+    latest._state.adding, latest._state.db = False, DEFAULT_DB_ALIAS
+    return _current(latest)
+
+
 @dataclass(frozen=True)
 class CurrentLayoutConfig:
     """The config the planner uses for a workload; ``version`` is None for the defaults."""
@@ -155,6 +181,10 @@ def layout_config_current(*, workload: Workload) -> CurrentLayoutConfig:
     latest = layout_config_latest(workload=workload)
     if latest is None:
         return CurrentLayoutConfig(config=LayoutConfig(), version=None)
+    return _current(latest)
+
+
+def _current(latest: WorkloadLayoutConfigVersion) -> CurrentLayoutConfig:
     # Stored documents were validated on save; re-parsing gives the typed config back (one
     # saved before a key was found to have no effect is read as it was saved).
     config = parse_memory_config(latest.document, accept_no_effect=True)

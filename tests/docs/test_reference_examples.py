@@ -251,6 +251,7 @@ def build_envelope(example: dict[str, Any]) -> dict[str, Any]:
             token_count=row["tokens"],
             created_at=datetime.fromisoformat(row["createdAt"]),
             hit_count=row["hitCount"],
+            tier="short_term",
             similarity=row["similarity"],
         )
         for row in example["rows"]
