@@ -17,7 +17,8 @@ For the user's message of a session, under the workload's stored layout configur
 Turns an earlier compaction summarised are not the current history any more: their summary
 memories reach the prompt through the recall, like any memory.
 
-Everything is recorded in one ``TurnContext``, in the caller's transaction.
+Everything is recorded in one ``TurnContext``, written with the request's turns in the caller's
+transaction (``chat.turn_statements``).
 """
 
 from __future__ import annotations
@@ -59,13 +60,16 @@ def turn_assemble(
     author: str,
     layout: CurrentLayoutConfig,
     assembled_before: bool,
+    appended: Sequence[Turn] = (),
     waited: Waited | None = None,
 ) -> Assembled:
-    """Assemble and record the context for ``query``, the user's turn just appended to the
-    (locked) session, under ``layout``, the workload's current layout configuration;
-    ``assembled_before``: whether a context was assembled for an earlier turn of the session
-    (its first is primed); ``waited`` is the run in flight the turn waited for. The session's
-    monitor state is updated on ``session``, which the caller saves."""
+    """Assemble the context for ``query``, the user's turn the request appends to the
+    (locked) session after ``appended`` (neither written yet), under ``layout``, the
+    workload's current layout configuration; ``assembled_before``: whether a context was
+    assembled for an earlier turn of the session (its first is primed); ``waited`` is the
+    run in flight the turn waited for. The recall is recorded; the context is returned to be
+    written with the turns (``chat.turn_statements.turn_recorded``), and the session's
+    monitor state is updated on ``session``, which the caller writes with them."""
     config = layout.config
     estimator = token_estimator()
     layout_request = LayoutRequest(
@@ -76,9 +80,13 @@ def turn_assemble(
     )
     budget = request_budget(layout_request)
     primed = config.priming.enabled and not assembled_before
+    keep = config.max_history_turns
     histories = turn_histories(
-        session=session, before=query.index, keep=config.max_history_turns, priming=config.priming
+        session=session, before=query.index, keep=keep, priming=config.priming
     )
+    # The turns this request appends before the query end the current history.
+    history = [*histories.current, *(_past(turn) for turn in appended)][-keep:] if keep else []
+    history_given = histories.given + len(appended)
     prior = histories.prior
     plan = retrieval_plan(config, primed=primed, top_k_max=TOP_K_MAX)
     caps = recall_budget(
@@ -110,8 +118,8 @@ def turn_assemble(
         tool_schema_tokens=session.tool_schema_tokens,
         memories=_recalled(envelope["entries"], recorded.tiers),
         plan=plan,
-        history=histories.current,
-        history_given=histories.given,
+        history=history,
+        history_given=history_given,
         prior=prior,
         query=_past(query),
         estimator=estimator,
@@ -136,7 +144,7 @@ def turn_assemble(
     # The policy's own budget, which the event records beside the cap.
     policy_budget = int(recorded.event.payload["tokenBudgetCap"]["policy"])
     diagnostics: Any = envelope["diagnostics"]
-    context = TurnContext.objects.create(
+    context = TurnContext(
         workspace_id=session.workspace_id,
         session=session,
         turn=query.index,

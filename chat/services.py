@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import Count, Exists, OuterRef, QuerySet
+from django.db.models import Count, QuerySet
 from django.utils import timezone
 
 from audit.models import EventType
@@ -35,6 +35,7 @@ from chat.models import (
     Turn,
     TurnContext,
 )
+from chat.turn_statements import session_locked_for_turns, turn_recorded
 from policies.models import Workload
 from policies.selectors import environment_check
 from policies.services import workload_check_live
@@ -47,12 +48,7 @@ from portal.errors import (
 )
 from portal.models import Workspace
 from portal.tasks import QueueUnavailable
-from recall.layout.services import (
-    CurrentLayoutConfig,
-    layout_config_current,
-    layout_config_current_of,
-    layout_config_latest_value,
-)
+from recall.layout.services import layout_config_current
 from recall.models import Actor
 from recall.runtime import token_estimator
 from recall.services import actor_check_not_erased, actor_get_or_create
@@ -241,45 +237,17 @@ def _exists(session: Session) -> ConflictError:
 
 
 def session_locked(session: Session) -> Session:
-    """The session row locked for a write (turns appended one call at a time), or 404."""
-    locked = _lockable(session).first()
-    if locked is None:
-        raise NotFoundError(f"No session {session.pk}.")
-    return locked
-
-
-def _lockable(session: Session) -> QuerySet[Session]:
-    return (
+    """The session row locked for a write (turns appended one call at a time), or 404. (A
+    turns request locks it with what its turn reads: ``chat.turn_statements``.)"""
+    locked = (
         Session.objects.select_for_update()
         .select_related("workspace", "actor", "workload")
         .filter(pk=session.pk)
-    )
-
-
-@dataclass(frozen=True)
-class TurnStart:
-    """What a turns request reads with the session it locks, in the same statement."""
-
-    session: Session
-    layout: CurrentLayoutConfig  # the workload's layout configuration, as saved now
-    assembled_before: bool  # a context was assembled for an earlier turn (none is primed now)
-
-
-def session_locked_for_turns(session: Session) -> TurnStart:
-    """``session_locked``, with the workload's current layout configuration and whether the
-    session has an assembled turn yet: one statement where three were."""
-    locked = (
-        _lockable(session)
-        .annotate(
-            layout_config=layout_config_latest_value(OuterRef("workload_id")),
-            assembled_before=Exists(TurnContext.objects.filter(session=OuterRef("pk"))),
-        )
         .first()
     )
     if locked is None:
         raise NotFoundError(f"No session {session.pk}.")
-    layout = layout_config_current_of(locked.layout_config)
-    return TurnStart(locked, layout, locked.assembled_before)
+    return locked
 
 
 def session_check_active(session: Session) -> None:
@@ -309,21 +277,26 @@ def session_end(*, session: Session, author: str) -> Session:
 def turns_append(*, session: Session, messages: Sequence[Message]) -> list[Turn]:
     """Append checked messages to a locked, active session (inside the caller's transaction):
     the new turns, numbered on from the session's last, each with its estimated tokens."""
+    return Turn.objects.bulk_create(turns_numbered(session=session, messages=messages))
+
+
+def turns_numbered(*, session: Session, messages: Sequence[Message]) -> list[Turn]:
+    """The turns of checked messages for a locked, active session, numbered on from the
+    session's last, each with its estimated tokens, not saved yet; the session's
+    ``turn_count`` counts them."""
     count = token_estimator()
     start = session.turn_count
-    turns = Turn.objects.bulk_create(
-        [
-            Turn(
-                workspace_id=session.workspace_id,
-                session=session,
-                index=start + offset + 1,
-                role=message.role,
-                content=message.content,
-                tokens=count(message.content),
-            )
-            for offset, message in enumerate(messages)
-        ]
-    )
+    turns = [
+        Turn(
+            workspace_id=session.workspace_id,
+            session=session,
+            index=start + offset + 1,
+            role=message.role,
+            content=message.content,
+            tokens=count(message.content),
+        )
+        for offset, message in enumerate(messages)
+    ]
     session.turn_count = start + len(turns)
     return turns
 
@@ -354,12 +327,13 @@ def session_turns_post(*, session: Session, messages: Any, author: str) -> Poste
         start = session_locked_for_turns(session)
         locked = start.session
         session_check_active(locked)
-        turns = turns_append(session=locked, messages=checked)
+        turns = turns_numbered(session=locked, messages=checked)
         context = run = None
         if turns[-1].role == Role.USER:
             assembled = turn_assemble(
                 session=locked,
                 query=turns[-1],
+                appended=turns[:-1],
                 author=author,
                 layout=start.layout,
                 assembled_before=start.assembled_before,
@@ -367,7 +341,7 @@ def session_turns_post(*, session: Session, messages: Any, author: str) -> Poste
             )
             context, run = assembled.context, assembled.run
             locked.last_budget = context.budget_status
-        locked.save(update_fields=["turn_count", "last_budget", *MONITOR_FIELDS, "updated_at"])
+        turn_recorded(session=locked, turns=turns, context=context, now=timezone.now())
         if run is not None:
             compaction_send(run)
     if run is not None:

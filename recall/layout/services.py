@@ -8,13 +8,11 @@ accept and runs the planner with the project's token estimator.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, transaction
-from django.db.models import JSONField, OuterRef, QuerySet, Subquery
-from django.db.models.functions import JSONObject
+from django.db.models import Field, QuerySet
 
 from audit.models import EventType
 from audit.services import audit_event_record
@@ -144,25 +142,29 @@ def layout_config_latest(*, workload: Workload) -> WorkloadLayoutConfigVersion |
     return workload.layout_config_versions.order_by("-version").first()
 
 
-def layout_config_latest_value(workload: OuterRef) -> Subquery:
-    """The latest saved config of the workload ``workload`` names, as one JSON value (null when
-    none is saved): for a statement that reads it beside a row of its own (a session's turn
-    reads it with the session it locks). ``layout_config_current_of`` reads the value."""
-    latest = WorkloadLayoutConfigVersion.objects.filter(workload=workload).order_by("-version")
-    value = JSONObject(**{name: name for name in _VERSION_FIELDS})
-    return Subquery(latest.values_list(value)[:1], output_field=JSONField())
+def layout_config_latest_sql(workload_column: str) -> str:
+    """An SQL expression: the latest saved config of the workload ``workload_column`` names, as
+    one jsonb value (null when none is saved), for a statement that reads it beside a row of
+    its own (a session's turn reads it with the session it locks).
+    ``layout_config_current_of`` reads the value."""
+    columns = ", ".join(f"'{field.attname}', v.{field.column}" for field in _version_fields())
+    return (
+        f"(SELECT jsonb_build_object({columns})"
+        f" FROM {WorkloadLayoutConfigVersion._meta.db_table} v"
+        f" WHERE v.workload_id = {workload_column} ORDER BY v.version DESC LIMIT 1)"
+    )
 
 
-_VERSION_FIELDS = ("id", "workload_id", "version", "document", "comment", "author", "created_at")
+def _version_fields() -> list[Field[Any, Any]]:
+    return list(WorkloadLayoutConfigVersion._meta.concrete_fields)
 
 
 def layout_config_current_of(value: dict[str, Any] | None) -> CurrentLayoutConfig:
-    """``layout_config_current`` of a ``layout_config_latest_value`` read."""
+    """``layout_config_current`` of a ``layout_config_latest_sql`` value, as decoded."""
     if value is None:
         return CurrentLayoutConfig(config=LayoutConfig(), version=None)
     latest = WorkloadLayoutConfigVersion(
-        **{name: value[name] for name in _VERSION_FIELDS if name != "created_at"},
-        created_at=datetime.fromisoformat(value["created_at"]),
+        **{field.attname: field.to_python(value[field.attname]) for field in _version_fields()}
     )
     latest._state.adding, latest._state.db = False, DEFAULT_DB_ALIAS
     return _current(latest)

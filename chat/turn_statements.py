@@ -1,0 +1,198 @@
+"""The two statements of a turns request that the ORM would build on every call: the session
+locked with what its turn reads beside it, and everything the request writes.
+
+Each is one prepared statement (``portal.db.cursors``) where the ORM ran three: building and
+compiling the locked read with its subqueries alone cost more (2 ms) than running it. The
+columns are the models' own (``_meta``), so a field added to a model is read and written
+here too, and the rows come back as the model instances the ORM would have made.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, TypeVar
+
+import orjson
+from django.db import connection
+from django.db.models import JSONField, Model
+
+from chat.compaction.coordinator import MONITOR_FIELDS
+from chat.models import Session, Turn, TurnContext
+from policies.models import Workload
+from portal.db.cursors import prepared_statement
+from portal.errors import NotFoundError
+from portal.models import Workspace
+from recall.layout.services import (
+    CurrentLayoutConfig,
+    layout_config_current_of,
+    layout_config_latest_sql,
+)
+from recall.models import Actor
+
+M = TypeVar("M", bound=Model)
+
+# The session and the rows the ORM's ``select_related("workspace", "actor", "workload")``
+# joins, in this order; each locked, as ``select_for_update`` locks every row it joins.
+_JOINED: tuple[tuple[type[Model], str], ...] = (
+    (Session, "s"),
+    (Actor, "a"),
+    (Workload, "w"),
+    (Workspace, "ws"),
+)
+
+
+def _columns(model: type[Model], alias: str) -> str:
+    return ", ".join(f"{alias}.{field.column}" for field in model._meta.concrete_fields)
+
+
+def _instance(model: type[M], values: Sequence[Any]) -> M:
+    """A model instance of its concrete fields' values, as the ORM makes one from a row."""
+    fields = model._meta.concrete_fields
+    converted = []
+    for field, value in zip(fields, values, strict=True):
+        # As the ORM reads them (a JSON field's text decoded; django-stubs lacks the method).
+        for convert in field.get_db_converters(connection):  # type: ignore[attr-defined]
+            value = convert(value, field, connection)
+        converted.append(value)
+    return model.from_db(connection.alias, [field.attname for field in fields], converted)
+
+
+_WIDTHS = tuple(len(model._meta.concrete_fields) for model, _ in _JOINED)
+
+_LOCKED = prepared_statement(
+    "chat.session_locked_for_turns",
+    f"""
+SELECT {", ".join(_columns(model, alias) for model, alias in _JOINED)},
+    {layout_config_latest_sql("s.workload_id")},
+    -- the first assembled turn, through the (session, turn) index
+    (SELECT c.turn FROM {TurnContext._meta.db_table} c
+     WHERE c.session_id = s.id ORDER BY c.turn LIMIT 1)
+FROM {Session._meta.db_table} s
+JOIN {Actor._meta.db_table} a ON a.id = s.actor_id
+JOIN {Workload._meta.db_table} w ON w.id = s.workload_id
+JOIN {Workspace._meta.db_table} ws ON ws.id = s.workspace_id
+WHERE s.id = %(session)s AND s.workspace_id = %(workspace)s
+FOR UPDATE
+""",
+)
+
+
+@dataclass(frozen=True)
+class TurnStart:
+    """What a turns request reads with the session it locks, in the same statement."""
+
+    session: Session  # its workspace, actor and workload attached (and locked)
+    layout: CurrentLayoutConfig  # the workload's layout configuration, as saved now
+    assembled_before: bool  # a context was assembled for an earlier turn (none is primed now)
+
+
+def session_locked_for_turns(session: Session) -> TurnStart:
+    """The session row locked for a turns request (``chat.services.session_locked``), with the
+    workload's current layout configuration and whether the session has an assembled turn
+    yet; 404 if it is gone."""
+    row = _LOCKED.fetchone({"session": session.pk, "workspace": session.workspace_id})
+    if row is None:
+        raise NotFoundError(f"No session {session.pk}.")
+    instances: list[Model] = []
+    start = 0
+    for (model, _), width in zip(_JOINED, _WIDTHS, strict=True):
+        instances.append(_instance(model, row[start : start + width]))
+        start += width
+    locked, actor, workload, workspace = instances
+    assert isinstance(locked, Session)
+    locked.actor, locked.workload, locked.workspace = actor, workload, workspace  # type: ignore[assignment]
+    layout_value, first_assembled = row[start], row[start + 1]
+    layout = layout_config_current_of(_json(layout_value))
+    return TurnStart(locked, layout, first_assembled is not None)
+
+
+def _json(value: Any) -> Any:
+    """A json(b) value as read: text (Django reads jsonb as text, for its fields), or None."""
+    return orjson.loads(value) if isinstance(value, str | bytes) else value
+
+
+_TURN_COLUMNS = ("workspace_id", "session_id", "index", "role", "content", "tokens", "created_at")
+# Every column of a context but its id, and the session's fields a turn changes (with
+# ``updated_at``, which is the statement's time), each with its parameter.
+_CONTEXT_FIELDS = [f for f in TurnContext._meta.concrete_fields if not f.primary_key]
+SESSION_TURN_FIELDS = ("turn_count", "last_budget", *MONITOR_FIELDS)
+_SESSION_FIELDS: list[Any] = [Session._meta.get_field(name) for name in SESSION_TURN_FIELDS]
+
+
+def _placeholder(field: Any, prefix: str) -> str:
+    """The field's parameter, cast to its column's type (``created_at``: the statement's time)."""
+    if field.name == "created_at":
+        return "%(now)s"
+    return f"%({prefix}{field.column})s::{field.cast_db_type(connection)}"
+
+
+def _params(instance: Model | None, fields: Sequence[Any], prefix: str) -> dict[str, Any]:
+    params = {}
+    for field in fields:
+        value = None if instance is None else getattr(instance, field.attname)
+        if isinstance(field, JSONField) and value is not None:
+            value = orjson.dumps(value).decode()
+        params[f"{prefix}{field.column}"] = value
+    return params
+
+
+# The turns appended, the context assembled for the last (when it was the user's: the
+# context's ``turn`` is not null) and the session's counters and monitor state: one
+# statement, all or nothing. JSON goes as text, cast by PostgreSQL.
+_RECORDED = prepared_statement(
+    "chat.turn_recorded",
+    f"""
+WITH turns AS (
+    INSERT INTO {Turn._meta.db_table} ({", ".join(_TURN_COLUMNS)})
+    SELECT %(workspace)s, %(session)s, m.index, m.role, m.content, m.tokens, %(now)s
+    FROM unnest(%(indexes)s::integer[], %(roles)s::text[], %(contents)s::text[],
+                %(tokens)s::integer[]) AS m(index, role, content, tokens)
+    RETURNING id, index
+),
+context AS (
+    INSERT INTO {TurnContext._meta.db_table} ({", ".join(f.column for f in _CONTEXT_FIELDS)})
+    SELECT {", ".join(_placeholder(f, "context_") for f in _CONTEXT_FIELDS)}
+    WHERE %(context_turn)s::integer IS NOT NULL
+    RETURNING id
+)
+UPDATE {Session._meta.db_table} SET
+    {", ".join(f"{f.column} = {_placeholder(f, 'session_')}" for f in _SESSION_FIELDS)},
+    updated_at = %(now)s
+WHERE id = %(session)s
+RETURNING (SELECT array_agg(id ORDER BY index) FROM turns), (SELECT id FROM context)
+""",
+)
+
+
+def turn_recorded(
+    *, session: Session, turns: Sequence[Turn], context: TurnContext | None, now: datetime
+) -> None:
+    """Write the request's turns (numbered, not saved yet), the context assembled for the last
+    one (not saved yet; None: the last was not the user's) and the locked session's
+    ``SESSION_TURN_FIELDS`` as they are on ``session``: one statement. The instances get
+    their ids and times, as ``save`` would give them."""
+    row = _RECORDED.fetchone(
+        {
+            "workspace": session.workspace_id,
+            "session": session.pk,
+            "now": now,
+            "indexes": [turn.index for turn in turns],
+            "roles": [turn.role for turn in turns],
+            "contents": [turn.content for turn in turns],
+            "tokens": [turn.tokens for turn in turns],
+            **_params(context, _CONTEXT_FIELDS, "context_"),
+            **_params(session, _SESSION_FIELDS, "session_"),
+        }
+    )
+    if row is None:  # impossible: the session is locked
+        raise NotFoundError(f"No session {session.pk}.")
+    turn_ids, context_id = row
+    for turn, pk in zip(turns, turn_ids, strict=True):
+        turn.pk, turn.created_at = pk, now
+        turn._state.adding, turn._state.db = False, connection.alias
+    if context is not None:
+        context.pk, context.created_at = context_id, now
+        context._state.adding, context._state.db = False, connection.alias
+    session.updated_at = now
