@@ -17,7 +17,8 @@ from typing import Any
 from django.http import HttpRequest
 
 from chat.models import CompactionRun, Session
-from portal.access import Caller, binding_check, scoped_get, workspace_for
+from chat.statements import session_in_workspace
+from portal.access import Caller, binding_check, require_role, scoped_get, workspace_for
 from portal.errors import NotFoundError
 from portal.ids import numeric_id
 from portal.models import Role, Workspace
@@ -49,8 +50,17 @@ def session_for(caller: Caller, session_id: Any, action: Action) -> Session:
     pk = numeric_id(session_id)
     if pk is None:
         raise NotFoundError(f"No session {session_id!r}: session ids are ASCII digits.")
-    rows = Session.objects.select_related("actor", "workload")
-    session = scoped_get(caller, rows, pk, what="session", required=REQUIRED_ROLE[action])
+    if caller.token is not None:
+        # The token's workspace is the one it may see (``scoped_get``), read by a prepared
+        # statement: an agent posts every turn of a session through here.
+        found = session_in_workspace(pk=pk, workspace_id=caller.token.workspace_id)
+        if found is None:
+            raise NotFoundError(f"No session {pk}.")
+        require_role(caller, found.workspace, REQUIRED_ROLE[action])
+        session = found
+    else:
+        rows = Session.objects.select_related("actor", "workload")
+        session = scoped_get(caller, rows, pk, what="session", required=REQUIRED_ROLE[action])
     binding_check(caller, workload_id=session.workload_id, environment=session.environment)
     return session
 

@@ -18,7 +18,7 @@ Turns an earlier compaction summarised are not the current history any more: the
 memories reach the prompt through the recall, like any memory.
 
 Everything is recorded in one ``TurnContext``, written with the request's turns in the caller's
-transaction (``chat.turn_statements``).
+transaction (``chat.statements``).
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def turn_assemble(
     workload's current layout configuration; ``assembled_before``: whether a context was
     assembled for an earlier turn of the session (its first is primed); ``waited`` is the
     run in flight the turn waited for. The recall is recorded; the context is returned to be
-    written with the turns (``chat.turn_statements.turn_recorded``), and the session's
+    written with the turns (``chat.statements.turn_recorded``), and the session's
     monitor state is updated on ``session``, which the caller writes with them."""
     config = layout.config
     estimator = token_estimator()

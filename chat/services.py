@@ -35,7 +35,7 @@ from chat.models import (
     Turn,
     TurnContext,
 )
-from chat.turn_statements import session_locked_for_turns, turn_recorded
+from chat.statements import session_locked_for_turns, turn_recorded
 from policies.models import Workload
 from policies.selectors import environment_check
 from policies.services import workload_check_live
@@ -238,7 +238,7 @@ def _exists(session: Session) -> ConflictError:
 
 def session_locked(session: Session) -> Session:
     """The session row locked for a write (turns appended one call at a time), or 404. (A
-    turns request locks it with what its turn reads: ``chat.turn_statements``.)"""
+    turns request locks it with what its turn reads: ``chat.statements``.)"""
     locked = (
         Session.objects.select_for_update()
         .select_related("workspace", "actor", "workload")

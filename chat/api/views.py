@@ -37,6 +37,7 @@ from chat.selectors import session_list, session_turn
 from chat.services import Posted
 from portal.access import Caller, binding_check
 from portal.api.errors import ErrorSerializer
+from portal.api.renderers import FastJSONRenderer
 from portal.api.views import (
     WORKSPACE_PARAM,
     ApiView,
@@ -181,6 +182,9 @@ class SessionEndView(ApiView):
 
 
 class SessionTurnsView(ApiView):
+    # An agent's every turn: its prompt (every kept memory and turn) rendered by orjson.
+    renderer_classes = [FastJSONRenderer]
+
     @extend_schema(
         request=TurnsRequestSerializer,
         responses={

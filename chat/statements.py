@@ -1,10 +1,11 @@
-"""The two statements of a turns request that the ORM would build on every call: the session
-locked with what its turn reads beside it, and everything the request writes.
+"""The statements of the sessions API's hot path that the ORM would build on every call: a
+token caller's read of a session, the session locked with what its turn reads beside it, and
+everything a turns request writes.
 
-Each is one prepared statement (``portal.db.cursors``) where the ORM ran three: building and
-compiling the locked read with its subqueries alone cost more (2 ms) than running it. The
-columns are the models' own (``_meta``), so a field added to a model is read and written
-here too, and the rows come back as the model instances the ORM would have made.
+Each is one prepared statement (``portal.db.cursors``), the last two where the ORM ran three:
+building and compiling the locked read with its subqueries alone cost more (2 ms) than
+running it. The columns are the models' own (``_meta``), so a field added to a model is read
+and written here too, and the rows come back as the model instances the ORM would have made.
 """
 
 from __future__ import annotations
@@ -61,22 +62,48 @@ def _instance(model: type[M], values: Sequence[Any]) -> M:
 
 _WIDTHS = tuple(len(model._meta.concrete_fields) for model, _ in _JOINED)
 
-_LOCKED = prepared_statement(
-    "chat.session_locked_for_turns",
-    f"""
-SELECT {", ".join(_columns(model, alias) for model, alias in _JOINED)},
-    {layout_config_latest_sql("s.workload_id")},
-    -- the first assembled turn, through the (session, turn) index
-    (SELECT c.turn FROM {TurnContext._meta.db_table} c
-     WHERE c.session_id = s.id ORDER BY c.turn LIMIT 1)
+_FROM = f"""
 FROM {Session._meta.db_table} s
 JOIN {Actor._meta.db_table} a ON a.id = s.actor_id
 JOIN {Workload._meta.db_table} w ON w.id = s.workload_id
 JOIN {Workspace._meta.db_table} ws ON ws.id = s.workspace_id
-WHERE s.id = %(session)s AND s.workspace_id = %(workspace)s
+WHERE s.id = %(session)s AND s.workspace_id = %(workspace)s"""
+_JOINED_COLUMNS = ", ".join(_columns(model, alias) for model, alias in _JOINED)
+
+_SESSION = prepared_statement("chat.session", f"SELECT {_JOINED_COLUMNS}{_FROM}")
+_LOCKED = prepared_statement(
+    "chat.session_locked_for_turns",
+    f"""
+SELECT {_JOINED_COLUMNS},
+    {layout_config_latest_sql("s.workload_id")},
+    -- the first assembled turn, through the (session, turn) index
+    (SELECT c.turn FROM {TurnContext._meta.db_table} c
+     WHERE c.session_id = s.id ORDER BY c.turn LIMIT 1)
+{_FROM}
 FOR UPDATE
 """,
 )
+
+
+def _session_of(row: Sequence[Any]) -> Session:
+    """The session of a row of ``_JOINED``'s columns, its workspace, actor and workload
+    attached."""
+    instances: list[Model] = []
+    start = 0
+    for (model, _), width in zip(_JOINED, _WIDTHS, strict=True):
+        instances.append(_instance(model, row[start : start + width]))
+        start += width
+    session, actor, workload, workspace = instances
+    assert isinstance(session, Session)
+    session.actor, session.workload, session.workspace = actor, workload, workspace  # type: ignore[assignment]
+    return session
+
+
+def session_in_workspace(*, pk: int, workspace_id: int) -> Session | None:
+    """Session ``pk`` of workspace ``workspace_id``, its workspace, actor and workload attached
+    (``chat.access.session_for``'s read for a token caller); None if it has no such session."""
+    row = _SESSION.fetchone({"session": pk, "workspace": workspace_id})
+    return None if row is None else _session_of(row)
 
 
 @dataclass(frozen=True)
@@ -95,17 +122,10 @@ def session_locked_for_turns(session: Session) -> TurnStart:
     row = _LOCKED.fetchone({"session": session.pk, "workspace": session.workspace_id})
     if row is None:
         raise NotFoundError(f"No session {session.pk}.")
-    instances: list[Model] = []
-    start = 0
-    for (model, _), width in zip(_JOINED, _WIDTHS, strict=True):
-        instances.append(_instance(model, row[start : start + width]))
-        start += width
-    locked, actor, workload, workspace = instances
-    assert isinstance(locked, Session)
-    locked.actor, locked.workload, locked.workspace = actor, workload, workspace  # type: ignore[assignment]
-    layout_value, first_assembled = row[start], row[start + 1]
+    width = sum(_WIDTHS)
+    layout_value, first_assembled = row[width], row[width + 1]
     layout = layout_config_current_of(_json(layout_value))
-    return TurnStart(locked, layout, first_assembled is not None)
+    return TurnStart(_session_of(row[:width]), layout, first_assembled is not None)
 
 
 def _json(value: Any) -> Any:

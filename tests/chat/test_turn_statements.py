@@ -1,0 +1,113 @@
+"""A turn's statements (``chat.statements``): how many it runs, and what its fewer statements
+must still read and write as the ORM did."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from chat.models import Session, Turn, TurnContext
+from tests.chat.helpers import layout, started, turn
+from tests.recall import factories
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def session(editor, workload_a) -> dict[str, Any]:
+    factories.memories(editor.workspace, {"content": "Ada prefers short release notes"})
+    return started(editor, workload_a, systemPrompt="Be brief.")
+
+
+def _posted(client: Any, session_id: str, *messages: tuple[str, str]) -> tuple[Any, list[str]]:
+    body = {"messages": [{"role": role, "content": content} for role, content in messages]}
+    with CaptureQueriesContext(connection) as captured:
+        response = client.post(f"/v1/sessions/{session_id}/turns", body, format="json")
+    assert response.status_code == 201, response.content
+    return response.json(), [query["sql"] for query in captured.captured_queries]
+
+
+class TurnStatementsTests:
+    def test_a_turn_runs_seven_statements(self, editor, session):
+        client = editor.api()
+        _posted(client, session["id"], ("user", "release notes?"))  # primed; policy computed
+
+        _, statements = _posted(
+            client, session["id"], ("assistant", "ok"), ("user", "and the changelog?")
+        )
+
+        # The token's lookup, the session's read (chat.access.session_for), the session
+        # locked with its workload's layout configuration and its first assembled turn, the
+        # current and prior-session histories, the recall's read and its context.assembled
+        # event, then the turns, the context and the session written together. A request
+        # wraps the five from the lock on in BEGIN and COMMIT; under the test's transaction
+        # they are a savepoint and its release, counted here.
+        savepoints = [sql for sql in statements if "SAVEPOINT" in sql]
+        assert len(savepoints) == 2, statements
+        assert len(statements) - len(savepoints) == 7, statements
+
+    def test_a_layout_saved_between_two_turns_applies_to_the_next(
+        self, editor, session, workload_a
+    ):
+        turn(editor, session["id"], ("user", "first question"))
+        second = turn(editor, session["id"], ("assistant", "first answer"), ("user", "second"))
+        assert second["layout"]["parts"]["history"]["kept"] == 2
+
+        layout(workload_a, {"max_history_turns": 1})
+        third = turn(editor, session["id"], ("assistant", "second answer"), ("user", "third"))
+
+        assert third["layout"]["configVersion"] == 1
+        assert third["layout"]["parts"]["history"] == {
+            "given": 4,
+            "kept": 1,
+            "tokens": third["layout"]["parts"]["history"]["tokens"],
+        }
+        assert [m["content"] for m in third["prompt"]["messages"][1:]] == [
+            "second answer",
+            "third",
+        ]
+
+    def test_the_turns_appended_before_the_query_end_its_history(self, editor, session, workload_a):
+        layout(workload_a, {"max_history_turns": 2})
+        turn(editor, session["id"], ("user", "q1"))
+        turn(editor, session["id"], ("assistant", "a1"), ("user", "q2"))
+
+        answer = turn(editor, session["id"], ("assistant", "a2"), ("tool", "t2"), ("user", "q3"))
+
+        assert [m["content"] for m in answer["prompt"]["messages"][1:]] == ["a2", "t2", "q3"]
+        assert [p["turn"] for p in answer["parts"] if p["kind"] == "history"] == [4, 5]
+        history = answer["layout"]["parts"]["history"]
+        assert (history["given"], history["kept"]) == (5, 2)
+        assert answer["layout"]["filtered"]["history_over_max_turns"] == 3
+
+    def test_the_turns_the_context_and_the_session_are_written_as_answered(self, editor, session):
+        answer = turn(editor, session["id"], ("assistant", "hello"), ("user", "notes?"))
+
+        rows = list(Turn.objects.filter(session_id=session["id"]).order_by("index"))
+        assert [(t.index, t.role, t.content) for t in rows] == [
+            (1, "assistant", "hello"),
+            (2, "user", "notes?"),
+        ]
+        assert all(t.tokens > 0 and t.created_at is not None for t in rows)
+        context = TurnContext.objects.get(session_id=session["id"])
+        assert context.turn == 2 and context.primed
+        assert context.prompt == answer["prompt"]["messages"]
+        assert context.parts == answer["parts"]
+        assert context.layout == answer["layout"] and context.recall == answer["recall"]
+        assert context.compaction == answer["compaction"]
+        assert context.event_id == answer["recall"]["eventId"]
+        stored = Session.objects.get(pk=session["id"])
+        assert stored.turn_count == 2 and stored.last_budget == answer["budgetStatus"]
+        assert stored.monitor_turns == 1 and stored.monitor_recent == [answer["budgetStatus"]]
+
+    def test_an_assistant_message_alone_is_appended_without_a_context(self, editor, session):
+        turn(editor, session["id"], ("user", "notes?"))
+
+        answer = turn(editor, session["id"], ("assistant", "short ones"))
+
+        assert answer["appended"] == [2] and answer["turn"] is None
+        assert Session.objects.get(pk=session["id"]).turn_count == 2
+        assert TurnContext.objects.filter(session_id=session["id"]).count() == 1
