@@ -17,7 +17,7 @@ from typing import Any
 from django.http import HttpRequest
 
 from chat.models import CompactionRun, Session
-from chat.statements import session_in_workspace
+from chat.statements import TurnStart, session_in_workspace, session_locked_for_turns
 from portal.access import Caller, binding_check, require_role, scoped_get, workspace_for
 from portal.errors import NotFoundError
 from portal.ids import numeric_id
@@ -63,6 +63,30 @@ def session_for(caller: Caller, session_id: Any, action: Action) -> Session:
         session = scoped_get(caller, rows, pk, what="session", required=REQUIRED_ROLE[action])
     binding_check(caller, workload_id=session.workload_id, environment=session.environment)
     return session
+
+
+def session_locked_for(caller: Caller, session_id: Any) -> TurnStart:
+    """For a turns request, first thing in its transaction: the session locked with what its
+    turn reads (``chat.statements.session_locked_for_turns``), checked as ``session_for``
+    checks it for a write. A token caller's session is read once, locked; anyone else's is
+    found by ``session_for`` first."""
+    if caller.token is None:
+        found = session_for(caller, session_id, Action.WRITE)
+        start = session_locked_for_turns(pk=found.pk, workspace_id=found.workspace_id)
+        if start is None:
+            raise NotFoundError(f"No session {found.pk}.")
+        return start
+    pk = numeric_id(session_id)
+    if pk is None:
+        raise NotFoundError(f"No session {session_id!r}: session ids are ASCII digits.")
+    # The token's workspace is the one it may see (``scoped_get``).
+    start = session_locked_for_turns(pk=pk, workspace_id=caller.token.workspace_id)
+    if start is None:
+        raise NotFoundError(f"No session {pk}.")
+    session = start.session
+    require_role(caller, session.workspace, REQUIRED_ROLE[Action.WRITE])
+    binding_check(caller, workload_id=session.workload_id, environment=session.environment)
+    return start
 
 
 def compaction_run_for(caller: Caller, run_id: Any) -> CompactionRun:

@@ -7,7 +7,7 @@ Turn content is personal data: no function here logs it, and no error message qu
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +20,7 @@ from audit.services import audit_event_record
 from chat.assembly import turn_assemble
 from chat.compaction.coordinator import (
     MONITOR_FIELDS,
+    Waited,
     compaction_send,
     compaction_start,
     compaction_wait,
@@ -35,7 +36,7 @@ from chat.models import (
     Turn,
     TurnContext,
 )
-from chat.statements import session_locked_for_turns, turn_recorded
+from chat.statements import TurnStart, session_locked_for_turns, turn_recorded
 from policies.models import Workload
 from policies.selectors import environment_check
 from policies.services import workload_check_live
@@ -313,39 +314,74 @@ class Posted:
 
 
 def session_turns_post(*, session: Session, messages: Any, author: str) -> Posted:
-    """Append the messages to an active session and, when the last one is the user's,
-    assemble the context for it (``chat.assembly``): all in one transaction, so a refusal
-    (an ended session, a workload archived since, a message not valid) appends nothing.
+    """``turns_post`` for a session already found (and checked by the caller)."""
 
-    A compaction run in flight (``session``'s, as read for this call) is waited for first, up
-    to ``COMPACTION_WAIT_MS``, outside the transaction (the run needs the session's lock to
-    finish); a run the monitor asks for is
-    sent once the session is saved (without a broker it has run when this returns)."""
-    checked = messages_check(messages)
-    waited = compaction_wait(session=session)
-    with transaction.atomic():
-        start = session_locked_for_turns(session)
-        locked = start.session
-        session_check_active(locked)
-        turns = turns_numbered(session=locked, messages=checked)
-        context = run = None
-        if turns[-1].role == Role.USER:
-            assembled = turn_assemble(
-                session=locked,
-                query=turns[-1],
-                appended=turns[:-1],
-                author=author,
-                layout=start.layout,
-                assembled_before=start.assembled_before,
-                waited=waited,
-            )
-            context, run = assembled.context, assembled.run
-            locked.last_budget = context.budget_status
-        turn_recorded(session=locked, turns=turns, context=context, now=timezone.now())
-        if run is not None:
-            compaction_send(run)
+    def locate() -> TurnStart:
+        found = session_locked_for_turns(pk=session.pk, workspace_id=session.workspace_id)
+        if found is None:
+            raise NotFoundError(f"No session {session.pk}.")
+        return found
+
+    return turns_post(locate=locate, messages=lambda: messages, author=author)
+
+
+def turns_post(
+    *, locate: Callable[[], TurnStart], messages: Callable[[], Any], author: str
+) -> Posted:
+    """Append messages to an active session and, when the last one is the user's, assemble
+    the context for it (``chat.assembly``): all in one transaction, so a refusal (an ended
+    session, a workload archived since, a message not valid) appends nothing.
+
+    ``locate`` locks the session, with what its turn reads (``chat.statements``), and checks
+    the caller may post to it (404, 403), first thing in the transaction; then ``messages()``
+    gives the messages (read once) and they are checked. A compaction run of the session in
+    flight is then waited for, up to ``COMPACTION_WAIT_MS``, outside the transaction (the run
+    needs the session's lock to finish): the lock is let go, and taken again after. A run the
+    monitor asks for is sent once the turn is written (without a broker it has run when this
+    returns)."""
+    checked: list[Message] | None = None
+    waited: Waited | None = None
+    while True:
+        in_flight = None
+        with transaction.atomic():
+            start = locate()
+            if checked is None:
+                checked = messages_check(messages())
+            if start.session.compaction_run_id is not None and waited is None:
+                in_flight = start.session
+                transaction.set_rollback(True)
+            else:
+                posted = _turns_posted(start, checked, waited, author)
+        if in_flight is None:
+            break
+        waited = compaction_wait(session=in_flight)
+    if posted.run is not None:
+        posted.run.refresh_from_db()
+    return posted
+
+
+def _turns_posted(
+    start: TurnStart, messages: list[Message], waited: Waited | None, author: str
+) -> Posted:
+    locked = start.session
+    session_check_active(locked)
+    turns = turns_numbered(session=locked, messages=messages)
+    context = run = None
+    if turns[-1].role == Role.USER:
+        assembled = turn_assemble(
+            session=locked,
+            query=turns[-1],
+            appended=turns[:-1],
+            author=author,
+            layout=start.layout,
+            assembled_before=start.assembled_before,
+            waited=waited,
+        )
+        context, run = assembled.context, assembled.run
+        locked.last_budget = context.budget_status
+    turn_recorded(session=locked, turns=turns, context=context, now=timezone.now())
     if run is not None:
-        run.refresh_from_db()
+        compaction_send(run)
     return Posted(locked, turns, context, run)
 
 

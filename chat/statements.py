@@ -1,11 +1,13 @@
 """The statements of the sessions API's hot path that the ORM would build on every call: a
-token caller's read of a session, the session locked with what its turn reads beside it, and
-everything a turns request writes.
+token caller's read of a session, the session locked with what its turn reads beside it (a
+token caller's turn reads the session through it alone), and everything a turns request
+writes.
 
-Each is one prepared statement (``portal.db.cursors``), the last two where the ORM ran three:
-building and compiling the locked read with its subqueries alone cost more (2 ms) than
-running it. The columns are the models' own (``_meta``), so a field added to a model is read
-and written here too, and the rows come back as the model instances the ORM would have made.
+Each is one prepared statement (``portal.db.cursors``), the last two where the ORM ran four
+and three: building and compiling the locked read with its subqueries alone cost more
+(2 ms) than running it. The columns are the models' own (``_meta``), so a field added to a
+model is read and written here too, and the rows come back as the model instances the ORM
+would have made.
 """
 
 from __future__ import annotations
@@ -115,13 +117,14 @@ class TurnStart:
     assembled_before: bool  # a context was assembled for an earlier turn (none is primed now)
 
 
-def session_locked_for_turns(session: Session) -> TurnStart:
-    """The session row locked for a turns request (``chat.services.session_locked``), with the
-    workload's current layout configuration and whether the session has an assembled turn
-    yet; 404 if it is gone."""
-    row = _LOCKED.fetchone({"session": session.pk, "workspace": session.workspace_id})
+def session_locked_for_turns(*, pk: int, workspace_id: int) -> TurnStart | None:
+    """Session ``pk`` of workspace ``workspace_id`` locked for a turns request (as
+    ``chat.services.session_locked`` locks it), with the workload's current layout
+    configuration and whether the session has an assembled turn yet; None if it has no such
+    session."""
+    row = _LOCKED.fetchone({"session": pk, "workspace": workspace_id})
     if row is None:
-        raise NotFoundError(f"No session {session.pk}.")
+        return None
     width = sum(_WIDTHS)
     layout_value, first_assembled = row[width], row[width + 1]
     layout = layout_config_current_of(_json(layout_value))

@@ -17,7 +17,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from chat import services
-from chat.access import Action, compaction_run_for, session_for, sessions_workspace
+from chat.access import (
+    Action,
+    compaction_run_for,
+    session_for,
+    session_locked_for,
+    sessions_workspace,
+)
 from chat.api.serializers import (
     CompactionRunSerializer,
     SessionCreateSerializer,
@@ -100,11 +106,16 @@ def session_turns_add(
     """Append a request body's messages (``body()``, read once the caller is checked) to a
     session, as ``POST .../turns`` does (``session.use``, the token's binding for the
     session's workload); the MCP server's ``assemble_context`` posts through it too."""
-    session = session_for(caller, session_id, Action.WRITE)
-    data = body()
-    reject_unknown(data, {"messages"})
-    return services.session_turns_post(
-        session=session, messages=data.get("messages"), author=caller.label
+
+    def messages() -> Any:
+        data = body()
+        reject_unknown(data, {"messages"})
+        return data.get("messages")
+
+    return services.turns_post(
+        locate=lambda: session_locked_for(caller, session_id),
+        messages=messages,
+        author=caller.label,
     )
 
 

@@ -31,7 +31,7 @@ def _posted(client: Any, session_id: str, *messages: tuple[str, str]) -> tuple[A
 
 
 class TurnStatementsTests:
-    def test_a_turn_runs_seven_statements(self, editor, session):
+    def test_a_turn_runs_six_statements(self, editor, session):
         client = editor.api()
         _posted(client, session["id"], ("user", "release notes?"))  # primed; policy computed
 
@@ -39,15 +39,15 @@ class TurnStatementsTests:
             client, session["id"], ("assistant", "ok"), ("user", "and the changelog?")
         )
 
-        # The token's lookup, the session's read (chat.access.session_for), the session
-        # locked with its workload's layout configuration and its first assembled turn, the
-        # current and prior-session histories, the recall's read and its context.assembled
-        # event, then the turns, the context and the session written together. A request
-        # wraps the five from the lock on in BEGIN and COMMIT; under the test's transaction
-        # they are a savepoint and its release, counted here.
+        # The token's lookup; then, in one transaction, the session read and locked with its
+        # workload's layout configuration and its first assembled turn (the access check's
+        # read too), the current and prior-session histories, the recall's read and its
+        # context.assembled event, and the turns, the context and the session written
+        # together. A request wraps the five in BEGIN and COMMIT; under the test's
+        # transaction they are a savepoint and its release, counted here.
         savepoints = [sql for sql in statements if "SAVEPOINT" in sql]
         assert len(savepoints) == 2, statements
-        assert len(statements) - len(savepoints) == 7, statements
+        assert len(statements) - len(savepoints) == 6, statements
 
     def test_a_layout_saved_between_two_turns_applies_to_the_next(
         self, editor, session, workload_a
