@@ -9,8 +9,9 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from chat.models import Session, Turn, TurnContext
-from tests.chat.helpers import layout, started, turn
+from chat.models import CompactionRun, Session, Turn, TurnContext
+from tests.chat.helpers import layout, post_turns, started, turn
+from tests.helpers import error_of
 from tests.recall import factories
 
 pytestmark = pytest.mark.django_db
@@ -111,3 +112,42 @@ class TurnStatementsTests:
         assert answer["appended"] == [2] and answer["turn"] is None
         assert Session.objects.get(pk=session["id"]).turn_count == 2
         assert TurnContext.objects.filter(session_id=session["id"]).count() == 1
+
+
+class TurnSessionLockedAndCheckedTests:
+    """A token caller's turn reads its session once, locked, and checks it there."""
+
+    def test_another_workspaces_session_takes_no_turn(self, outsider, session):
+        error_of(post_turns(outsider, session["id"], ("user", "hi")), 404, "NOT_FOUND")
+
+        assert not Turn.objects.filter(session_id=session["id"]).exists()
+
+    @pytest.mark.parametrize("session_id", ["abc", "99999999"])
+    def test_an_unknown_session_is_not_found(self, editor, session, session_id):
+        error_of(post_turns(editor, session_id, ("user", "hi")), 404, "NOT_FOUND")
+
+    def test_a_viewer_is_refused_before_its_messages_are_read(self, viewer, session):
+        error_of(post_turns(viewer, session["id"], {"role": "robot"}), 403, "PERMISSION_DENIED")
+
+        assert not Turn.objects.filter(session_id=session["id"]).exists()
+
+    def test_a_turn_waits_for_the_run_in_flight_with_the_lock_let_go(
+        self, editor, session, settings
+    ):
+        settings.COMPACTION_WAIT_MS = 50
+        turn(editor, session["id"], ("user", "first"))
+        stored = Session.objects.get(pk=session["id"])
+        in_flight = CompactionRun.objects.create(
+            workspace=stored.workspace, session=stored, trigger="manual", reason="manual",
+            severity="normal", config={}, service="compaction", time_budget_ms=15000,
+            target_utilization=0.7, author="system:test",
+        )  # fmt: skip
+        Session.objects.filter(pk=stored.pk).update(compaction_run=in_flight)
+
+        answer = turn(editor, session["id"], ("user", "second"))
+
+        waited = answer["compaction"]["waitedFor"]
+        assert (waited["runId"], waited["finished"]) == (str(in_flight.pk), False)
+        assert waited["waitedMs"] >= 50
+        assert answer["appended"] == [2]
+        assert Session.objects.get(pk=stored.pk).turn_count == 2
