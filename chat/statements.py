@@ -73,14 +73,15 @@ WHERE s.id = %(session)s AND s.workspace_id = %(workspace)s"""
 _JOINED_COLUMNS = ", ".join(_columns(model, alias) for model, alias in _JOINED)
 
 _SESSION = prepared_statement("chat.session", f"SELECT {_JOINED_COLUMNS}{_FROM}")
+# A turn that waited for another turn's lock gets the session's row as that turn left it,
+# but reads anything else in the snapshot its statement began with: what the session's turns
+# changed is read from its row (``TurnStart.assembled_before``), or by a later statement (the
+# histories); the layout configuration read here is the one saved when the request came (one
+# saved while it waits for the lock applies from the next turn).
 _LOCKED = prepared_statement(
     "chat.session_locked_for_turns",
     f"""
-SELECT {_JOINED_COLUMNS},
-    {layout_config_latest_sql("s.workload_id")},
-    -- the first assembled turn, through the (session, turn) index
-    (SELECT c.turn FROM {TurnContext._meta.db_table} c
-     WHERE c.session_id = s.id ORDER BY c.turn LIMIT 1)
+SELECT {_JOINED_COLUMNS}, {layout_config_latest_sql("s.workload_id")}
 {_FROM}
 FOR UPDATE
 """,
@@ -114,21 +115,24 @@ class TurnStart:
 
     session: Session  # its workspace, actor and workload attached (and locked)
     layout: CurrentLayoutConfig  # the workload's layout configuration, as saved now
-    assembled_before: bool  # a context was assembled for an earlier turn (none is primed now)
+
+    @property
+    def assembled_before(self) -> bool:
+        """Whether a context was assembled for an earlier turn (then none is primed now): the
+        session's last budget status is that of its latest assembled turn, written with it."""
+        return self.session.last_budget is not None
 
 
 def session_locked_for_turns(*, pk: int, workspace_id: int) -> TurnStart | None:
     """Session ``pk`` of workspace ``workspace_id`` locked for a turns request (as
     ``chat.services.session_locked`` locks it), with the workload's current layout
-    configuration and whether the session has an assembled turn yet; None if it has no such
-    session."""
+    configuration; None if it has no such session."""
     row = _LOCKED.fetchone({"session": pk, "workspace": workspace_id})
     if row is None:
         return None
     width = sum(_WIDTHS)
-    layout_value, first_assembled = row[width], row[width + 1]
-    layout = layout_config_current_of(_json(layout_value))
-    return TurnStart(_session_of(row[:width]), layout, first_assembled is not None)
+    layout = layout_config_current_of(_json(row[width]))
+    return TurnStart(_session_of(row[:width]), layout)
 
 
 def _json(value: Any) -> Any:
