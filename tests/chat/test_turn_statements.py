@@ -3,13 +3,16 @@ must still read and write as the ORM did."""
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from chat.models import CompactionRun, Session, Turn, TurnContext
+from chat.services import session_turns_post
 from tests.chat.helpers import layout, post_turns, started, turn
 from tests.helpers import error_of
 from tests.recall import factories
@@ -151,3 +154,39 @@ class TurnSessionLockedAndCheckedTests:
         assert waited["waitedMs"] >= 50
         assert answer["appended"] == [2]
         assert Session.objects.get(pk=stored.pk).turn_count == 2
+
+
+@pytest.mark.django_db(transaction=True)
+class ConcurrentTurnsTests:
+    def test_a_turn_that_waited_for_the_first_is_not_primed_again(self, editor, workload_a):
+        """The second turn's lock waits for the first turn's transaction; it then reads the
+        session as the first left it (its lock statement's other reads would not see what
+        the first wrote), so only the first is primed."""
+        created = started(editor, workload_a)
+        session = Session.objects.get(pk=created["id"])
+        second: list[Any] = []
+
+        def post_second() -> None:
+            try:
+                second.append(
+                    session_turns_post(
+                        session=session,
+                        messages=[{"role": "user", "content": "second"}],
+                        author="system:test",
+                    )  # fmt: skip
+                )
+            finally:
+                connection.close()
+
+        waiting = threading.Thread(target=post_second)
+        with transaction.atomic():  # the first turn, committed after the second asked
+            first = session_turns_post(
+                session=session, messages=[{"role": "user", "content": "first"}], author="t"
+            )
+            waiting.start()
+            time.sleep(0.5)  # the second turn waits for the session's lock
+        waiting.join(30)
+
+        assert first.context is not None and first.context.primed
+        assert second and second[0].context is not None
+        assert second[0].turns[0].index == 2 and not second[0].context.primed
