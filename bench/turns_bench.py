@@ -17,7 +17,9 @@ requests come one at a time either way), so neither pays the query's embedding
 
 Then the statements: the same session length played in this process through the WSGI
 application as served (``portal.wsgi``, the recall's lean path included), every statement
-counted (``connection.execute_wrapper``), per turn and per recall.
+counted (``connection.execute_wrapper``), per turn and per recall. A turn's transaction
+also costs the BEGIN and COMMIT psycopg sends around it, two round trips not counted as
+statements (the recall writes in autocommit).
 
 Writes ``bench/results/latest/turns-<label>.json`` (``bench/update_docs.py`` publishes it)
 and prints a summary. The sessions, their turns and any memory a compaction wrote are removed
