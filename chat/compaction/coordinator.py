@@ -139,9 +139,8 @@ class Waited:
 def compaction_wait(*, session: Session, bound_ms: int | None = None) -> Waited | None:
     """Wait, outside any transaction and without the session's lock (the run needs it to
     finish), for the session's run in flight, up to ``bound_ms`` (``COMPACTION_WAIT_MS``).
-    None when there is none. ``session`` is as read for this call (its run in flight is not
-    read again: a run starts only with a turn or a manual request, each under the session's
-    lock, which the turn takes next)."""
+    None when there is none. ``session`` is as the caller read it (a turn: locked, the lock
+    let go since), its run in flight not read again."""
     pk = session.compaction_run_id
     if pk is None:
         return None
