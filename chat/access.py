@@ -24,6 +24,7 @@ from portal.ids import numeric_id
 from portal.models import Role, Workspace
 from portal.pages import PageAccess, workspace_page
 from portal.permissions import Permission, allows
+from portal.tokens import TokenCheck
 
 
 class Action(StrEnum):
@@ -65,10 +66,13 @@ def session_for(caller: Caller, session_id: Any, action: Action) -> Session:
     return session
 
 
-def session_locked_for(caller: Caller, session_id: Any) -> TurnStart:
+def session_locked_for(
+    caller: Caller, session_id: Any, token_check: TokenCheck | None = None
+) -> TurnStart:
     """For a turns request, first thing in its transaction: the session locked with what its
     turn reads (``chat.statements.session_locked_for_turns``), checked as ``session_for``
-    checks it for a write. A token caller's session is read once, locked; anyone else's is
+    checks it for a write. A token caller's session is read once, locked, and that statement
+    checks the token when it was taken as remembered (``token_check``); anyone else's is
     found by ``session_for`` first."""
     if caller.token is None:
         found = session_for(caller, session_id, Action.WRITE)
@@ -80,7 +84,9 @@ def session_locked_for(caller: Caller, session_id: Any) -> TurnStart:
     if pk is None:
         raise NotFoundError(f"No session {session_id!r}: session ids are ASCII digits.")
     # The token's workspace is the one it may see (``scoped_get``).
-    start = session_locked_for_turns(pk=pk, workspace_id=caller.token.workspace_id)
+    start = session_locked_for_turns(
+        pk=pk, workspace_id=caller.token.workspace_id, token=token_check
+    )
     if start is None:
         raise NotFoundError(f"No session {pk}.")
     session = start.session

@@ -27,6 +27,7 @@ from policies.models import Workload
 from portal.db.cursors import prepared_statement
 from portal.errors import NotFoundError
 from portal.models import Workspace
+from portal.tokens import TOKEN_CHECK_SQL, TokenCheck, token_params
 from recall.layout.services import (
     CurrentLayoutConfig,
     layout_config_current_of,
@@ -77,13 +78,19 @@ _SESSION = prepared_statement("chat.session", f"SELECT {_JOINED_COLUMNS}{_FROM}"
 # but reads anything else in the snapshot its statement began with: what the session's turns
 # changed is read from its row (``TurnStart.assembled_before``), or by a later statement (the
 # histories); the layout configuration read here is the one saved when the request came (one
-# saved while it waits for the lock applies from the next turn).
+# saved while it waits for the lock applies from the next turn). Its first column checks a
+# remembered token (``portal.tokens.TOKEN_CHECK_SQL``; false when there is none to check):
+# the statement answers one row even when the session is not found.
 _LOCKED = prepared_statement(
     "chat.session_locked_for_turns",
     f"""
-SELECT {_JOINED_COLUMNS}, {layout_config_latest_sql("s.workload_id")}
-{_FROM}
-FOR UPDATE
+WITH locked AS (
+    SELECT {_JOINED_COLUMNS}, {layout_config_latest_sql("s.workload_id")}
+    {_FROM}
+    FOR UPDATE
+)
+SELECT {TOKEN_CHECK_SQL}, locked.*
+FROM (SELECT 1) one LEFT JOIN locked ON true
 """,
 )
 
@@ -123,16 +130,25 @@ class TurnStart:
         return self.session.last_budget is not None
 
 
-def session_locked_for_turns(*, pk: int, workspace_id: int) -> TurnStart | None:
+def session_locked_for_turns(
+    *, pk: int, workspace_id: int, token: TokenCheck | None = None
+) -> TurnStart | None:
     """Session ``pk`` of workspace ``workspace_id`` locked for a turns request (as
     ``chat.services.session_locked`` locks it), with the workload's current layout
-    configuration; None if it has no such session."""
-    row = _LOCKED.fetchone({"session": pk, "workspace": workspace_id})
-    if row is None:
+    configuration; None if it has no such session. With ``token`` (a remembered token the
+    call did not look up, still pending) the statement checks it first: refused, the token
+    is looked up (``TokenCheck.confirm``: ``TokenChanged`` unless it is as remembered, the
+    connection then scoped to its workspace) and the session read again."""
+    params = {"session": pk, "workspace": workspace_id}
+    row = _LOCKED.fetchone({**params, **token_params(token)})
+    if token is not None and row is not None and not token.checked(row[0]):
+        token.confirm()
+        row = _LOCKED.fetchone({**params, **token_params(token)})
+    if row is None or row[1] is None:
         return None
     width = sum(_WIDTHS)
-    layout = layout_config_current_of(_json(row[width]))
-    return TurnStart(_session_of(row[:width]), layout)
+    layout = layout_config_current_of(_json(row[1 + width]))
+    return TurnStart(_session_of(row[1 : 1 + width]), layout)
 
 
 def _json(value: Any) -> Any:

@@ -139,6 +139,22 @@ def tests_see_every_workspace() -> Any:
 SCOPE_RESTORE = "tests.scope_restore"
 
 
+@pytest.fixture
+def scope_kept(db: None) -> Iterator[None]:
+    """Requests leave the connection scoped as they left it, as in a production worker (the
+    endpoints that take a token as remembered: ``portal.api.views.RememberedTokenView``)."""
+    from django.core.signals import request_finished
+
+    from portal.db.scope import ALL, scope_set
+
+    request_finished.disconnect(dispatch_uid=SCOPE_RESTORE)
+    try:
+        yield
+    finally:
+        request_finished.connect(restore_scope_after_request, dispatch_uid=SCOPE_RESTORE)
+        scope_set(ALL)
+
+
 def restore_scope_after_request(**kwargs: Any) -> None:
     """``request_finished`` receiver: the main thread's connection sees every workspace."""
     import threading

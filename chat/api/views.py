@@ -47,12 +47,14 @@ from portal.api.renderers import FastJSONRenderer
 from portal.api.views import (
     WORKSPACE_PARAM,
     ApiView,
+    RememberedTokenView,
     filter_parameters,
     json_object,
     json_object_or_empty,
     reject_unknown,
 )
 from portal.errors import NotFoundError
+from portal.tokens import TokenCheck
 
 SESSION_FILTER_PARAMS = filter_parameters(
     SessionFilterSet,
@@ -101,11 +103,15 @@ def session_start(caller: Caller, slug: str | None, body: Callable[[], dict[str,
 
 
 def session_turns_add(
-    caller: Caller, session_id: str, body: Callable[[], dict[str, Any]]
+    caller: Caller,
+    session_id: str,
+    body: Callable[[], dict[str, Any]],
+    token_check: TokenCheck | None = None,
 ) -> Posted:
     """Append a request body's messages (``body()``, read once the caller is checked) to a
     session, as ``POST .../turns`` does (``session.use``, the token's binding for the
-    session's workload); the MCP server's ``assemble_context`` posts through it too."""
+    session's workload); the MCP server's ``assemble_context`` posts through it too.
+    ``token_check``: the caller's token was taken as remembered (``RememberedTokenView``)."""
 
     def messages() -> Any:
         data = body()
@@ -113,7 +119,7 @@ def session_turns_add(
         return data.get("messages")
 
     return services.turns_post(
-        locate=lambda: session_locked_for(caller, session_id),
+        locate=lambda: session_locked_for(caller, session_id, token_check),
         messages=messages,
         author=caller.label,
     )
@@ -192,8 +198,9 @@ class SessionEndView(ApiView):
         return Response(SessionSerializer(ended).data)
 
 
-class SessionTurnsView(ApiView):
-    # An agent's every turn: its prompt (every kept memory and turn) rendered by orjson.
+class SessionTurnsView(RememberedTokenView):
+    # An agent's every turn: its token taken as remembered and checked by the statement that
+    # locks the session, its prompt (every kept memory and turn) rendered by orjson.
     renderer_classes = [FastJSONRenderer]
 
     @extend_schema(
@@ -214,8 +221,11 @@ class SessionTurnsView(ApiView):
         description=TURNS_DESCRIPTION,
     )
     def post(self, request: Request, session_id: str) -> Response:
+        return self.remembered(request, lambda check: self._turns(request, session_id, check))
+
+    def _turns(self, request: Request, session_id: str, check: TokenCheck | None) -> Response:
         caller = self.caller(request)
-        posted = session_turns_add(caller, session_id, lambda: json_object(request))
+        posted = session_turns_add(caller, session_id, lambda: json_object(request), check)
         return Response(turns_answer(posted), status=status.HTTP_201_CREATED)
 
 

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import django_filters
 from django import forms
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework.request import Request
+from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from portal.access import Caller, caller_of
 from portal.api.pagination import Pagination
 from portal.api.strict import unknown_name_message
+from portal.authentication import TokenUser, token_refused
 from portal.errors import ValidationFailed
 from portal.schema import ApiAutoSchema
+from portal.tokens import TokenChanged, TokenCheck
 
 # The ?workspace= parameter of endpoints whose path names no workspace (SPEC section 10).
 WORKSPACE_PARAM = OpenApiParameter(
@@ -68,6 +72,56 @@ class ApiView(APIView):
 
     def caller(self, request: Request) -> Caller:
         return caller_of(request)
+
+
+class RememberedTokenView(ApiView):
+    """An endpoint of the hot path whose POST takes a token this process looked up before as
+    remembered, without a statement of its own (``portal.authentication``): the first
+    statement the call runs checks the token, and the connection's scope, in its own snapshot
+    (``portal.tokens.TokenCheck``, ``request.user.token_check``, handed to the call).
+
+    A token refused since (revoked, expired, a secret rotated out) is refused as a lookup
+    would refuse it, with nothing written; a token or workspace changed since runs the call
+    again as the token is now. A call refused before its first statement (a body not valid,
+    a role short, throttled) is answered so only once the token is confirmed.
+    """
+
+    token_remembered = True
+
+    def remembered(
+        self, request: Request, call: Callable[[TokenCheck | None], Response]
+    ) -> Response:
+        """``call(check)``, with the token's check pending, or again without one (the token
+        looked up) if the token is not as remembered."""
+        check = getattr(request.user, "token_check", None)
+        try:
+            return call(check)
+        except TokenChanged as changed:
+            return self._as_token_is_now(request, call, changed)
+        except Exception:
+            now = None if check is None else check.changed()
+            if now is None:
+                raise
+            return self._as_token_is_now(request, call, now)
+
+    def _as_token_is_now(
+        self, request: Request, call: Callable[[TokenCheck | None], Response], changed: TokenChanged
+    ) -> Response:
+        if changed.token is None:
+            raise token_refused(changed.key_hash) from None
+        token = changed.token
+        request.user, request.auth = TokenUser(token), token  # type: ignore[assignment]
+        return call(None)
+
+    def handle_exception(self, exc: Exception) -> Response:
+        # Refused before the view ran (throttled): a remembered token is confirmed first, so a
+        # revoked one is answered as revoked. DRF's _user: reading request.user would
+        # authenticate a call refused before that.
+        check = getattr(getattr(getattr(self, "request", None), "_user", None), "token_check", None)
+        changed = None if check is None else check.changed()
+        if changed is not None and changed.token is None:
+            exc = token_refused(changed.key_hash)
+        return super().handle_exception(exc)
 
 
 def json_object(request: Request) -> dict[str, Any]:

@@ -18,16 +18,16 @@ from portal.api.renderers import FastJSONRenderer
 from portal.api.views import (
     WORKSPACE_PARAM,
     ApiView,
+    RememberedTokenView,
     filter_parameters,
     json_object,
     json_object_or_empty,
 )
-from portal.authentication import TokenUser, token_refused
 from portal.errors import ForbiddenError, NotFoundError, ValidationFailed
 from portal.ids import numeric_id
 from portal.models import Role, Workspace
 from portal.permissions import Permission
-from portal.tokens import TokenChanged, TokenCheck
+from portal.tokens import TokenCheck
 from recall import assembly, erasure, replay, services
 from recall.api.serializers import (
     MEMORY_BATCH_MAX,
@@ -302,12 +302,11 @@ class MemoryReactivateView(ApiView):
         return Response(MemorySerializer(memory).data)
 
 
-class RecallView(ApiView):
+class RecallView(RememberedTokenView):
     throttle_scope = "recall"  # its own per-token limit (portal.throttling)
     # The hot path: its envelope rendered by orjson, its token taken as remembered and checked
     # by the recall's read (portal.tokens.TokenCheck).
     renderer_classes = [FastJSONRenderer]
-    token_remembered = True
 
     @extend_schema(
         parameters=[WORKSPACE_PARAM],
@@ -330,41 +329,7 @@ class RecallView(ApiView):
         summary="Recall: the governed context envelope for one actor (SPEC §5)",
     )
     def post(self, request: Request, actor_id: str) -> Response:
-        check = getattr(request.user, "token_check", None)
-        try:
-            return self._recall(request, actor_id, check)
-        except TokenChanged as changed:
-            return self._recall_as_token_is_now(request, actor_id, changed)
-        except Exception:
-            # Refused before its read checked the token (a body not valid, a role short):
-            # answered so only if the token is live and as remembered.
-            now = None if check is None else check.changed()
-            if now is None:
-                raise
-            return self._recall_as_token_is_now(request, actor_id, now)
-
-    def _recall_as_token_is_now(
-        self, request: Request, actor_id: str, changed: TokenChanged
-    ) -> Response:
-        """The remembered token was revoked (or expired, or its secret rotated out), or it or
-        its workspace changed, since this process looked it up; nothing was recorded. A
-        refused one is refused as a lookup would have refused it; otherwise the call runs
-        again with the token as it is now."""
-        if changed.token is None:
-            raise token_refused(changed.key_hash) from None
-        token = changed.token
-        request.user, request.auth = TokenUser(token), token  # type: ignore[assignment]
-        return self._recall(request, actor_id, None)
-
-    def handle_exception(self, exc: Exception) -> Response:
-        # Refused before the view ran (throttled): a remembered token is confirmed first, so a
-        # revoked one is answered as revoked. DRF's _user: reading request.user would
-        # authenticate a call refused before that.
-        check = getattr(getattr(getattr(self, "request", None), "_user", None), "token_check", None)
-        changed = None if check is None else check.changed()
-        if changed is not None and changed.token is None:
-            exc = token_refused(changed.key_hash)
-        return super().handle_exception(exc)
+        return self.remembered(request, lambda check: self._recall(request, actor_id, check))
 
     def _recall(self, request: Request, actor_id: str, check: TokenCheck | None) -> Response:
         caller = self.caller(request)

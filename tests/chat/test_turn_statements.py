@@ -13,6 +13,9 @@ from django.test.utils import CaptureQueriesContext
 
 from chat.models import CompactionRun, Session, Turn, TurnContext
 from chat.services import session_turns_post
+from portal.db.scope import ALL, SETTING, scope_set
+from portal.models import ApiToken
+from team.services import api_token_revoke
 from tests.chat.helpers import layout, post_turns, started, turn
 from tests.helpers import error_of
 from tests.recall import factories
@@ -43,7 +46,9 @@ class TurnStatementsTests:
             client, session["id"], ("assistant", "ok"), ("user", "and the changelog?")
         )
 
-        # The token's lookup; then, in one transaction, the session read and locked with its
+        # The token's lookup (the tests' connection sees every workspace after a request, so
+        # the token is never taken as remembered here: RememberedTokenTurnTests); then, in
+        # one transaction, the session read and locked with its
         # workload's layout configuration and its first assembled turn (the access check's
         # read too), the current and prior-session histories, the recall's read and its
         # context.assembled event, and the turns, the context and the session written
@@ -190,3 +195,68 @@ class ConcurrentTurnsTests:
         assert first.context is not None and first.context.primed
         assert second and second[0].context is not None
         assert second[0].turns[0].index == 2 and not second[0].context.primed
+
+
+TOKEN_LOOKUP = f"set_config('{SETTING}', w.id::text, false)"
+
+
+def _unseen_scope(value: str) -> None:
+    """Scope the connection behind the process's back, as a rolled-back ``set_config`` would."""
+    connection.connection.execute("SELECT set_config(%s, %s, false)", [SETTING, value])
+
+
+class RememberedTokenTurnTests:
+    """A turn takes a token this process looked up before as remembered: the statement that
+    locks the session checks it (``portal.tokens.TokenCheck``), as the recall's read does."""
+
+    @pytest.fixture
+    def remembered(self, scope_kept: None, editor: Any, session: dict[str, Any]) -> Any:
+        """The editor's client after a first turn: its token remembered, the connection
+        scoped to its workspace."""
+        client = editor.api()
+        _posted(client, session["id"], ("user", "release notes?"))
+        return client
+
+    def test_a_turn_then_runs_five_statements(self, remembered, session):
+        answer, statements = _posted(remembered, session["id"], ("user", "and the changelog?"))
+
+        assert not any(TOKEN_LOOKUP in sql for sql in statements), statements
+        assert len([sql for sql in statements if "SAVEPOINT" not in sql]) == 5, statements
+        assert answer["turn"] == 2
+
+    def test_a_token_revoked_since_is_refused_and_nothing_is_appended(
+        self, remembered, editor, session
+    ):
+        api_token_revoke(token=ApiToken.objects.get(name="eddie-token"))
+
+        response = post_turns(editor, session["id"], ("user", "and the changelog?"))
+
+        error_of(response, 401, "AUTHENTICATION_FAILED")
+        scope_set(ALL)
+        assert Turn.objects.filter(session_id=session["id"]).count() == 1
+
+    def test_a_revoked_token_is_refused_before_an_id_not_valid_is_answered(
+        self, remembered, editor
+    ):
+        api_token_revoke(token=ApiToken.objects.get(name="eddie-token"))
+
+        error_of(post_turns(editor, "abc", ("user", "hi")), 401, "AUTHENTICATION_FAILED")
+
+    def test_a_connection_scoped_otherwise_is_looked_up_and_the_turn_goes_on(
+        self, remembered, session
+    ):
+        _unseen_scope(ALL)  # sees every workspace: not what the token may see
+
+        answer, statements = _posted(remembered, session["id"], ("user", "and the changelog?"))
+
+        assert answer["turn"] == 2
+        assert TOKEN_LOOKUP in statements[2], statements  # after the savepoint and the lock
+
+    def test_a_role_lowered_since_appends_nothing(self, remembered, editor, session):
+        ApiToken.objects.filter(name="eddie-token").update(role="viewer")
+
+        response = post_turns(editor, session["id"], ("user", "and the changelog?"))
+
+        error_of(response, 403, "PERMISSION_DENIED")
+        scope_set(ALL)
+        assert Turn.objects.filter(session_id=session["id"]).count() == 1

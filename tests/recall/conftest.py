@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 
 from portal.celery import app as celery_app
-from portal.db.scope import ALL, scope_set
 from recall import hits
 
 
@@ -25,18 +24,3 @@ def hits_fold_unasked(settings: Any, monkeypatch: Any) -> Iterator[None]:
     yield
     hits._FOLDED_AT.clear()
     hits._RECALLS_SINCE.clear()
-
-
-@pytest.fixture
-def scope_kept(db: None) -> Iterator[None]:
-    """Requests leave the connection scoped as they left it, as in a production worker."""
-    from django.core.signals import request_finished
-
-    from tests.conftest import SCOPE_RESTORE, restore_scope_after_request
-
-    request_finished.disconnect(dispatch_uid=SCOPE_RESTORE)
-    try:
-        yield
-    finally:
-        request_finished.connect(restore_scope_after_request, dispatch_uid=SCOPE_RESTORE)
-        scope_set(ALL)
