@@ -77,12 +77,14 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
     """A bearer token, looked up by its hash; the lookup also scopes the connection to the
     token's workspace.
 
-    A view that sets ``token_remembered`` (the recall endpoint) takes a token this process
-    looked up before, on a connection it then scoped to the token's workspace, as remembered,
-    without a statement of its own: its ``TokenCheck`` (``request.user.token_check``) goes to
-    the recall, whose read checks the token, and the connection's scope, in the same snapshot
-    as everything it reads; a revoked token is refused before anything is recorded or
-    returned; an error answered before the read confirms the token first. Whatever does not
+    A view that sets ``token_remembered`` (``portal.api.views.RememberedTokenView``: the
+    recall endpoint, a session's turns) takes a token this process looked up before, on a
+    connection it then scoped to the token's workspace, as remembered, without a statement of
+    its own: its ``TokenCheck`` (``request.user.token_check``) goes to the call, whose first
+    statement (the recall's read, the turn's locked read of its session) checks the token,
+    and the connection's scope, in the same snapshot as everything it reads; a revoked token
+    is refused before anything is recorded or returned; an error answered before that
+    statement confirms the token first. Whatever does not
     fit (a method other than POST, a token not seen yet, another scope noted, a ``workspace``
     parameter, which would be looked up first) is looked up as usual.
     """

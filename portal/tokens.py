@@ -96,8 +96,9 @@ class _Looked:
         return str(self.row[10])
 
 
-# The tokens this process looked up, by hash (no raw token is kept): what the recall endpoint
-# takes instead of looking one up again, each use checked by its read (``TokenCheck``).
+# The tokens this process looked up, by hash (no raw token is kept): what the recall and the
+# turns endpoints take instead of looking one up again, each use checked by their first
+# statement (``TokenCheck``).
 _remembered: dict[str, _Looked] = {}
 _REMEMBERED_KEPT = 10_000
 
