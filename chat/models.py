@@ -9,6 +9,8 @@ Every table keys its rows on the workspace (row-level security, migration 0001).
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db import models
 from django.db.models import Q
 
@@ -24,6 +26,14 @@ class Role(models.TextChoices):
     USER = "user"
     ASSISTANT = "assistant"
     TOOL = "tool"
+
+
+# A session's lock (``select_for_update(**SESSION_LOCK)``): its own row only, and not against
+# the rows that refer to it (turns, contexts, runs). Locking the joined workspace, actor and
+# workload too, as a plain ``select_for_update`` with ``select_related`` does, would hold back
+# every write of the workspace that refers to its row (an audit event, a memory) until the
+# turn commits: the workspace's turns and recalls would go one at a time.
+SESSION_LOCK: dict[str, Any] = {"of": ("self",), "no_key": True}
 
 
 class Session(models.Model):

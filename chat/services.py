@@ -28,6 +28,7 @@ from chat.compaction.coordinator import (
 )
 from chat.compaction.records import compaction_fail
 from chat.models import (
+    SESSION_LOCK,
     CompactionRun,
     CompactionTrigger,
     Role,
@@ -241,7 +242,7 @@ def session_locked(session: Session) -> Session:
     """The session row locked for a write (turns appended one call at a time), or 404. (A
     turns request locks it with what its turn reads: ``chat.statements``.)"""
     locked = (
-        Session.objects.select_for_update()
+        Session.objects.select_for_update(**SESSION_LOCK)
         .select_related("workspace", "actor", "workload")
         .filter(pk=session.pk)
         .first()

@@ -38,7 +38,7 @@ from recall.models import Actor
 M = TypeVar("M", bound=Model)
 
 # The session and the rows the ORM's ``select_related("workspace", "actor", "workload")``
-# joins, in this order; each locked, as ``select_for_update`` locks every row it joins.
+# joins, in this order. Only the session's row is locked (``chat.models.SESSION_LOCK``).
 _JOINED: tuple[tuple[type[Model], str], ...] = (
     (Session, "s"),
     (Actor, "a"),
@@ -87,7 +87,7 @@ _LOCKED = prepared_statement(
 WITH locked AS (
     SELECT {_JOINED_COLUMNS}, {layout_config_latest_sql("s.workload_id")}
     {_FROM}
-    FOR UPDATE
+    FOR NO KEY UPDATE OF s
 )
 SELECT {TOKEN_CHECK_SQL}, locked.*
 FROM (SELECT 1) one LEFT JOIN locked ON true
@@ -120,7 +120,7 @@ def session_in_workspace(*, pk: int, workspace_id: int) -> Session | None:
 class TurnStart:
     """What a turns request reads with the session it locks, in the same statement."""
 
-    session: Session  # its workspace, actor and workload attached (and locked)
+    session: Session  # locked, its workspace, actor and workload attached
     layout: CurrentLayoutConfig  # the workload's layout configuration, as saved now
 
     @property

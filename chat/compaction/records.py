@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from audit.models import EventType
 from audit.services import audit_event_record
-from chat.models import CompactionRun, CompactionStatus, Session
+from chat.models import SESSION_LOCK, CompactionRun, CompactionStatus, Session
 
 
 def run_outcome(run: CompactionRun) -> dict[str, Any]:
@@ -71,7 +71,7 @@ def run_and_session_locked(run_id: int) -> tuple[CompactionRun, Session] | None:
     if session_id is None:
         return None
     session = (
-        Session.objects.select_for_update()
+        Session.objects.select_for_update(**SESSION_LOCK)
         .select_related("workspace", "actor", "workload")
         .filter(pk=session_id)
         .first()

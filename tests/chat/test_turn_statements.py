@@ -8,13 +8,16 @@ import time
 from typing import Any
 
 import pytest
-from django.db import connection, transaction
+from django.db import OperationalError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from chat.models import CompactionRun, Session, Turn, TurnContext
-from chat.services import session_turns_post
+from chat.services import session_locked, session_turns_post
+from chat.statements import session_locked_for_turns
+from policies.models import Workload
 from portal.db.scope import ALL, SETTING, scope_set
-from portal.models import ApiToken
+from portal.models import ApiToken, Workspace
+from recall.models import Actor
 from team.services import api_token_revoke
 from tests.chat.helpers import layout, post_turns, started, turn
 from tests.helpers import error_of
@@ -260,3 +263,86 @@ class RememberedTokenTurnTests:
         error_of(response, 403, "PERMISSION_DENIED")
         scope_set(ALL)
         assert Turn.objects.filter(session_id=session["id"]).count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+class SessionLockTests:
+    """A turn locks its session's row only: a write elsewhere in the workspace (an audit
+    event, a memory: anything whose foreign key takes a key-share lock on the workspace,
+    actor or workload row) goes on while a turn runs."""
+
+    @staticmethod
+    def key_share_refused(tables: dict[str, int]) -> list[str]:
+        """From another connection, the rows of ``tables`` (table: id) that cannot be
+        key-share locked at once."""
+        refused: list[str] = []
+        failed: list[BaseException] = []
+
+        def other() -> None:
+            try:
+                scope_set(ALL)
+                for table, pk in tables.items():
+                    try:
+                        with transaction.atomic(), connection.cursor() as cursor:
+                            cursor.execute(
+                                f"SELECT 1 FROM {table} WHERE id = %s FOR KEY SHARE NOWAIT", [pk]
+                            )
+                    except OperationalError:
+                        refused.append(table)
+            except BaseException as exc:  # noqa: BLE001 - raised again in the test's thread
+                failed.append(exc)
+            finally:
+                connection.close()
+
+        thread = threading.Thread(target=other)
+        thread.start()
+        thread.join(30)
+        if failed:
+            raise failed[0]
+        return refused
+
+    @pytest.mark.parametrize("path", ["statement", "orm"])
+    def test_the_workspace_actor_and_workload_rows_stay_free(self, editor, workload_a, path):
+        created = started(editor, workload_a)
+        stored = Session.objects.select_related("actor").get(pk=created["id"])
+        tables = {
+            Workspace._meta.db_table: stored.workspace_id,
+            Actor._meta.db_table: stored.actor_id,
+            Workload._meta.db_table: stored.workload_id,
+            Session._meta.db_table: stored.pk,
+        }
+        with transaction.atomic():
+            if path == "statement":
+                assert session_locked_for_turns(pk=stored.pk, workspace_id=stored.workspace_id)
+            else:
+                session_locked(stored)
+            refused = self.key_share_refused(tables)
+
+        # The session's row takes key-share locks too (turns, contexts and runs refer to it):
+        # only an update or a delete of it waits.
+        assert refused == []
+
+    def test_a_second_lock_of_the_session_waits(self, editor, workload_a):
+        created = started(editor, workload_a)
+        stored = Session.objects.get(pk=created["id"])
+        waited: list[bool] = []
+
+        def other() -> None:
+            try:
+                scope_set(ALL)
+                with transaction.atomic(), connection.cursor() as cursor:
+                    cursor.execute("SET LOCAL lock_timeout = '200ms'")
+                    try:
+                        session_locked(stored)
+                    except OperationalError:
+                        waited.append(True)
+            finally:
+                connection.close()
+
+        with transaction.atomic():
+            session_locked(stored)
+            thread = threading.Thread(target=other)
+            thread.start()
+            thread.join(30)
+
+        assert waited == [True]
