@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
@@ -121,6 +122,19 @@ class ApiAutoSchema(AutoSchema):
                 if getattr(field, bound, None) is not None:
                     schema.setdefault(keyword, getattr(field, bound))
         return schema
+
+    def _insert_field_validators(self, field: Any, schema: dict[str, Any]) -> None:
+        super()._insert_field_validators(field, schema)
+        # drf-spectacular offers a blank text as a second form ({"maxLength": 0}) beside a
+        # pattern; where the pattern takes a blank text too (NO_NUL), "" matched both forms
+        # and so neither of oneOf's: one form states it.
+        forms = schema.get("oneOf")
+        if forms and len(forms) == 2 and forms[1] == {"type": "string", "maxLength": 0}:
+            inner = forms[0]
+            blank_too = not {"format", "enum"} & set(inner) and not inner.get("minLength")
+            if blank_too and re.fullmatch(inner.get("pattern", ""), ""):
+                del schema["oneOf"]
+                schema.update(inner)
 
     def _get_parameters(self) -> list[dict[str, Any]]:
         parameters = super()._get_parameters()

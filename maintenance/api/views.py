@@ -172,7 +172,7 @@ class SweepStartView(ApiView):
     def post(self, request: Request, slug: str, sweep: str) -> Response:
         caller = self.caller(request)
         params = request.query_params
-        mode = params.get("mode") or Mode.PREVIEW
+        mode = params.get("mode", Mode.PREVIEW)
         services.mode_check(mode)
         required = Role.OPERATOR if mode == Mode.EXECUTE else Role.EDITOR
         workspace = workspace_for(caller, slug, required=required)
@@ -333,7 +333,7 @@ class RunRevertView(ApiView):
     def post(self, request: Request, run_id: int) -> Response:
         caller = self.caller(request)
         params = request.query_params
-        mode = params.get("mode") or Mode.PREVIEW
+        mode = params.get("mode", Mode.PREVIEW)
         services.mode_check(mode)
         confirm = _count(params.get("confirm"), "confirm")
         run = _run(caller, run_id, required=Role.OPERATOR)

@@ -6,7 +6,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Prefetch
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -37,7 +37,6 @@ from policies.selectors import (
     workspace_policy_current,
 )
 from portal.access import require_reader, workspace_for, workspaces_for
-from portal.api.errors import ErrorSerializer
 from portal.api.versioning import (
     BASE_VERSION_DOC,
     ETAG_HEADER,
@@ -45,6 +44,7 @@ from portal.api.versioning import (
     VERSION_CONFLICT_RESPONSE,
     base_version_of,
     with_etag,
+    with_mismatch,
 )
 from portal.api.views import ApiView, json_object, reject_unknown
 from portal.errors import ForbiddenError, NotFoundError, ValidationFailed
@@ -198,7 +198,7 @@ class WorkspacePolicyView(ApiView):
         responses={
             200: WorkspacePolicySerializer,
             409: VERSION_CONFLICT_RESPONSE,
-            422: BUDGET_NOT_HONOURABLE_RESPONSE,
+            422: with_mismatch(BUDGET_NOT_HONOURABLE_RESPONSE.description),
         },
         summary="Replace the operator floor (a new version)",
         description=POLICY_BODY_DOC + FLOOR_AXES_REQUIRED + BASE_VERSION_DOC,
@@ -319,9 +319,8 @@ class WorkloadPolicyView(ApiView):
         responses={
             200: WorkloadPolicySerializer,
             409: VERSION_CONFLICT_RESPONSE,
-            422: OpenApiResponse(
-                ErrorSerializer,
-                description="WORKLOAD_RELAXES_OPERATOR_FLOOR: `details` lists the axes wider "
+            422: with_mismatch(
+                "WORKLOAD_RELAXES_OPERATOR_FLOOR: `details` lists the axes wider "
                 f"than the floor; or {BUDGET_NOT_HONOURABLE}. Nothing was saved.",
             ),
         },

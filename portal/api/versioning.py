@@ -17,7 +17,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from portal.api.errors import ErrorSerializer
-from portal.errors import ValidationFailed
+from portal.errors import UnprocessableError, ValidationFailed
 from portal.versioning import parse_base_version
 
 BASE_VERSION_FIELD = "baseVersion"
@@ -55,6 +55,21 @@ VERSION_CONFLICT_RESPONSE = OpenApiResponse(
     description="VERSION_CONFLICT: someone saved since the base version; nothing was saved. "
     "`details` has `currentVersion` and `baseVersion`.",
 )
+BASE_VERSION_MISMATCH = "BASE_VERSION_MISMATCH"
+MISMATCH_DOC = (
+    f"{BASE_VERSION_MISMATCH}: If-Match and the body's baseVersion name different versions; "
+    "nothing was saved."
+)
+
+
+def with_mismatch(description: str = "") -> OpenApiResponse:
+    """A versioned save's 422: its own reasons (``description``), and the mismatch."""
+    return OpenApiResponse(
+        ErrorSerializer,
+        description=f"{description} Or {MISMATCH_DOC}" if description else MISMATCH_DOC,
+    )
+
+
 BASE_VERSION_DOC = (
     " Send the version the change is based on (`If-Match` with the read's ETag, or "
     "`baseVersion` in the body): a save based on a stale version is refused with 409 "
@@ -75,7 +90,8 @@ def with_etag(response: Response, version: int | None) -> Response:
 def base_version_of(request: Request, data: dict[str, Any]) -> tuple[int | None, dict[str, Any]]:
     """The base version a save names (``If-Match`` or ``baseVersion``), and the body without it.
 
-    Malformed values, and a header and a field that disagree, are a 400 naming them.
+    Malformed values are a 400 naming them; a header and a field that each name a version,
+    different ones, are a 422 ``BASE_VERSION_MISMATCH`` (each is valid alone).
     """
     body = dict(data)
     from_body = None
@@ -88,8 +104,11 @@ def base_version_of(request: Request, data: dict[str, Any]) -> tuple[int | None,
     header = request.headers.get("If-Match")
     from_header = _if_match(header) if header is not None else None
     if from_body is not None and from_header is not None and from_body != from_header:
-        raise ValidationFailed(
-            {BASE_VERSION_FIELD: f"Says {from_body} but If-Match says {from_header}: send one."}
+        raise UnprocessableError(
+            BASE_VERSION_MISMATCH,
+            f"baseVersion says {from_body} but If-Match says {from_header}; send one of them."
+            " Nothing was saved.",
+            {"fields": {BASE_VERSION_FIELD: f"Says {from_body} but If-Match says {from_header}."}},
         )
     return (from_body if from_body is not None else from_header), body
 

@@ -20,6 +20,7 @@ from portal.api.versioning import (
     VERSION_CONFLICT_RESPONSE,
     base_version_of,
     with_etag,
+    with_mismatch,
 )
 from portal.api.views import WORKSPACE_PARAM, ApiView, json_object, reject_unknown
 from portal.errors import NotFoundError, ValidationFailed
@@ -159,7 +160,11 @@ class WorkloadLayoutConfigView(ApiView):
                 read_only=sorted(READ_ONLY_KEYS),
             )
         },
-        responses={200: LayoutConfigVersionSerializer, 409: VERSION_CONFLICT_RESPONSE},
+        responses={
+            200: LayoutConfigVersionSerializer,
+            409: VERSION_CONFLICT_RESPONSE,
+            422: with_mismatch(),
+        },
         summary="Save the workload's layout configuration (a new version)",
         description=CONFIG_BODY_DOC + BASE_VERSION_DOC,
     )

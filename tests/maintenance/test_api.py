@@ -77,6 +77,7 @@ class SweepStartTests:
         [
             ("compaction", "", 404, "NOT_FOUND", None),
             ("decay", "?mode=run", 400, "INVALID_REQUEST", "mode"),
+            ("decay", "?mode=", 400, "INVALID_REQUEST", "mode"),  # not the default's name
             ("decay", "?mode=execute&confirm=ten", 400, "INVALID_REQUEST", "confirm"),
             # Past the schema's maximum (12 digits), and far past what int() parses.
             ("decay", "?mode=execute&confirm=1000000000000", 400, "INVALID_REQUEST", "confirm"),

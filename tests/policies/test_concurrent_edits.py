@@ -207,7 +207,10 @@ class FloorApiTests:
         assert "baseVersion" in error["details"]["fields"]
         assert state(operator.workspace) == before
 
-    def test_if_match_and_base_version_that_disagree_are_a_400(self, operator):
+    def test_if_match_and_base_version_that_disagree_are_a_422(self, operator):
+        """Each is a valid base version alone (the schema takes both); two different ones
+        are a rule across the request's values, as this API's other 422s are."""
+        before = state(operator.workspace)
         response = operator.api().put(
             FLOOR_URL,
             {**floor_body(totalTokenBudget=3000), "baseVersion": 1},
@@ -215,7 +218,9 @@ class FloorApiTests:
             HTTP_IF_MATCH='"2"',
         )
 
-        error_of(response, 400, "INVALID_REQUEST")
+        error = error_of(response, 422, "BASE_VERSION_MISMATCH")
+        assert error["details"]["fields"]["baseVersion"] == "Says 1 but If-Match says 2."
+        assert state(operator.workspace) == before
 
     def test_if_match_star_checks_nothing(self, operator):
         response = operator.api().put(
