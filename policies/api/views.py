@@ -14,7 +14,6 @@ from rest_framework.response import Response
 from policies import algebra, services
 from policies.api.schemas import (
     BUDGET_NOT_HONOURABLE,
-    BUDGET_NOT_HONOURABLE_RESPONSE,
     policy_save_schema,
 )
 from policies.api.serializers import (
@@ -198,7 +197,7 @@ class WorkspacePolicyView(ApiView):
         responses={
             200: WorkspacePolicySerializer,
             409: VERSION_CONFLICT_RESPONSE,
-            422: with_mismatch(BUDGET_NOT_HONOURABLE_RESPONSE.description),
+            422: with_mismatch(f"{BUDGET_NOT_HONOURABLE}; nothing was saved."),
         },
         summary="Replace the operator floor (a new version)",
         description=POLICY_BODY_DOC + FLOOR_AXES_REQUIRED + BASE_VERSION_DOC,
