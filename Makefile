@@ -52,13 +52,15 @@ redis-deps:
 	fi
 
 # The suite runs in TEST_WORKERS processes (pytest-xdist), each on its own throw-away
-# database, with coverage; the slowest tests, the count and the coverage are printed last.
+# database, with coverage; a worker that runs out of tests takes some of another's
+# (worksteal: the last long tests do not leave one core idle). The slowest tests, the count
+# and the coverage are printed last.
 TEST_WORKERS ?= 2
 test: test-install browser-deps redis-deps
 	$(PY) -m ruff check .
 	$(PY) -m mypy
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --durations=15 --cov --cov-report=
-	@echo "Coverage: $$($(PY) -m coverage report --format=total)% of the application's lines"
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal --durations=15 --cov --cov-report=
+	@echo "Coverage: $$($(PY) -m coverage report --format=total --precision=2)% of the application's lines"
 
 # The suite with every property test's full count of examples (tests/properties.py): make
 # test tries a third of them; run this before a release or after changing a domain rule.

@@ -617,7 +617,8 @@ class FunnelCacheTests:
         for name in ("CTE revised", "CTE rechecked"):
             node = _subplan(plan, name)
             if node["Node Type"] == "Bitmap Heap Scan":  # the ids' bitmap, then their pages
-                node = node["Plans"][0]
+                # Its outer child is the bitmap; an InitPlan (the ids' CTE) may come first.
+                [node] = [c for c in node["Plans"] if c["Parent Relationship"] == "Outer"]
                 assert node["Node Type"] == "Bitmap Index Scan", (name, node)
             else:
                 assert node["Node Type"] in {"Index Scan", "Index Only Scan"}, (name, node)
