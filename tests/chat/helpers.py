@@ -60,3 +60,19 @@ def layout(workload: Any, memory: dict[str, Any]) -> None:
 
 def prompt_text(answer: dict[str, Any]) -> str:
     return "\n".join(m["content"] for m in answer["prompt"]["messages"])
+
+
+def in_flight(session: Any, **fields: Any) -> Any:
+    """A queued compaction run of ``session`` (a ``Session``), set as its run in flight."""
+    from chat.models import CompactionRun, Session
+
+    run = CompactionRun.objects.create(
+        **{
+            "workspace": session.workspace, "session": session, "trigger": "manual",
+            "reason": "manual", "severity": "normal", "config": {}, "service": "compaction",
+            "time_budget_ms": 15000, "target_utilization": 0.7, "author": "system:test",
+            **fields,
+        }
+    )  # fmt: skip
+    Session.objects.filter(pk=session.pk).update(compaction_run=run)
+    return run

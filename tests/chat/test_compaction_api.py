@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from chat.models import CompactionRun, Session
-from tests.chat.helpers import layout, started, turn
+from tests.chat.helpers import in_flight, layout, started, turn
 
 pytestmark = pytest.mark.django_db
 
@@ -85,18 +85,16 @@ class CompactTests:
 
     def test_a_run_in_flight_is_a_409_naming_it(self, editor, session):
         stored = Session.objects.get(pk=session["id"])
-        in_flight = CompactionRun.objects.create(
-            workspace=stored.workspace, session=stored, trigger="automatic", reason="severity",
-            severity="warning", config={}, service="compaction", time_budget_ms=15000,
-            target_utilization=0.7, author="system:compaction",
+        running = in_flight(
+            stored, trigger="automatic", reason="severity", severity="warning",
+            author="system:compaction",
         )  # fmt: skip
-        Session.objects.filter(pk=stored.pk).update(compaction_run=in_flight)
 
         response = compact(editor, session["id"])
 
         assert response.status_code == 409
         assert error_of(response)["code"] == "COMPACTION_IN_PROGRESS"
-        assert error_of(response)["details"]["runId"] == str(in_flight.pk)
+        assert error_of(response)["details"]["runId"] == str(running.pk)
         assert CompactionRun.objects.count() == 1
 
     def test_an_ended_session_is_a_409(self, editor, session):

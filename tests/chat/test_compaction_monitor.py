@@ -12,6 +12,7 @@ from chat.compaction.coordinator import session_monitor
 from chat.models import CompactionRun, Session
 from recall.layout.services import layout_config_current
 from tests.chat.compaction_support import at, measured, message_at, post, start
+from tests.chat.helpers import in_flight
 
 pytestmark = pytest.mark.django_db
 
@@ -63,17 +64,12 @@ class GateOrderTests:
         measured(workload_a, cooldown_turns=0)
         session = start(workload_a)
         at(session, 50.0)
-        in_flight = CompactionRun.objects.create(
-            workspace=session.workspace, session=session, trigger="manual", reason="manual",
-            severity="normal", config={}, service="compaction", time_budget_ms=15000,
-            target_utilization=0.7, author="system:test",
-        )  # fmt: skip
-        Session.objects.filter(pk=session.pk).update(compaction_run=in_flight)
+        running = in_flight(session)
 
         decision = at(session, 99.0)
 
         assert (decision["compact"], decision["code"]) == (False, "in_progress")
-        assert decision["waitedFor"]["runId"] == str(in_flight.pk)
+        assert decision["waitedFor"]["runId"] == str(running.pk)
         assert decision["waitedFor"]["finished"] is False
         assert decision["waitedFor"]["waitedMs"] >= 50
 

@@ -11,7 +11,7 @@ import pytest
 from django.db import OperationalError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 
-from chat.models import CompactionRun, Session, Turn, TurnContext
+from chat.models import Session, Turn, TurnContext
 from chat.services import session_locked, session_turns_post
 from chat.statements import session_locked_for_turns
 from policies.models import Workload
@@ -19,7 +19,7 @@ from portal.db.scope import ALL, SETTING, scope_set
 from portal.models import ApiToken, Workspace
 from recall.models import Actor
 from team.services import api_token_revoke
-from tests.chat.helpers import layout, post_turns, started, turn
+from tests.chat.helpers import in_flight, layout, post_turns, started, turn
 from tests.helpers import error_of
 from tests.recall import factories
 
@@ -148,17 +148,12 @@ class TurnSessionLockedAndCheckedTests:
         settings.COMPACTION_WAIT_MS = 50
         turn(editor, session["id"], ("user", "first"))
         stored = Session.objects.get(pk=session["id"])
-        in_flight = CompactionRun.objects.create(
-            workspace=stored.workspace, session=stored, trigger="manual", reason="manual",
-            severity="normal", config={}, service="compaction", time_budget_ms=15000,
-            target_utilization=0.7, author="system:test",
-        )  # fmt: skip
-        Session.objects.filter(pk=stored.pk).update(compaction_run=in_flight)
+        running = in_flight(stored)
 
         answer = turn(editor, session["id"], ("user", "second"))
 
         waited = answer["compaction"]["waitedFor"]
-        assert (waited["runId"], waited["finished"]) == (str(in_flight.pk), False)
+        assert (waited["runId"], waited["finished"]) == (str(running.pk), False)
         assert waited["waitedMs"] >= 50
         assert answer["appended"] == [2]
         assert Session.objects.get(pk=stored.pk).turn_count == 2
