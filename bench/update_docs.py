@@ -141,11 +141,15 @@ def targets_table(
         x = r["ratios"]["largeAfterEditVsCached"]
         return f"{x}× ({p50['afterChange']} / {p50['cached']} ms)", x <= 1.5
 
-    def rls(label: str) -> Cell | None:
+    def part(label: str, key: str) -> Any:
+        """The ``key`` section of the recall results of ``label``, or None."""
         r = recall(label)
-        if r is None or "rowLevelSecurity" not in r:
+        return None if r is None else r.get(key)
+
+    def rls(label: str) -> Cell | None:
+        s = part(label, "rowLevelSecurity")
+        if s is None:
             return None
-        s = r["rowLevelSecurity"]
         return f"endpoint {s['endpointRatio']}×, read {s['readRatio']}×", None
 
     def new_query(label: str) -> Cell | None:
@@ -160,19 +164,17 @@ def targets_table(
         )
 
     def imports(label: str) -> Cell | None:
-        r = recall(label)
-        if r is None or "ingestion" not in r:
+        ing = part(label, "ingestion")
+        if ing is None:
             return None
-        ing = r["ingestion"]
         two = ing.get("concurrency2", {}).get("memoriesPerS")
         embedder = "ONNX" if "minilm" in ing["embedder"] else ing["embedder"]
         return f"{ing['memoriesPerS']:,}/s; {two:,}/s from two clients ({embedder})", None
 
     def hit_rate(label: str) -> Cell | None:
-        r = recall(label)
-        if r is None or "queryCache" not in r:
+        qc = part(label, "queryCache")
+        if qc is None:
             return None
-        qc = r["queryCache"]
         return f"{qc['hitRate']:.0%} of {qc['hits'] + qc['misses']} recalls", None
 
     def turn(turns_count: int) -> Any:

@@ -48,9 +48,7 @@ def sessions_workspace(caller: Caller, slug: str | None, action: Action) -> Work
 def session_for(caller: Caller, session_id: Any, action: Action) -> Session:
     """A session of a workspace the caller may see, checked for the action's role; another
     workspace's session is answered as one that does not exist."""
-    pk = numeric_id(session_id)
-    if pk is None:
-        raise NotFoundError(f"No session {session_id!r}: session ids are ASCII digits.")
+    pk = _session_pk(session_id)
     if caller.token is not None:
         # The token's workspace is the one it may see (``scoped_get``), read by a prepared
         # statement: an agent posts every turn of a session through here.
@@ -64,6 +62,13 @@ def session_for(caller: Caller, session_id: Any, action: Action) -> Session:
         session = scoped_get(caller, rows, pk, what="session", required=REQUIRED_ROLE[action])
     binding_check(caller, workload_id=session.workload_id, environment=session.environment)
     return session
+
+
+def _session_pk(session_id: Any) -> int:
+    pk = numeric_id(session_id)
+    if pk is None:
+        raise NotFoundError(f"No session {session_id!r}: session ids are ASCII digits.")
+    return pk
 
 
 def session_locked_for(
@@ -80,9 +85,7 @@ def session_locked_for(
         if start is None:
             raise NotFoundError(f"No session {found.pk}.")
         return start
-    pk = numeric_id(session_id)
-    if pk is None:
-        raise NotFoundError(f"No session {session_id!r}: session ids are ASCII digits.")
+    pk = _session_pk(session_id)
     # The token's workspace is the one it may see (``scoped_get``).
     start = session_locked_for_turns(
         pk=pk, workspace_id=caller.token.workspace_id, token=token_check

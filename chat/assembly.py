@@ -116,7 +116,7 @@ def turn_assemble(
         system_prompt=session.system_prompt,
         system_prompt_tokens=session.system_prompt_tokens,
         tool_schema_tokens=session.tool_schema_tokens,
-        memories=_recalled(envelope["entries"], recorded.tiers),
+        memories=_recalled(envelope["entries"], recorded.tiers()),
         plan=plan,
         history=history,
         history_given=history_given,

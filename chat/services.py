@@ -276,12 +276,6 @@ def session_end(*, session: Session, author: str) -> Session:
     return locked
 
 
-def turns_append(*, session: Session, messages: Sequence[Message]) -> list[Turn]:
-    """Append checked messages to a locked, active session (inside the caller's transaction):
-    the new turns, numbered on from the session's last, each with its estimated tokens."""
-    return Turn.objects.bulk_create(turns_numbered(session=session, messages=messages))
-
-
 def turns_numbered(*, session: Session, messages: Sequence[Message]) -> list[Turn]:
     """The turns of checked messages for a locked, active session, numbered on from the
     session's last, each with its estimated tokens, not saved yet; the session's

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -208,13 +208,17 @@ def recall_plan(
 
 @dataclass(frozen=True)
 class Recorded:
-    """A recall's envelope and the ``context.assembled`` event that records it; ``tiers``:
-    the tier (short_term, long_term) of each ranked memory, by id, as the read found it (a
-    session's turn places its passages by it: ``chat.context``)."""
+    """A recall's envelope and the ``context.assembled`` event that records it; ``scored``:
+    the re-scored rows as the read found them (``tiers``)."""
 
     envelope: Envelope
     event: AuditEvent
-    tiers: dict[str, str] = field(default_factory=dict)
+    scored: Sequence[tuple[RankedRow, float]] = ()
+
+    def tiers(self) -> dict[str, str]:
+        """The tier (short_term, long_term) of each ranked memory, by id (a session's turn
+        places its passages by it: ``chat.context``); worked out only when asked."""
+        return {str(row.id): row.tier for row, _ in self.scored}
 
 
 def recall_assemble(*, request: RecallRequest) -> Recorded:
@@ -277,8 +281,7 @@ def recall_assemble(*, request: RecallRequest) -> Recorded:
         work=work,
     )
     hits_fold_due(workspace_id=request.workspace.pk)
-    tiers = {str(row.id): row.tier for row, _ in assembly.scored}
-    return Recorded(envelope, event, tiers)
+    return Recorded(envelope, event, assembly.scored)
 
 
 def _part_of_a_turn(request: RecallRequest, effective: EffectivePolicy) -> dict[str, Any]:

@@ -348,6 +348,7 @@ MEMORY_NESTED: dict[str, NestedParser] = {
 
 # Collections inside collections a config may have: it needs five or six.
 YAML_MAX_DEPTH = 64
+_TOO_DEEP = "the YAML is nested too deeply to be a config"
 _OPENS = (
     yaml.BlockMappingStartToken,
     yaml.BlockSequenceStartToken,
@@ -375,7 +376,7 @@ def load_yaml(text: str) -> Any:
                 if depth > YAML_MAX_DEPTH:
                     # Stopped here: PyYAML's scanner slows quadratically with the nesting
                     # (seconds for 5,000 brackets) and its composer recurses once a level.
-                    raise RecursionError
+                    raise LayoutConfigError({"memory": _TOO_DEEP})
             elif isinstance(token, _CLOSES):
                 depth -= 1
         return yaml.safe_load(text)
@@ -384,7 +385,7 @@ def load_yaml(text: str) -> Any:
     except yaml.YAMLError as exc:
         raise LayoutConfigError({"memory": f"invalid YAML: {exc}"}) from exc
     except RecursionError as exc:
-        raise LayoutConfigError({"memory": "the YAML is nested too deeply to be a config"}) from exc
+        raise LayoutConfigError({"memory": _TOO_DEEP}) from exc
     except (ValueError, OverflowError) as exc:
         # A scalar YAML resolves to a value Python cannot build (a 5,000-digit integer,
         # 2024-13-45): the text is not a usable config.

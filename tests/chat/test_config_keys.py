@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 from django.db import transaction
 
-from chat.models import CompactionRun, Session
-from chat.services import Message, session_create, session_turns_post, turns_append
+from chat.models import CompactionRun, Session, Turn
+from chat.services import Message, session_create, session_turns_post, turns_numbered
 from policies.services import workload_create, workspace_create
 from portal.errors import ValidationFailed
 from recall.layout.config import (
@@ -165,10 +165,8 @@ def _world() -> tuple[Any, Any]:
             environment="prod", author="system:test",
         )  # fmt: skip
         with transaction.atomic():
-            turns_append(
-                session=earlier,
-                messages=[Message("user", f"earlier {number} turn {n}") for n in range(1, 4)],
-            )
+            messages = [Message("user", f"earlier {number} turn {n}") for n in range(1, 4)]
+            Turn.objects.bulk_create(turns_numbered(session=earlier, messages=messages))
             earlier.save()
     return workspace, workload
 

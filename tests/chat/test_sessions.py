@@ -17,7 +17,7 @@ from chat.services import (
     session_create,
     session_end,
     sessions_delete,
-    turns_append,
+    turns_numbered,
 )
 from policies.services import workload_archive
 from portal.errors import ConflictError, NotFoundError, ValidationFailed
@@ -41,7 +41,9 @@ def start(workspace: Any, workload: Any, **fields: Any) -> Session:
 
 def append(session: Session, *messages: tuple[str, str]) -> list[Turn]:
     with transaction.atomic():
-        turns = turns_append(session=session, messages=[Message(r, c) for r, c in messages])
+        turns = Turn.objects.bulk_create(
+            turns_numbered(session=session, messages=[Message(r, c) for r, c in messages])
+        )
         session.save()
     return turns
 
