@@ -3,6 +3,10 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
+# Python may keep the bytecode of what it compiles (git-ignored __pycache__): with
+# PYTHONDONTWRITEBYTECODE set, every test process, server and worker the tests start compiled
+# the project and rewrote the tests' assertions again (~10 s a test process).
+unexport PYTHONDONTWRITEBYTECODE
 # What is installed, one stamp per set, so nothing is reinstalled until pyproject.toml changes:
 # serving needs the package alone; the tests, lint and benchmarks add the test extras.
 SERVE_STAMP := $(VENV)/.installed-serve

@@ -207,7 +207,10 @@ def fresh_throttles() -> Any:
 @pytest.fixture(autouse=True)
 def fast_passwords(settings: Any) -> None:
     # Personas have passwords; the default hasher would cost every test ~0.2 s per persona.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    settings.PASSWORD_HASHERS = FAST_HASHERS
+
+
+FAST_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 @dataclass
@@ -228,53 +231,88 @@ class Persona:
         return client
 
 
-def _persona(workspace: Workspace, username: str, role: str) -> Persona:
+def persona(workspace: Workspace, username: str, role: str) -> Persona:
     user = get_user_model().objects.create_user(username=username, password="pw-" + username)
     Membership.objects.create(user=user, workspace=workspace, role=role)
     _, raw = api_token_create(workspace=workspace, name=f"{username}-token", role=role)
     return Persona(user=user, token=raw, role=role, workspace=workspace)
 
 
+def agent_persona(workspace: Workspace) -> Persona:
+    """An agent's API token (every agent scope, bound to nothing); no user."""
+    _, raw = api_token_create(workspace=workspace, name="ada-agent", role=Role.AGENT)
+    return Persona(user=None, token=raw, role=Role.AGENT, workspace=workspace)
+
+
+def team_a() -> Workspace:
+    return workspace_create(slug="team-a", name="Team A", author="system:test")
+
+
+def team_b() -> Workspace:
+    return workspace_create(slug="team-b", name="Team B", author="system:test")
+
+
+def support_bot(workspace: Workspace) -> Workload:
+    return workload_create(workspace=workspace, name="support-bot", author="system:test")
+
+
+@pytest.fixture(scope="module")
+def module_db(django_db_setup: Any, django_db_blocker: Any) -> Iterator[None]:
+    """Data a module's tests share, made once: module-scoped fixtures that ask for this write
+    inside a transaction rolled back after the module's last test, and each test runs in a
+    savepoint inside it (pytest-django's ``db``), so no test sees another's writes."""
+    from django.db import transaction
+    from django.test import override_settings
+
+    with django_db_blocker.unblock(), override_settings(PASSWORD_HASHERS=FAST_HASHERS):
+        atomic = transaction.atomic()
+        atomic.__enter__()
+        try:
+            yield
+        finally:
+            transaction.set_rollback(True)
+            atomic.__exit__(None, None, None)
+
+
 @pytest.fixture
 def workspace_a(db: Any) -> Workspace:
-    return workspace_create(slug="team-a", name="Team A", author="system:test")
+    return team_a()
 
 
 @pytest.fixture
 def workspace_b(db: Any) -> Workspace:
-    return workspace_create(slug="team-b", name="Team B", author="system:test")
+    return team_b()
 
 
 @pytest.fixture
 def operator(workspace_a: Workspace) -> Persona:
-    return _persona(workspace_a, "olga", Role.OPERATOR)
+    return persona(workspace_a, "olga", Role.OPERATOR)
 
 
 @pytest.fixture
 def editor(workspace_a: Workspace) -> Persona:
-    return _persona(workspace_a, "eddie", Role.EDITOR)
+    return persona(workspace_a, "eddie", Role.EDITOR)
 
 
 @pytest.fixture
 def viewer(workspace_a: Workspace) -> Persona:
-    return _persona(workspace_a, "vera", Role.VIEWER)
+    return persona(workspace_a, "vera", Role.VIEWER)
 
 
 @pytest.fixture
 def outsider(workspace_b: Workspace) -> Persona:
-    return _persona(workspace_b, "otto", Role.OPERATOR)
+    return persona(workspace_b, "otto", Role.OPERATOR)
 
 
 @pytest.fixture
 def agent(workspace_a: Workspace) -> Persona:
     """An agent's API token in workspace A (every agent scope, bound to nothing); no user."""
-    _, raw = api_token_create(workspace=workspace_a, name="ada-agent", role=Role.AGENT)
-    return Persona(user=None, token=raw, role=Role.AGENT, workspace=workspace_a)
+    return agent_persona(workspace_a)
 
 
 @pytest.fixture
 def workload_a(workspace_a: Workspace) -> Workload:
-    return workload_create(workspace=workspace_a, name="support-bot", author="system:test")
+    return support_bot(workspace_a)
 
 
 @pytest.fixture

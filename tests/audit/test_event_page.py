@@ -38,11 +38,6 @@ from tests.recall import factories
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture(autouse=True)
-def fast_password_hashing(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 def page_of(persona: Any, event: AuditEvent) -> Any:
     client = Client()
     client.force_login(persona.user)

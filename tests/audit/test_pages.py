@@ -24,12 +24,6 @@ from tests.helpers import database_owner
 HTMX = {"HTTP_HX_REQUEST": "true"}
 
 
-@pytest.fixture(autouse=True)
-def fast_password_hashing(settings):
-    # PBKDF2 costs over a second per persona here; these pages do not care how it is hashed.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 def client_for(persona: Any, *, csrf: bool = False) -> Client:
     client = Client(enforce_csrf_checks=csrf)
     client.force_login(persona.user)

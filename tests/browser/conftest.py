@@ -80,6 +80,29 @@ def shot() -> Any:
 
 @pytest.fixture
 def login(live_server: Any) -> Any:
+    """Sign in as the login form would, without typing into it: a session made by Django's
+    test client, its cookie given to the page, then the page the form's answer opens. The
+    form itself is tested in test_login.py (``form_login``)."""
+    from django.conf import settings
+    from django.shortcuts import resolve_url
+    from django.test import Client
+
+    def sign_in(page: Any, username: str, password: str) -> None:
+        client = Client()
+        assert client.login(username=username, password=password), f"{username} cannot sign in"
+        cookie = client.cookies[settings.SESSION_COOKIE_NAME]
+        page.context.add_cookies(
+            [{"name": cookie.key, "value": cookie.value, "url": live_server.url}]
+        )
+        page.goto(live_server.url + resolve_url(settings.LOGIN_REDIRECT_URL))
+
+    return sign_in
+
+
+@pytest.fixture
+def form_login(live_server: Any) -> Any:
+    """Sign in through the login form, as a person does."""
+
     def sign_in(page: Any, username: str, password: str) -> None:
         page.goto(f"{live_server.url}/login/")
         page.get_by_label("Username").fill(username)

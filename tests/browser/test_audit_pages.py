@@ -26,12 +26,6 @@ from tests.recall import factories
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-@pytest.fixture(autouse=True)
-def fast_password_hashing(settings):
-    # PBKDF2 costs over a second per persona here; these pages do not care how it is hashed.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 def recall_events(workspace, workload, n: int) -> None:
     with transaction.atomic():
         for i in range(n):

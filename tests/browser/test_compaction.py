@@ -18,11 +18,6 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 PHONE = {"width": 390, "height": 844}
 
 
-@pytest.fixture(autouse=True)
-def fast_password_hashing(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 @pytest.fixture
 def session(editor: Any, workload_a: Any) -> Any:
     """Seven exchanges: 80.5 % of the window, elevated, below any automatic trigger."""

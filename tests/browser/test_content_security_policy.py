@@ -13,11 +13,6 @@ from tests.browser.pages import a_recalled_memory, a_session, portal_pages
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-@pytest.fixture(autouse=True)
-def fast_password_hashing(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 def test_no_page_breaks_the_policy(page, live_server, login, operator, editor, workload_a, shot):
     violations: list[str] = []
     page.on(

@@ -14,11 +14,6 @@ from policies.services import workload_policy_save
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-@pytest.fixture(autouse=True)
-def fast_password_hashing(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 class FloorConflictPagesTests:
     def test_an_operator_sees_what_a_floor_change_overrules_and_narrows_a_workload_to_it(
         self, page, live_server, login, operator, workspace_a, workload_a, shot

@@ -9,9 +9,10 @@ from portal.models import Membership, Role
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-@pytest.fixture(autouse=True)
-def fast_password_hashing(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+@pytest.fixture
+def login(form_login):
+    """Here the login form is what is tested."""
+    return form_login
 
 
 class LoginTests:

@@ -13,12 +13,6 @@ from tests.recall import factories
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-@pytest.fixture(autouse=True)
-def fast_password_hashing(settings):
-    # PBKDF2 costs over a second per persona here; these pages do not care how it is hashed.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 class WorkloadPolicyFormTests:
     def test_an_editor_sees_a_relaxing_axis_flagged_at_once_and_cannot_save_it(
         self, page, live_server, login, editor, workload_a, shot

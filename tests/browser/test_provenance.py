@@ -14,11 +14,6 @@ from tests.recall import factories
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-@pytest.fixture(autouse=True)
-def fast_password_hashing(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 class ProvenanceTests:
     def test_the_event_links_its_memories_and_runs_again_now(
         self, page, live_server, login, editor, workload_a, shot

@@ -14,11 +14,6 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 PHONE = {"width": 390, "height": 844}
 
 
-@pytest.fixture(autouse=True)
-def fast_password_hashing(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 class TokensPageTests:
     def test_an_operator_issues_a_token_sees_its_secret_once_and_revokes_it(
         self, page, live_server, login, operator, workload_a, shot

@@ -55,11 +55,6 @@ def effective(persona: Any, workload: Workload, environment: str = "prod") -> An
     )
 
 
-@pytest.fixture(autouse=True)
-def fast_password_hashing(settings: Any) -> None:
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 @pytest.mark.django_db
 class ComplianceTableTests:
     def test_a_workload_the_floor_overrules_is_adjusted_not_compliant(

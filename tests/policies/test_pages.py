@@ -23,12 +23,6 @@ from tests.recall.factories import memories
 HTMX = {"HTTP_HX_REQUEST": "true"}
 
 
-@pytest.fixture(autouse=True)
-def fast_password_hashing(settings):
-    # PBKDF2 costs over a second per persona here; these pages do not care how it is hashed.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 # --- helpers: a policy document as the form would post it -------------------------------------
 
 

@@ -13,11 +13,6 @@ from django.urls import reverse
 from portal.models import Membership, Role
 
 
-@pytest.fixture(autouse=True)
-def fast_password_hashing(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 def client_for(user) -> Client:
     client = Client()
     client.force_login(user)

@@ -19,10 +19,12 @@ from django.utils import timezone
 
 from audit.services import audit_chain_check
 from maintenance.services import maintenance_start
+from policies.services import workload_create
 from portal.db.scope import ALL, scope_include, scope_set
-from portal.models import Workspace
+from portal.models import Role, Workspace
 from recall.hits import hits_fold
 from recall.models import MemoryRecord
+from tests.conftest import Persona, persona, support_bot, team_a, team_b
 from tests.helpers import csrf_session
 from tests.recall import factories
 
@@ -119,15 +121,39 @@ def _populate(persona: Any, workload: Any) -> None:
     hits_fold(workspace_id=workspace.pk)
 
 
-@pytest.fixture
-def two_workspaces(
-    operator, outsider, workload_a, workload_b, monkeypatch: pytest.MonkeyPatch
-) -> tuple[Any, Any]:
+# Both workspaces are populated once for the module (``module_db``); each test's writes are
+# rolled back at its end, the connection's scope with them.
+@pytest.fixture(scope="module")
+def workspace_a(module_db: None) -> Workspace:
+    return team_a()
+
+
+@pytest.fixture(scope="module")
+def workspace_b(module_db: None) -> Workspace:
+    return team_b()
+
+
+@pytest.fixture(scope="module")
+def operator(workspace_a: Workspace) -> Persona:
+    return persona(workspace_a, "olga", Role.OPERATOR)
+
+
+@pytest.fixture(scope="module")
+def outsider(workspace_b: Workspace) -> Persona:
+    return persona(workspace_b, "otto", Role.OPERATOR)
+
+
+@pytest.fixture(scope="module")
+def two_workspaces(operator: Persona, outsider: Persona) -> tuple[Any, Any]:
     from recall.engine import read as selectors
 
-    monkeypatch.setattr(selectors, "FUNNEL_CACHE_MIN", 1)  # every recall keeps its funnel
-    _populate(operator, workload_a)
-    _populate(outsider, workload_b)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(selectors, "FUNNEL_CACHE_MIN", 1)  # every recall keeps its funnel
+        other_bot = workload_create(
+            workspace=outsider.workspace, name="other-bot", author="system:test"
+        )
+        _populate(operator, support_bot(operator.workspace))
+        _populate(outsider, other_bot)
     scope_set(ALL)  # the test's own connection again (the requests scoped it)
     return operator.workspace, outsider.workspace
 
