@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
-from console.demo.memories import DemoData, arrival_items, persona_items
+from console.demo.memories import Conversation, DemoData, arrival_items, persona_items
 
 SLUG = "acme"
 DAYS = 8  # day 0 is a week ago, day 7 is today
@@ -94,6 +94,25 @@ class ChangeMemory(Step):
 @dataclass(frozen=True)
 class StoreQueries(Step):
     enabled: bool
+
+
+@dataclass(frozen=True)
+class StartSession(Step):
+    """A chat session an agent starts, under the caller's own id for it (``external_id``)."""
+
+    external_id: str
+    workload: str
+    environment: str
+    actor_id: str
+    system_prompt: str
+
+
+@dataclass(frozen=True)
+class PostTurns(Step):
+    """Messages an agent appends to the session it started under ``external_id``."""
+
+    external_id: str
+    messages: tuple[tuple[str, str], ...]  # (role, text)
 
 
 @dataclass(frozen=True)
@@ -393,6 +412,21 @@ def _working_day(first: date, day: int) -> int:
     return next((d for d in weekdays if d >= day), weekdays[-1])
 
 
+def _conversation(conversation: Conversation, now: datetime) -> list[Step]:
+    """A session started hours before ``now``, its posts two minutes apart, left active."""
+    c = conversation
+    start = now - timedelta(hours=c.hours_ago)
+    return [
+        StartSession(
+            start, c.author, c.external_id, c.workload, c.environment, c.actor_id, c.system_prompt
+        ),
+        *(
+            PostTurns(start + timedelta(minutes=2 * n), c.author, c.external_id, post.messages)
+            for n, post in enumerate(c.posts)
+        ),
+    ]
+
+
 def week(data: DemoData, *, now: datetime, seed: int = SEED) -> list[Step]:
     """Every step of the demo's week, oldest first, all before ``now``."""
     first = (now - timedelta(days=DAYS - 1)).astimezone(UTC).date()
@@ -429,6 +463,7 @@ def week(data: DemoData, *, now: datetime, seed: int = SEED) -> list[Step]:
         *_week_edits(on_working_day),
         *arrivals,
         *_recalls(data, at, arrived, first, now, rng),
+        *(step for c in data.conversations for step in _conversation(c, now)),
     ]
     # Stable: steps planned at the same moment keep the order above.
     return sorted(steps, key=lambda step: step.at)

@@ -112,10 +112,34 @@ class DemoQuery:
 
 
 @dataclass(frozen=True)
+class Post:
+    """Messages an agent posts to a session at once, and words of the memory the context
+    assembled for the last (the user's) must carry."""
+
+    messages: tuple[tuple[str, str], ...]  # (role, text)
+    finds: str
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """A chat session an agent holds through the portal, hours before the demo's now."""
+
+    external_id: str  # the agent's own id for the session
+    actor_id: str
+    workload: str
+    environment: str
+    author: str
+    hours_ago: float
+    system_prompt: str
+    posts: tuple[Post, ...]
+
+
+@dataclass(frozen=True)
 class DemoData:
     personas: tuple[Persona, ...]
     arrivals: tuple[Arrival, ...]
     queries: dict[str, dict[str, tuple[DemoQuery, ...]]]  # workload -> actor -> queries
+    conversations: tuple[Conversation, ...] = ()
 
     def persona(self, actor_id: str) -> Persona:
         return next(p for p in self.personas if p.actor_id == actor_id)
@@ -167,7 +191,23 @@ def demo_data() -> DemoData:
         }
         for workload, by_actor in raw["queries"].items()
     }
-    return DemoData(personas, arrivals, queries)
+    conversations = tuple(
+        Conversation(
+            c["external_id"],
+            c["actor"],
+            c["workload"],
+            c["environment"],
+            c["author"],
+            c["hours_ago"],
+            c["system_prompt"],
+            tuple(
+                Post(tuple((role, text) for role, text in post["messages"]), post["finds"])
+                for post in c["posts"]
+            ),
+        )
+        for c in raw.get("conversations", [])
+    )
+    return DemoData(personas, arrivals, queries, conversations)
 
 
 def _pick(rng: random.Random, weights: dict[str, int]) -> str:

@@ -17,6 +17,7 @@ from rest_framework.test import APIClient
 from audit.models import Injection
 from audit.selectors import assembled_per_day
 from audit.services import audit_chain_verify
+from chat.models import Session
 from maintenance.models import MaintenanceRun
 from policies.models import Workload
 from policies.services import workspace_create
@@ -148,6 +149,34 @@ class LoadDemoTests:
                 # Stale after it was made and last recalled, not before (issue 36's #145).
                 assert max(created, last or created) < stale <= now, m
             assert m["expires_at"] is None or m["expires_at"] > created, m
+
+    def test_an_agent_s_chat_session_with_ada_is_open_with_its_turns(self, demo):
+        [session] = Session.objects.filter(workspace=demo)
+        turns = list(session.turns.order_by("index"))
+        contexts = list(session.contexts.order_by("turn"))
+        started = demo.audit_events.get(type="session.started")
+
+        assert (session.actor.kind, session.actor.name) == ("user", "ada")
+        assert (session.workload.name, session.environment) == ("support-assistant", "prod")
+        assert (session.status, session.external_id) == ("active", "support-chat-ada-0001")
+        assert session.system_prompt.startswith("You are Acme's support assistant")
+        assert session.system_prompt_tokens > 0
+        assert [t.role for t in turns] == ["user", "assistant", "user"]
+        assert "auditors" in turns[0].content
+        # A context for each of the user's turns, each with its context.assembled event.
+        assert [c.turn for c in contexts] == [1, 3]
+        events = demo.audit_events.filter(pk__in=[c.event_id for c in contexts])
+        assert set(events.values_list("type", flat=True)) == {"context.assembled"}
+        # Dated hours ago, two minutes between the posts, like the events.
+        now = timezone.now()
+        assert session.created_at == started.occurred_at
+        assert now - timedelta(hours=2) < session.created_at == turns[0].created_at < now
+        assert turns[2].created_at - turns[0].created_at == timedelta(minutes=2)
+        assert session.updated_at == turns[2].created_at
+        assert sorted(e.occurred_at for e in events) == [
+            contexts[0].created_at,
+            turns[2].created_at,
+        ]
 
     def test_running_it_twice_changes_nothing(self, demo):
         before = counts()

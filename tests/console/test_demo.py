@@ -11,9 +11,11 @@ from console.demo.history import (
     CALLERS,
     DAYS,
     ImportMemories,
+    PostTurns,
     Recall,
     SaveFloor,
     SavePolicy,
+    StartSession,
     Step,
     week,
 )
@@ -28,8 +30,10 @@ def plan(now: datetime) -> list[Step]:
 
 
 def edits(steps: list[Step]) -> list[Step]:
+    """What people change after the first day (not the agents' recalls and sessions)."""
     first_day = steps[0].at.date()
-    return [s for s in steps if not isinstance(s, Recall) and s.at.date() != first_day]
+    agents = (Recall, StartSession, PostTurns)
+    return [s for s in steps if not isinstance(s, agents) and s.at.date() != first_day]
 
 
 class DemoWeekTests:
@@ -47,6 +51,19 @@ class DemoWeekTests:
 
         assert changes
         assert all(s.at.weekday() < 5 and s.at.date() < now.date() for s in changes)
+
+    @pytest.mark.parametrize("now", NOWS, ids=lambda now: now.strftime("%A"))
+    def test_an_agent_s_session_starts_hours_ago_and_its_posts_follow_it(self, now):
+        steps = plan(now)
+        [start] = [s for s in steps if isinstance(s, StartSession)]
+        posts = [s for s in steps if isinstance(s, PostTurns)]
+
+        assert now - timedelta(hours=2) < start.at < now - timedelta(hours=1)
+        assert [p.at - start.at for p in posts] == [timedelta(0), timedelta(minutes=2)]
+        assert {p.external_id for p in posts} == {start.external_id}
+        assert steps.index(start) < steps.index(posts[0]) < steps.index(posts[1])
+        # Each post ends with the user's message: each is answered with a context.
+        assert all(p.messages[-1][0] == "user" for p in posts)
 
     @pytest.mark.parametrize("now", NOWS, ids=lambda now: now.strftime("%A"))
     def test_the_staging_policy_fits_the_floor_it_is_saved_under(self, now):

@@ -6,13 +6,16 @@ similarity floors, ranks it among its first three whenever the policies let it t
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from io import StringIO
 
 import numpy as np
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
+from django.test import override_settings
 
+from chat.models import Session
 from console.demo.memories import DemoQuery, demo_data
 from policies.models import Workload
 from portal.models import Workspace
@@ -57,12 +60,15 @@ def onnx() -> MiniLMOnnxEmbedder:
     return MiniLMOnnxEmbedder(384)
 
 
-@pytest.fixture
-def onnx_configured(settings):
-    settings.RECALL_EMBEDDER = "minilm-onnx"
-    runtime.embedder.cache_clear()
-    runtime.query_vector_cache.cache_clear()
-    yield
+@pytest.fixture(scope="module")
+def demo_loaded(module_db: None) -> Iterator[None]:
+    """The demo, loaded once for the module with the default embedder (the tests' is the
+    hashing one), which the tests then recall with."""
+    with override_settings(RECALL_EMBEDDER="minilm-onnx"):
+        runtime.embedder.cache_clear()
+        runtime.query_vector_cache.cache_clear()
+        call_command("load_demo", stdout=StringIO())
+        yield
     runtime.embedder.cache_clear()
     runtime.query_vector_cache.cache_clear()
 
@@ -105,9 +111,8 @@ def asked_for(actor_id: str, query: DemoQuery) -> MemoryRecord:
 @pytest.mark.django_db
 class DemoSandboxTests:
     def test_a_sandbox_recall_for_ada_answers_each_query_with_the_memory_written_for_it(
-        self, onnx_configured, client
+        self, demo_loaded, client
     ):
-        call_command("load_demo", stdout=StringIO())
         assert set(MemoryRecord.objects.values_list("embedding_model", flat=True)) == {MODEL_NAME}
         client.force_login(get_user_model().objects.get(username="editor"))
         workload = Workload.objects.get(workspace__slug="acme", name="support-assistant")
@@ -140,11 +145,10 @@ class DemoSandboxTests:
         assert "similarity_below_min" not in filtered.values()  # the floor keeps them all
 
     def test_every_query_of_the_demo_finds_its_memory_in_the_first_three_unless_filtered(
-        self, onnx_configured
+        self, demo_loaded
     ):
         """Through the real recall (the sandbox's, which records nothing), under the demo's
         policies, in every environment the demo recalls the workload in."""
-        call_command("load_demo", stdout=StringIO())
         workspace = Workspace.objects.get(slug="acme")
         found, filtered = 0, {}
         for workload_name, actor_id, query in asked():
@@ -166,3 +170,19 @@ class DemoSandboxTests:
                 found += 1
         assert found + len(filtered) == 2 * len(asked())
         assert found >= 70  # 72 when measured: the other 60 pairs' memories are filtered
+
+    def test_each_turn_of_the_demo_s_chat_sessions_was_given_the_memory_it_asks_for(
+        self, demo_loaded
+    ):
+        """The user's message of each post is a query too: the context assembled for it (the
+        session's workload in its environment) carries the memory the conversation names."""
+        conversations = demo_data().conversations
+        assert conversations
+        for conversation in conversations:
+            session = Session.objects.get(external_id=conversation.external_id)
+            contexts = list(session.contexts.order_by("turn"))
+            assert len(contexts) == len(conversation.posts)
+            for post, context in zip(conversation.posts, contexts, strict=True):
+                asked = DemoQuery(post.messages[-1][1], post.finds)
+                wanted = asked_for(conversation.actor_id, asked)
+                assert str(wanted.pk) in context.recall["memoryIds"], post.finds

@@ -17,6 +17,8 @@ from django.db.models import F
 from django.utils import timezone
 
 from audit.services import audit_backdated
+from chat.models import Session, Turn
+from chat.services import session_create, session_turns_post
 from console.demo.history import (
     OPERATOR,
     SLUG,
@@ -25,9 +27,11 @@ from console.demo.history import (
     CreateWorkspace,
     ImportMemories,
     IssueToken,
+    PostTurns,
     Recall,
     SaveFloor,
     SavePolicy,
+    StartSession,
     Step,
     StoreQueries,
     week,
@@ -67,7 +71,10 @@ class Command(BaseCommand):
             workspace = demo.play(week(demo_data(), now=timezone.now()))
             # Now, after the week: the agents wrote two insights again, which dedup would merge.
             maintenance_start(workspace=workspace, sweep="dedup", mode="preview", author=OPERATOR)
-            summary = f"{demo.memories} memories, {demo.recalls} recalls over the last week"
+            summary = (
+                f"{demo.memories} memories, {demo.recalls} recalls over the last week,"
+                f" {len(demo.sessions)} chat session{'s' if len(demo.sessions) != 1 else ''}"
+            )
         else:
             summary = "already loaded; nothing added"
         self._users(workspace)
@@ -99,6 +106,7 @@ class DemoWeek:
         self.last_recalled: dict[int, datetime] = {}
         self.memories = 0
         self.recalls = 0
+        self.sessions: dict[str, Session] = {}
 
     @property
     def workspace(self) -> Workspace:
@@ -152,6 +160,10 @@ class DemoWeek:
                     workspace=self.workspace, name=step.name, role=step.role, author=step.author
                 )
                 _dated(token, step.at)
+            case StartSession():
+                self._start_session(step)
+            case PostTurns():
+                self._post_turns(step)
             case StoreQueries():
                 # The recalls read the flag from the workspace they are given.
                 self._workspace = services.workspace_store_queries_set(
@@ -217,3 +229,30 @@ class DemoWeek:
             workspace=self.workspace, document=document, author=step.author, comment=step.comment
         )
         _dated(version, step.at)
+
+    def _start_session(self, step: StartSession) -> None:
+        session = session_create(
+            workspace=self.workspace,
+            actor_id=step.actor_id,
+            workload_id=self.workloads[step.workload].pk,
+            environment=step.environment,
+            author=step.author,
+            external_id=step.external_id,
+            system_prompt=step.system_prompt,
+        )
+        _dated(session, step.at)
+        self.sessions[step.external_id] = session
+
+    def _post_turns(self, step: PostTurns) -> None:
+        session = self.sessions[step.external_id]
+        posted = session_turns_post(
+            session=session,
+            messages=[{"role": role, "content": text} for role, text in step.messages],
+            author=step.author,
+        )
+        Turn.objects.filter(pk__in=[turn.pk for turn in posted.turns]).update(created_at=step.at)
+        if posted.context is not None:
+            _dated(posted.context, step.at)
+            for memory_id in posted.context.recall["memoryIds"]:
+                self.last_recalled[int(memory_id)] = step.at
+        Session.objects.filter(pk=session.pk).update(updated_at=step.at)
