@@ -202,6 +202,8 @@ class RunPortalTests:
         assert gone(server), run.output()
         assert handles(run_folder) == []
         assert "Stopped the embedded PostgreSQL" in run.output()
+        # The reloader exits once what it serves has: not interrupted doing so (a traceback).
+        assert "Traceback" not in run.output(), run.output()
 
     def test_ctrl_c_in_a_terminal_ends_the_run_quietly(self, run_folder, tmp_path):
         # A terminal's Ctrl-C signals the whole group: runserver's processes are exiting

@@ -37,6 +37,8 @@ from portal import embedded_db
 STOP_TIMEOUT_S = 10.0
 # How long Ctrl-C's processes get to exit by themselves before the stop signals them.
 GROUP_EXIT_GRACE_S = 3.0
+# How long the reloader gets to exit by itself once the server it ran has exited.
+RELOADER_EXIT_S = 3.0
 # The signals that end the run. One a parent process ignores stays ignored, as `nohup` asks.
 ENDING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -202,6 +204,10 @@ class DevServer:
             psutil.wait_procs(list(self.descendants.values()), timeout=grace)
         serving = [p for p in self.descendants.values() if _terminated(p)]
         _, stuck = psutil.wait_procs(serving, timeout=STOP_TIMEOUT_S)
+        # The reloader exits by itself once what it serves exited; a SIGTERM while it does
+        # interrupts its exit (a traceback of its SIGTERM handler). So it gets a moment first.
+        with suppress(subprocess.TimeoutExpired):
+            self.process.wait(RELOADER_EXIT_S)
         if self.process.poll() is None:
             self.process.terminate()
             try:
