@@ -28,12 +28,11 @@ from audit.models import AuditEvent, EventType
 from chat.models import CompactionRun
 from maintenance.services import maintenance_start
 from policies import algebra
-from policies.models import Workload
 from policies.services import workload_policy_save
-from portal.models import Role, Workspace
+from portal.models import Role
 from team.services import api_token_create
-from tests.conftest import Persona, agent_persona, persona, support_bot, team_a, team_b
 from tests.helpers import QUERY, recall_body
+from tests.module_personas import module_scoped
 from tests.recall import factories
 
 pytestmark = pytest.mark.django_db
@@ -204,46 +203,11 @@ def schema_operations() -> set[tuple[str, str]]:
     }
 
 
-# The ~350 tests here each make one call: what they call on is made once per module
-# (``module_db``), each test's writes rolled back at its end, as every test's are.
-@pytest.fixture(scope="module")
-def workspace_a(module_db: None) -> Workspace:
-    return team_a()
-
-
-@pytest.fixture(scope="module")
-def workspace_b(module_db: None) -> Workspace:
-    return team_b()
-
-
-@pytest.fixture(scope="module")
-def operator(workspace_a: Workspace) -> Persona:
-    return persona(workspace_a, "olga", Role.OPERATOR)
-
-
-@pytest.fixture(scope="module")
-def editor(workspace_a: Workspace) -> Persona:
-    return persona(workspace_a, "eddie", Role.EDITOR)
-
-
-@pytest.fixture(scope="module")
-def viewer(workspace_a: Workspace) -> Persona:
-    return persona(workspace_a, "vera", Role.VIEWER)
-
-
-@pytest.fixture(scope="module")
-def outsider(workspace_b: Workspace) -> Persona:
-    return persona(workspace_b, "otto", Role.OPERATOR)
-
-
-@pytest.fixture(scope="module")
-def agent(workspace_a: Workspace) -> Persona:
-    return agent_persona(workspace_a)
-
-
-@pytest.fixture(scope="module")
-def workload_a(workspace_a: Workspace) -> Workload:
-    return support_bot(workspace_a)
+# The ~350 tests here each make one call: what they call on is made once per module, each
+# test's writes rolled back at its end, as every test's are.
+workspace_a, workspace_b, operator, editor, viewer, outsider, agent, workload_a = module_scoped(
+    "workspace_a", "workspace_b", "operator", "editor", "viewer", "outsider", "agent", "workload_a"
+)
 
 
 @pytest.fixture(scope="module")

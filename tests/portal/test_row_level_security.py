@@ -21,11 +21,12 @@ from audit.services import audit_chain_check
 from maintenance.services import maintenance_start
 from policies.services import workload_create
 from portal.db.scope import ALL, scope_include, scope_set
-from portal.models import Role, Workspace
+from portal.models import Workspace
 from recall.hits import hits_fold
 from recall.models import MemoryRecord
-from tests.conftest import Persona, persona, support_bot, team_a, team_b
+from tests.conftest import Persona, support_bot
 from tests.helpers import csrf_session
+from tests.module_personas import module_scoped
 from tests.recall import factories
 
 pytestmark = pytest.mark.django_db
@@ -121,26 +122,11 @@ def _populate(persona: Any, workload: Any) -> None:
     hits_fold(workspace_id=workspace.pk)
 
 
-# Both workspaces are populated once for the module (``module_db``); each test's writes are
-# rolled back at its end, the connection's scope with them.
-@pytest.fixture(scope="module")
-def workspace_a(module_db: None) -> Workspace:
-    return team_a()
-
-
-@pytest.fixture(scope="module")
-def workspace_b(module_db: None) -> Workspace:
-    return team_b()
-
-
-@pytest.fixture(scope="module")
-def operator(workspace_a: Workspace) -> Persona:
-    return persona(workspace_a, "olga", Role.OPERATOR)
-
-
-@pytest.fixture(scope="module")
-def outsider(workspace_b: Workspace) -> Persona:
-    return persona(workspace_b, "otto", Role.OPERATOR)
+# Both workspaces are populated once for the module; each test's writes are rolled back at
+# its end, the connection's scope with them.
+workspace_a, workspace_b, operator, outsider = module_scoped(
+    "workspace_a", "workspace_b", "operator", "outsider"
+)
 
 
 @pytest.fixture(scope="module")
