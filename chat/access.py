@@ -81,17 +81,11 @@ def session_locked_for(
     found by ``session_for`` first."""
     if caller.token is None:
         found = session_for(caller, session_id, Action.WRITE)
-        start = session_locked_for_turns(pk=found.pk, workspace_id=found.workspace_id)
-        if start is None:
-            raise NotFoundError(f"No session {found.pk}.")
-        return start
-    pk = _session_pk(session_id)
+        return session_locked_for_turns(pk=found.pk, workspace_id=found.workspace_id)
     # The token's workspace is the one it may see (``scoped_get``).
     start = session_locked_for_turns(
-        pk=pk, workspace_id=caller.token.workspace_id, token=token_check
+        pk=_session_pk(session_id), workspace_id=caller.token.workspace_id, token=token_check
     )
-    if start is None:
-        raise NotFoundError(f"No session {pk}.")
     session = start.session
     require_role(caller, session.workspace, REQUIRED_ROLE[Action.WRITE])
     binding_check(caller, workload_id=session.workload_id, environment=session.environment)

@@ -312,10 +312,7 @@ def session_turns_post(*, session: Session, messages: Any, author: str) -> Poste
     """``turns_post`` for a session already found (and checked by the caller)."""
 
     def locate() -> TurnStart:
-        found = session_locked_for_turns(pk=session.pk, workspace_id=session.workspace_id)
-        if found is None:
-            raise NotFoundError(f"No session {session.pk}.")
-        return found
+        return session_locked_for_turns(pk=session.pk, workspace_id=session.workspace_id)
 
     return turns_post(locate=locate, messages=lambda: messages, author=author)
 

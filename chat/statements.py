@@ -132,10 +132,10 @@ class TurnStart:
 
 def session_locked_for_turns(
     *, pk: int, workspace_id: int, token: TokenCheck | None = None
-) -> TurnStart | None:
+) -> TurnStart:
     """Session ``pk`` of workspace ``workspace_id`` locked for a turns request (as
     ``chat.services.session_locked`` locks it), with the workload's current layout
-    configuration; None if it has no such session. With ``token`` (a remembered token the
+    configuration; a 404 if it has no such session. With ``token`` (a remembered token the
     call did not look up, still pending) the statement checks it first: refused, the token
     is looked up (``TokenCheck.confirm``: ``TokenChanged`` unless it is as remembered, the
     connection then scoped to its workspace) and the session read again."""
@@ -145,7 +145,7 @@ def session_locked_for_turns(
         token.confirm()
         row = _LOCKED.fetchone({**params, **token_params(token)})
     if row is None or row[1] is None:
-        return None
+        raise NotFoundError(f"No session {pk}.")
     width = sum(_WIDTHS)
     layout = layout_config_current_of(_json(row[1 + width]))
     return TurnStart(_session_of(row[1 : 1 + width]), layout)

@@ -204,13 +204,13 @@ def fresh_throttles() -> Any:
     tokens.token_uses_forget()
 
 
+# Personas have passwords; the default hasher would cost every test ~0.2 s per persona.
+FAST_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @pytest.fixture(autouse=True)
 def fast_passwords(settings: Any) -> None:
-    # Personas have passwords; the default hasher would cost every test ~0.2 s per persona.
     settings.PASSWORD_HASHERS = FAST_HASHERS
-
-
-FAST_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 @dataclass
