@@ -296,8 +296,15 @@ def prompt_dynamic_tokens(prompt: Prompt, estimator: TokenEstimator) -> int:
     )
 
 
-def section_header(title: str) -> str:
-    return f"\n## {title}\n"
+# The system message's blocks (the system prompt, each section, the earlier sessions) are
+# separated by one blank line. A section's framing ("\n\n## Title", a newline between its
+# lines) has the characters and words of "\n## Title\n" and a newline after each line: what
+# the planner reserves for a header and its bullets (recall.layout.estimate).
+BLOCK_SEPARATOR = "\n\n"
+
+
+def section_block(title: str, lines: Sequence[str]) -> str:
+    return "\n".join([f"## {title}", *lines])
 
 
 def render_prompt(
@@ -315,22 +322,22 @@ def render_prompt(
     order. ``prior`` and ``history`` are the kept turns, oldest first.
     """
     parts: list[Part] = []
-    dynamic = ""
+    blocks: list[str] = []
     if system_prompt:
         parts.append(Part("system_prompt", 0))
     for section in priority:
         items = supporting.get(section) or ()
         if not items:
             continue
-        dynamic += section_header(SECTION_TITLES.get(section, section))
-        for item in items:
-            dynamic += f"- {item.content}\n"
-            parts.append(Part("supporting", 0, section=section, memory_id=item.id))
+        title = SECTION_TITLES.get(section, section)
+        blocks.append(section_block(title, [f"- {item.content}" for item in items]))
+        parts.extend(Part("supporting", 0, section=section, memory_id=item.id) for item in items)
     if prior:
-        dynamic += section_header(PRIOR_TITLE)
-        for turn in prior:
-            dynamic += f"{turn.role}: {turn.content}\n"
-            parts.append(Part("prior", 0, session_id=turn.session_id, turn=turn.index))
+        blocks.append(section_block(PRIOR_TITLE, [f"{t.role}: {t.content}" for t in prior]))
+        parts.extend(Part("prior", 0, session_id=t.session_id, turn=t.index) for t in prior)
+    dynamic = BLOCK_SEPARATOR.join(blocks)
+    if system_prompt and dynamic:
+        dynamic = BLOCK_SEPARATOR + dynamic
     messages: list[dict[str, str]] = []
     system = system_prompt + dynamic
     if system:

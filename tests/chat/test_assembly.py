@@ -107,7 +107,8 @@ class PriorSessionTests:
         prior = [p for p in answer["parts"] if p["kind"] == "prior"]
         assert [(p["sessionId"], p["turn"]) for p in prior] == [(last["id"], n) for n in (4, 5, 6)]
         system = answer["prompt"]["messages"][0]["content"]
-        assert "## Earlier sessions\nuser: earlier 4\nuser: earlier 5\nuser: earlier 6\n" in system
+        earlier = "## Earlier sessions\nuser: earlier 4\nuser: earlier 5\nuser: earlier 6"
+        assert system.endswith(earlier)
         assert "earlier 3" not in system and "older" not in system
         assert answer["layout"]["parts"]["priorSessionHistory"] == {
             "given": 3, "kept": 3, "tokens": sum(
@@ -222,7 +223,7 @@ TITLES = {
 def _rebuilt(answer: dict[str, Any], session: dict[str, Any]) -> list[dict[str, str]]:
     """The prompt built again from its parts alone: the system prompt, each memory under its
     section's header, each earlier session's turn, then this session's turns."""
-    system = "You help Ada."
+    blocks = [["You help Ada."]]
     messages: list[dict[str, str]] = []
     section = None
     prior_started = False
@@ -230,15 +231,16 @@ def _rebuilt(answer: dict[str, Any], session: dict[str, Any]) -> list[dict[str, 
         if part["kind"] == "supporting":
             if part["section"] != section:
                 section = part["section"]
-                system += f"\n## {TITLES[section]}\n"
-            system += f"- {MemoryRecord.objects.get(pk=part['memoryId']).content}\n"
+                blocks.append([f"## {TITLES[section]}"])
+            blocks[-1].append(f"- {MemoryRecord.objects.get(pk=part['memoryId']).content}")
         elif part["kind"] == "prior":
             if not prior_started:
                 prior_started = True
-                system += "\n## Earlier sessions\n"
+                blocks.append(["## Earlier sessions"])
             row = Turn.objects.get(session_id=part["sessionId"], index=part["turn"])
-            system += f"{row.role}: {row.content}\n"
+            blocks[-1].append(f"{row.role}: {row.content}")
         elif part["kind"] in ("history", "query"):
             row = Turn.objects.get(session_id=session["id"], index=part["turn"])
             messages.append({"role": row.role, "content": row.content})
+    system = "\n\n".join("\n".join(block) for block in blocks)
     return [{"role": "system", "content": system}, *messages]

@@ -21,6 +21,7 @@ from chat.context import (
     prior_turns,
     prompt_dynamic_tokens,
     recall_budget,
+    render_prompt,
     retrieval_plan,
     section_of,
     supporting_sections,
@@ -31,6 +32,7 @@ from recall.layout.config import (
     SupportingContextConfig,
     parse_memory_config,
 )
+from recall.layout.request import SupportingItem
 from recall.layout.vocabulary import KNOWN_SECTIONS
 from recall.tokens import estimate_tokens
 from tests.properties import examples
@@ -262,7 +264,7 @@ def test_every_composed_prompt_keeps_to_the_budget_and_its_sources(
     by_id = {m.id: m for m in recalled}
     own = {t.index: t for t in [*current, query_turn]}
     others = {t.index: t for t in earlier}
-    system = "You help."
+    blocks = [["You help."]]
     rest: list[dict[str, str]] = []
     section = None
     header = False
@@ -271,19 +273,20 @@ def test_every_composed_prompt_keeps_to_the_budget_and_its_sources(
             assert part.memory_id in by_id
             if part.section != section:
                 section = part.section
-                system += f"\n## {_title(section)}\n"
-            system += f"- {by_id[part.memory_id].content}\n"
+                blocks.append([f"## {_title(section)}"])
+            blocks[-1].append(f"- {by_id[part.memory_id].content}")
         elif part.kind == "prior":
             assert part.session_id == "3" and part.turn in others
             if not header:
                 header = True
-                system += "\n## Earlier sessions\n"
-            system += f"{others[part.turn].role}: {others[part.turn].content}\n"
+                blocks.append(["## Earlier sessions"])
+            blocks[-1].append(f"{others[part.turn].role}: {others[part.turn].content}")
         elif part.kind in ("history", "query"):
             row = own[part.turn]
             rest.append({"role": row.role, "content": row.content})
         else:
             assert part.kind == "system_prompt"
+    system = "\n\n".join("\n".join(block) for block in blocks)
     assert prompt.messages == [{"role": "system", "content": system}, *rest]
     assert rest[-1] == {"role": "user", "content": query}
 
@@ -306,3 +309,33 @@ def test_the_composed_layout_counts_what_it_did_not_read() -> None:
     assert composed.layout["filtered"] == {"history_over_max_turns": 1}
     assert composed.layout["parts"]["history"]["given"] == 3
     assert composed.prompt.messages[0] == {"role": "assistant", "content": "b"}
+
+
+def test_the_system_message_separates_its_blocks_with_one_blank_line() -> None:
+    """The system prompt, each section and the earlier sessions, a blank line between them,
+    nothing before the first or after the last."""
+    query = PastTurn("7", 2, "user", "and now?", 3)
+    supporting = {
+        "known_facts": [SupportingItem("Ada is on the Pro plan.", id="m1")],
+        "passages": [SupportingItem("Refunds take 5 days.", term="short", id="m2")],
+    }
+    prior = [PastTurn("3", 1, "user", "hi", 1), PastTurn("3", 2, "assistant", "hello", 1)]
+    priority = ["known_facts", "passages"]
+    kwargs: dict[str, Any] = {"supporting": supporting, "prior": prior, "priority": priority}
+    kwargs |= {"history": [], "query": query}
+    facts = SECTION_TITLES["known_facts"]
+    passages = SECTION_TITLES["passages"]
+    body = (
+        f"## {facts}\n- Ada is on the Pro plan.\n\n## {passages}\n- Refunds take 5 days.\n\n"
+        "## Earlier sessions\nuser: hi\nassistant: hello"
+    )
+
+    with_prompt = render_prompt(system_prompt="Be brief.", **kwargs)
+    without = render_prompt(system_prompt="", **kwargs)
+    alone = render_prompt(**(kwargs | {"system_prompt": "Be brief", "supporting": {}, "prior": []}))
+
+    assert with_prompt.messages[0]["content"] == "Be brief.\n\n" + body
+    assert with_prompt.system_dynamic == "\n\n" + body
+    assert without.messages[0]["content"] == body == without.system_dynamic
+    assert alone.messages[0]["content"] == "Be brief" and alone.system_dynamic == ""
+    assert with_prompt.messages[1] == {"role": "user", "content": "and now?"}
