@@ -22,6 +22,7 @@ from django.views.decorators.http import require_GET, require_POST
 from chat import services
 from chat.access import Action, may, sessions_page
 from chat.compaction.summarizers import service_config
+from chat.context import SECTION_TITLES
 from chat.events import OUTCOME_BADGES, OUTCOME_WORDS
 from chat.models import CompactionRun, Session, SessionStatus, TurnContext
 from chat.selectors import (
@@ -99,7 +100,10 @@ def _timeline(session: Session, contexts: dict[int, TurnContext]) -> list[dict[s
             row["stages"] = [
                 {**stage, "words": _stage_words(stage["removed"])} for stage in layout["stages"]
             ]
-            row["sections"] = sorted(layout["parts"]["supporting"]["sections"].items())
+            row["sections"] = sorted(
+                (SECTION_TITLES.get(name, name), counts)
+                for name, counts in layout["parts"]["supporting"]["sections"].items()
+            )
         rows.append(row)
     return rows
 

@@ -7,7 +7,7 @@
   a 500; a time that leaves the calendar once in UTC is a 400.
 - ``ChoiceFilter``: a value outside the choices is refused naming the choices, as the API's
   serializers do (``portal.api.fields.StrictChoiceField``), where Django says only "Select a
-  valid choice".
+  valid choice"; its blank choice reads "Any".
 """
 
 from __future__ import annotations
@@ -60,4 +60,10 @@ class ListedChoiceField(ChoiceField):
 
 
 class ChoiceFilter(django_filters.ChoiceFilter):
+    """A choice filter whose blank choice reads "Any" (Django's is "---------")."""
+
     field_class = ListedChoiceField
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("empty_label", "Any")
+        super().__init__(*args, **kwargs)

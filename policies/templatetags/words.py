@@ -1,6 +1,7 @@
 """Template filters for policy words: ``{% load words %}``, then
 ``{{ name|axis_label }}``, ``{{ value|axis_value:name }}``, ``{{ key|count_label }}``,
-``{{ "digest"|term_hint }}``, ``{{ value|value_label }}``, ``{{ seconds|duration }}``."""
+``{{ "digest"|term_hint }}``, ``{{ value|value_label }}``, ``{{ seconds|duration }}``, and a
+memory's ``{{ m.lifecycle_status|status_badge }}`` (the badge's class, one rule everywhere)."""
 
 from __future__ import annotations
 
@@ -41,3 +42,13 @@ def count_label(key: str) -> str:
 @register.filter
 def term_hint(term: str) -> str:
     return labels.TERM_HINTS.get(term, "")
+
+
+# A memory's lifecycle status as a badge: recalled (ok), taken out by someone (bad), or set
+# aside by a rule that a person may undo (warn).
+STATUS_BADGES = {"active": "ok", "suppressed": "bad", "disabled": "bad"}
+
+
+@register.filter
+def status_badge(status: str) -> str:
+    return STATUS_BADGES.get(status, "warn")

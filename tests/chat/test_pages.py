@@ -64,6 +64,7 @@ class SessionPageTests:
         for boundary in ("70%", "85%", "95%", "100%"):
             assert f">{boundary}</text>" in page
         assert "Turn 3" in page and "It fitted without pruning." in page
+        assert "<td>Known facts section</td>" in page  # a section by its title in the prompt
         assert "<code>drop_prior_session_history</code>" in page
         assert "<code>emergency_minimum</code>" in page and "emergency overage" in page
         assert "/w/team-a/audit/" in page

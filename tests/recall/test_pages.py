@@ -688,6 +688,14 @@ class MemoryBrowserTests:
         assert "Suppress memory" not in html and "Edit memory" not in html
         assert "import-panel" not in html
 
+    def test_each_filter_s_blank_choice_reads_any(self, viewer, browse):
+        html = client_for(viewer).get("/w/team-a/memories/").content.decode()
+        for name in ("type", "source", "status", "sensitivity", "segment"):
+            select = html[html.index(f'name="{name}"') :]
+            select = select[: select.index("</select>")]
+            assert '<option value="" selected>Any</option>' in select, name
+        assert "---------" not in html
+
     def test_an_outsider_gets_404_everywhere(self, outsider, browse):
         client = client_for(outsider)
         memory = browse[0]
@@ -1123,7 +1131,7 @@ class MemoryStatusPageTests:
             f" memory {memory.pk}: Only a suppressed memory can be restored; this one is stale.</p>"
             in html
         )
-        assert '<span class="badge status-badge ">stale</span>' in html
+        assert '<span class="badge status-badge warn">stale</span>' in html
         memory.refresh_from_db()
         assert memory.lifecycle_status == "stale"
 
@@ -1201,6 +1209,17 @@ class MemoryPageTests:
         assert f"Restored memory {tea.pk}." in response.content.decode()
         tea.refresh_from_db()
         assert tea.lifecycle_status == "active"
+
+    def test_each_card_shows_a_status_in_the_same_badge(self, viewer, workspace_a):
+        from tests.recall import factories
+
+        for status, badge in [("active", "ok"), ("suppressed", "bad"), ("stale", "warn")]:
+            memory = factories.memory(workspace_a, status, lifecycle_status=status)
+            page = client_for(viewer).get(f"/w/team-a/memories/{memory.pk}/").content.decode()
+            row = client_for(viewer).get("/w/team-a/memories/?status=" + status).content.decode()
+            for html in (state_card(page), section(page, "life-h"), row):
+                found = re.findall(r'<span class="badge[^"]*">' + status + "</span>", html)
+                assert found and all(f" {badge}" in one for one in found), (status, found)
 
     def test_reactivating_is_for_operators_and_shown_in_place(self, operator, editor, workspace_a):
         from tests.recall import factories
