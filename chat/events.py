@@ -14,6 +14,7 @@ from django.urls import reverse
 
 from audit.models import AuditEvent, EventType
 from audit.presenters import Fact, Presenter, Shown, number, presenter_register
+from chat.models import Session
 
 OUTCOME_WORDS: dict[str, str] = {
     "target_met": "target met",
@@ -136,7 +137,7 @@ class SessionPresenter(Presenter):
                 f"#{session}",
                 href=reverse("chat:session", args=[slug, session]) if session.isdigit() else "",
             ),
-            Fact("External id", str(payload.get("externalId") or "none"), code=True),
+            _external_id_fact(shown, session),
             Fact("Actor", event.actor_id or "—"),
             Fact("Workload", workload.name if workload is not None else "—"),
             Fact("Environment", event.environment or "—"),
@@ -144,3 +145,22 @@ class SessionPresenter(Presenter):
         if event.type == EventType.SESSION_ENDED:
             facts.append(Fact("Turns", number(payload.get("turns"))))
         return facts
+
+
+def _external_id_fact(shown: Shown, session: str) -> Fact:
+    """The session's external id, read from the session (an event recorded before ids left
+    the payload still holds it there); "none" without one, and said so once the session is
+    gone (ended long ago and swept, or its actor erased)."""
+    if "externalId" in shown.payload:
+        found = shown.payload["externalId"] or ""
+    elif session.isdigit():
+        found = (
+            Session.objects.filter(pk=session, workspace=shown.workspace)
+            .values_list("external_id", flat=True)
+            .first()
+        )
+    else:
+        found = None
+    if found is None:
+        return Fact("External id", "not kept: the session was deleted")
+    return Fact("External id", str(found), code=True) if found else Fact("External id", "none")

@@ -205,11 +205,10 @@ def session_create(
 
 def _session_event(session: Session, type: str, *, author: str) -> None:
     """The session's ``session.started`` or ``session.ended`` event, in the caller's
-    transaction: who, with which workload, where, under which external id; no content."""
-    payload: dict[str, Any] = {
-        "sessionId": str(session.pk),
-        "externalId": session.external_id or None,
-    }
+    transaction: who, with which workload, where; no content. The caller's external id is not
+    in it: a caller may put personal data there, and an event outlives an erasure (the event's
+    page reads it from the session while the session is kept)."""
+    payload: dict[str, Any] = {"sessionId": str(session.pk)}
     if type == EventType.SESSION_ENDED:
         payload["turns"] = session.turn_count
     audit_event_record(

@@ -1,7 +1,7 @@
 """A session's start and end are audit events (``session.started``, ``session.ended``),
-recorded with the write they record and holding no content; an erasure of the actor leaves
-them whole (they name the actor and the session, never what was said) and the chain
-verifying."""
+recorded with the write they record and holding no content, nor the caller's external id (the
+event's page reads it from the session); an erasure of the actor leaves them whole (they
+name the actor and the session, never what was said) and the chain verifying."""
 
 from __future__ import annotations
 
@@ -33,7 +33,8 @@ class SessionEventTests:
         assert (event.actor_id, event.workload_id, event.environment) == (
             "user:ada", workload_a.id, "prod"
         )  # fmt: skip
-        assert event.payload == {"sessionId": session["id"], "externalId": "conv-42"}
+        # The caller's id may be personal data, and an event outlives an erasure: not in it.
+        assert event.payload == {"sessionId": session["id"]}
 
     def test_ending_it_records_the_turns_once(self, editor, workload_a):
         session = started(editor, workload_a)
@@ -45,7 +46,7 @@ class SessionEventTests:
 
         started_, ended_ = session_events(editor.workspace)
         assert ended_.type == "session.ended"
-        assert ended_.payload == {"sessionId": session["id"], "externalId": None, "turns": 1}
+        assert ended_.payload == {"sessionId": session["id"], "turns": 1}
         assert CANARY not in str(started_.payload) + str(ended_.payload)
 
     def test_a_refused_start_records_nothing(self, editor, workload_a):
@@ -72,10 +73,23 @@ class SessionEventTests:
         for page in pages:
             assert f"/w/{operator.workspace.slug}/sessions/{session['id']}/" in page
             assert "conv-42" in page and "user:ada" in page and workload_a.name in page
-        assert f"session #{session['id']} (conv-42) of user:ada in prod after 0 turns" in listing
+        assert f"session #{session['id']} of user:ada in prod after 0 turns" in listing
+
+    def test_an_event_recorded_with_the_id_in_its_payload_still_shows_it(self, operator):
+        from audit.services import audit_event_record
+
+        event = audit_event_record(
+            workspace=operator.workspace,
+            type=EventType.SESSION_STARTED,
+            author="token:old",
+            payload={"sessionId": "999999", "externalId": "conv-old"},
+            actor_id="user:ada",
+        )
+        page = operator.session().get(f"/w/{operator.workspace.slug}/audit/{event.pk}/")
+        assert "<code>conv-old</code>" in page.content.decode()
 
     def test_an_erasure_leaves_them_whole_and_the_chain_verifying(self, operator, workload_a):
-        session = started(operator, workload_a)
+        session = started(operator, workload_a, externalId="chat-with-ada")
         turn(operator, session["id"], ("user", f"hello {CANARY}"))
         operator.api().post(f"/v1/sessions/{session['id']}/end", format="json")
 
@@ -87,3 +101,7 @@ class SessionEventTests:
         ]  # fmt: skip
         assert audit_chain_verify(workspace=operator.workspace).ok
         assert not Session.objects.filter(pk=session["id"]).exists()
+        client = operator.session()
+        for event in session_events(operator.workspace):
+            page = client.get(f"/w/{operator.workspace.slug}/audit/{event.pk}/").content.decode()
+            assert "not kept: the session was deleted" in page and "chat-with-ada" not in page
