@@ -209,6 +209,21 @@ class PythonClientTests:
         assert unknown.value.status == 401
         assert not AuditEvent.objects.filter(type="context.assembled").exists()
 
+    def test_the_audit_trail_is_filtered_by_several_types_given_as_a_list(
+        self, live_server, editor, workload_a
+    ):
+        with Client(live_server.url, token=editor.token) as client:
+            client.write_memory("user:ada", MEMORY)
+            client.start_session(actor_id="user:ada", workload_id=workload_a.id, environment="prod")
+            client.recall("user:ada", workload_id=workload_a.id, environment="prod", query=QUERY)
+            both = client.list_audit_events(type=["context.assembled", "session.started"])
+            one = client.list_audit_events(type=["session.started"])
+
+        assert sorted(e["type"] for e in both["results"]) == [
+            "context.assembled", "session.started"
+        ]  # fmt: skip
+        assert [e["type"] for e in one["results"]] == ["session.started"]
+
     def test_each_walks_every_page(self, live_server, editor):
         with Client(live_server.url, token=editor.token) as client:
             client.write_memories("user:ada", [{**MEMORY, "content": f"m{i}"} for i in range(5)])

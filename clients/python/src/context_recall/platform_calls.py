@@ -404,7 +404,7 @@ REPLAY_EVENT = _operation(
 
 def list_audit_events(
     *,
-    type: str | None = None,
+    type: str | Sequence[str] | None = None,
     workload: Id | None = None,
     actor: str | None = None,
     environment: str | None = None,
@@ -417,11 +417,11 @@ def list_audit_events(
     workspace: str | None = None,
 ) -> Call[m.Page[m.AuditEvent]]:
     """One page of the audit trail, newest first, filtered (``since``/``until``: ISO 8601;
-    ``type``: one event type, or several separated by commas; ``memory``: its history, the
-    recalls that carried it and the events that changed it)."""
+    ``type``: one event type, or several, as a list or separated by commas; ``memory``: its
+    history, the recalls that carried it and the events that changed it)."""
     params = {
         "workspace": workspace,
-        "type": type,
+        "type": type if type is None or isinstance(type, str) else ",".join(type),
         "workload": workload,
         "actor": actor,
         "environment": environment,
