@@ -107,7 +107,9 @@ def turn_histories(
 ) -> Histories:
     """The histories of the turn ``before`` of the session, in one statement: its current
     history (the last ``keep`` turns before it that no compaction summarised, and how many
-    such turns there are) and its prior-session history (``prior_session_turns``)."""
+    such turns there are) and its prior-session history: the actor's sessions of the workload
+    started before this one, newest first, read for their last ``previous_session_turns``
+    turns each (``chat.context.prior_turns``); nothing while priming is off."""
     reads_prior = bool(
         priming.enabled and priming.previous_sessions and priming.previous_session_turns
     )
@@ -142,37 +144,26 @@ def turn_histories(
     )
 
 
-def prior_session_turns(*, session: Session, priming: PrimingConfig) -> list[PastTurn]:
-    """The prior-session history of the session (``chat.context.prior_turns``): the actor's
-    sessions of the workload started before this one, newest first, read for their last
-    ``previous_session_turns`` turns each. Nothing while priming is off."""
-    return turn_histories(session=session, before=0, keep=0, priming=priming).prior
-
-
 def turn_layout_start(*, session: Session, context: TurnContext) -> LayoutStart:
     """A recorded turn as the Layout tab's starting point: what its layout was given.
 
     The configuration version it ran under (the workload's current one if that version is
     gone), the session's fixed costs, its current-session turns before the query (those no
     compaction had taken out of the history by then; at most the form's ``LINES_MAX``, the
-    newest), on a primed turn the prior-session turns as the earlier sessions hold them now,
+    newest), on a primed turn the prior-session turns as the earlier sessions held them then,
     the memories its recall gave, each in its section with its recorded similarity (cut to
     the sections' retrieval limits as the turn was), and the query. A memory deleted or
-    erased since is left out.
+    erased since is left out, and so is a session deleted since.
     """
     config = _turn_config(session, context)
     query = session.turns.get(index=context.turn)
-    taken_by_then = Q(compacted_by__isnull=False) & (
-        Q(compacted_by__finished_at__isnull=True)
-        | Q(compacted_by__finished_at__lte=context.created_at)
-    )
     history = list(
         session.turns.filter(index__lt=context.turn)
-        .exclude(taken_by_then)
+        .exclude(_taken_by(context.created_at))
         .order_by("-index")
         .values_list("role", "content")[:LINES_MAX]
     )
-    prior = prior_session_turns(session=session, priming=config.priming) if context.primed else []
+    prior = _prior_turns_then(session, config.priming, context.created_at) if context.primed else []
     ids = [str(pk) for pk in context.recall.get("memoryIds") or []]
     similarities = context.recall.get("similarities") or {}
     rows = memories_by_id(workspace=session.workspace, ids=[int(pk) for pk in ids])
@@ -200,6 +191,37 @@ def turn_layout_start(*, session: Session, context: TurnContext) -> LayoutStart:
         supporting=supporting_sections(recalled, plan, priority).items,
         query=query.content,
     )
+
+
+def _taken_by(moment: datetime) -> Q:
+    """Turns a compaction had taken out of their session's history at ``moment``."""
+    return Q(compacted_by__isnull=False) & (
+        Q(compacted_by__finished_at__isnull=True) | Q(compacted_by__finished_at__lte=moment)
+    )
+
+
+def _prior_turns_then(session: Session, priming: PrimingConfig, moment: datetime) -> list[PastTurn]:
+    """The prior-session history as a turn assembled at ``moment`` was given it: the earlier
+    sessions' turns written by then and not yet compacted (``turn_histories`` reads them as
+    they are now; an earlier session may have gone on since)."""
+    if not (priming.enabled and priming.previous_sessions and priming.previous_session_turns):
+        return []
+    earlier = Session.objects.filter(
+        workspace_id=session.workspace_id,
+        actor_id=session.actor_id,
+        workload_id=session.workload_id,
+        pk__lt=session.pk,
+    ).order_by("-pk")
+    tails = []
+    for pk in earlier.values_list("pk", flat=True)[: priming.previous_sessions]:
+        rows = (
+            Turn.objects.filter(session_id=pk, created_at__lte=moment)
+            .exclude(_taken_by(moment))
+            .order_by("-index")
+            .values_list("index", "role", "content", "tokens")[: priming.previous_session_turns]
+        )
+        tails.append([PastTurn(str(pk), *row) for row in reversed(rows)])
+    return prior_turns(tails, priming)
 
 
 def _turn_config(session: Session, context: TurnContext) -> LayoutConfig:

@@ -104,6 +104,24 @@ class OpenInLayoutTests:
         assert response.context["result"].context_window == 20000
         assert not response.context["result"].stages
 
+    def test_a_primed_turn_gets_the_earlier_session_as_it_was_then(self, operator, workload_a):
+        layout(workload_a, {"priming": {"previous_session_turns": 2, "previous_sessions": 1}})
+        earlier = started(operator, workload_a)
+        for content in ("earlier one", "earlier two"):
+            turn(operator, earlier["id"], ("user", content))
+        primed = started(operator, workload_a)
+        answer = turn(operator, primed["id"], ("user", "hello again"))
+        assert answer["primed"] and answer["layout"]["parts"]["priorSessionHistory"]["kept"] == 2
+        # The earlier session goes on after the primed turn was assembled.
+        turn(operator, earlier["id"], ("user", "earlier three"))
+
+        form = open_in_layout(operator, primed, 1).context["form"]
+
+        assert form.data["prior_history"].splitlines() == [
+            "user: earlier one",
+            "user: earlier two",
+        ]
+
     def test_a_memory_erased_since_is_left_out(self, operator, session):
         erased = MemoryRecord.objects.get(content__contains=CANARY)
         erased.delete()
