@@ -218,13 +218,15 @@ def _settle(cursor: Any, workspace_id: int) -> int:
     return int(cursor.fetchone()[0])
 
 
-def latest_payload_value_sql(*, type: str, key: str) -> str:
+def latest_payload_value_sql(*, type: str, key: str, unless: tuple[str, str] | None = None) -> str:
     """``payload ->> key`` of the latest event of ``type`` for one actor, workload and
-    environment (named parameters: workspace, actor_id, workload, environment)."""
+    environment (named parameters: workspace, actor_id, workload, environment), passing over
+    the events whose payload holds ``unless`` (a key and its value)."""
+    skip = f"AND ev.payload ->> '{unless[0]}' IS DISTINCT FROM '{unless[1]}'" if unless else ""
     return f"""(SELECT ev.payload ->> '{key}' FROM {AuditEvent._meta.db_table} ev
      WHERE ev.workspace_id = %(workspace)s AND ev.actor_id = %(actor_id)s
        AND ev.workload_id = %(workload)s AND ev.environment = %(environment)s
-       AND ev.type = '{type}'
+       AND ev.type = '{type}' {skip}
      ORDER BY ev.id DESC LIMIT 1)"""
 
 

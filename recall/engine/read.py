@@ -39,7 +39,7 @@ from typing import Any
 from django.db import connection, transaction
 
 from audit.models import EventType
-from audit.services import CHAIN_TIP_SQL, latest_payload_value_sql
+from audit.services import CHAIN_TIP_SQL, DRY_RUN_ORIGIN, latest_payload_value_sql
 from policies.axes import PolicyDocument
 from policies.selectors import POLICY_CONTEXT_KEY_SQL
 from portal.db.cursors import BinaryVector, prepared_statement, vector_literal
@@ -72,8 +72,10 @@ HNSW_EF_SEARCH = 100
 HNSW_MAX_SCAN_TUPLES = 40_000
 
 _RECALLABLE = policy_filter_sql("recallable")
+# An agent's prompt prefix follows its own recalls: a sandbox run (an operator's dry run,
+# perhaps of a draft policy) is passed over, or it would decide the next recall's `reused`.
 PREVIOUS_FINGERPRINT_SQL = latest_payload_value_sql(
-    type=EventType.ASSEMBLED, key="prefixFingerprint"
+    type=EventType.ASSEMBLED, key="prefixFingerprint", unless=("origin", DRY_RUN_ORIGIN)
 )
 _DECISION = policy_filter_sql("decision")
 

@@ -12,6 +12,7 @@ import pytest
 from django.db import connection
 
 from audit.models import AuditEvent, EventType, Injection
+from policies.services import workload_policy_save
 from recall.hits import RANKED_HITS_SQL, hits_fold
 from recall.models import MemoryRecord
 from tests import helpers
@@ -70,6 +71,30 @@ class SandboxDryRunTests:
         ) == {(pk, True) for pk in carried}
         assert lifecycle(rows) == before
         assert all(ranked_hits(pk) == 0 for pk in carried)
+
+    def test_an_agent_s_next_recall_compares_its_prefix_with_its_own_last_one(
+        self, editor, workload_a, rows
+    ):
+        body = {"workloadId": str(workload_a.pk), "environment": "prod", "query": "release"}
+        url = "/v1/memory/actors/user:ada/recall"
+        first = editor.api().post(url, body, format="json").json()
+        # An operator tries another policy in the sandbox (another prefix), then puts it back.
+        workload_policy_save(
+            workload=workload_a,
+            environment="prod",
+            document={"confidenceMin": 0.3},
+            author="system:test",
+        )
+        event = sandbox_run(editor, workload_a)
+        assert event.payload["prefixFingerprint"] != first["prefixFingerprint"]
+        workload_policy_save(
+            workload=workload_a, environment="prod", document={}, author="system:test"
+        )
+
+        second = editor.api().post(url, body, format="json").json()
+
+        assert second["prefixFingerprint"] == first["prefixFingerprint"]
+        assert second["reused"] is True
 
     def test_the_memory_api_shows_no_hit_and_no_access(self, editor, workload_a, rows):
         sandbox_run(editor, workload_a)
