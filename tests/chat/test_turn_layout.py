@@ -115,12 +115,14 @@ class OpenInLayoutTests:
         # The earlier session goes on after the primed turn was assembled.
         turn(operator, earlier["id"], ("user", "earlier three"))
 
-        form = open_in_layout(operator, primed, 1).context["form"]
+        response = open_in_layout(operator, primed, 1)
+        form = response.context["form"]
 
         assert form.data["prior_history"].splitlines() == [
             "user: earlier one",
             "user: earlier two",
         ]
+        assert "the earlier sessions' turns as they were then" in response.content.decode()
 
     def test_a_memory_erased_since_is_left_out(self, operator, session):
         erased = MemoryRecord.objects.get(content__contains=CANARY)
