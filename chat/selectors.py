@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any
 
-from django.db.models import Case, CharField, Count, Q, QuerySet, Value, When
-from django.db.models.functions import TruncDate
+from django.db.models import Case, CharField, Count, F, Q, QuerySet, Value, When, Window
+from django.db.models.functions import RowNumber, TruncDate
 
 from chat.context import PastTurn, Recalled, prior_turns, retrieval_plan, supporting_sections
 from chat.filtersets import SessionFilterSet
@@ -110,9 +110,7 @@ def turn_histories(
     such turns there are) and its prior-session history: the actor's sessions of the workload
     started before this one, newest first, read for their last ``previous_session_turns``
     turns each (``chat.context.prior_turns``); nothing while priming is off."""
-    reads_prior = bool(
-        priming.enabled and priming.previous_sessions and priming.previous_session_turns
-    )
+    reads_prior = _reads_prior(priming)
     rows = _HISTORIES.fetchall(
         {
             "session": session.pk,
@@ -200,28 +198,42 @@ def _taken_by(moment: datetime) -> Q:
     )
 
 
+def _reads_prior(priming: PrimingConfig) -> bool:
+    """Whether a primed turn is given any earlier session's turns."""
+    return bool(priming.enabled and priming.previous_sessions and priming.previous_session_turns)
+
+
 def _prior_turns_then(session: Session, priming: PrimingConfig, moment: datetime) -> list[PastTurn]:
     """The prior-session history as a turn assembled at ``moment`` was given it: the earlier
     sessions' turns written by then and not yet compacted (``turn_histories`` reads them as
-    they are now; an earlier session may have gone on since)."""
-    if not (priming.enabled and priming.previous_sessions and priming.previous_session_turns):
+    they are now; an earlier session may have gone on since). Two queries, however many
+    sessions the priming reads."""
+    if not _reads_prior(priming):
         return []
-    earlier = Session.objects.filter(
-        workspace_id=session.workspace_id,
-        actor_id=session.actor_id,
-        workload_id=session.workload_id,
-        pk__lt=session.pk,
-    ).order_by("-pk")
-    tails = []
-    for pk in earlier.values_list("pk", flat=True)[: priming.previous_sessions]:
-        rows = (
-            Turn.objects.filter(session_id=pk, created_at__lte=moment)
-            .exclude(_taken_by(moment))
-            .order_by("-index")
-            .values_list("index", "role", "content", "tokens")[: priming.previous_session_turns]
+    earlier = list(
+        Session.objects.filter(
+            workspace_id=session.workspace_id,
+            actor_id=session.actor_id,
+            workload_id=session.workload_id,
+            pk__lt=session.pk,
         )
-        tails.append([PastTurn(str(pk), *row) for row in reversed(rows)])
-    return prior_turns(tails, priming)
+        .order_by("-pk")
+        .values_list("pk", flat=True)[: priming.previous_sessions]
+    )
+    rows = (
+        Turn.objects.filter(session_id__in=earlier, created_at__lte=moment)
+        .exclude(_taken_by(moment))
+        .annotate(
+            back=Window(RowNumber(), partition_by=F("session_id"), order_by=F("index").desc())
+        )
+        .filter(back__lte=priming.previous_session_turns)
+        .order_by("session_id", "index")
+        .values_list("session_id", "index", "role", "content", "tokens")
+    )
+    tails: dict[int, list[PastTurn]] = {pk: [] for pk in earlier}
+    for session_id, index, role, content, tokens in rows:
+        tails[session_id].append(PastTurn(str(session_id), index, role, content, tokens))
+    return prior_turns([tails[pk] for pk in earlier], priming)
 
 
 def _turn_config(session: Session, context: TurnContext) -> LayoutConfig:

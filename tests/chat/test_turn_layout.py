@@ -105,13 +105,16 @@ class OpenInLayoutTests:
         assert not response.context["result"].stages
 
     def test_a_primed_turn_gets_the_earlier_session_as_it_was_then(self, operator, workload_a):
-        layout(workload_a, {"priming": {"previous_session_turns": 2, "previous_sessions": 1}})
+        layout(workload_a, {"priming": {"previous_session_turns": 2, "previous_sessions": 2}})
+        older = started(operator, workload_a)
+        for content in ("older one", "older two", "older three"):
+            turn(operator, older["id"], ("user", content))
         earlier = started(operator, workload_a)
         for content in ("earlier one", "earlier two"):
             turn(operator, earlier["id"], ("user", content))
         primed = started(operator, workload_a)
         answer = turn(operator, primed["id"], ("user", "hello again"))
-        assert answer["primed"] and answer["layout"]["parts"]["priorSessionHistory"]["kept"] == 2
+        assert answer["primed"] and answer["layout"]["parts"]["priorSessionHistory"]["kept"] == 4
         # The earlier session goes on after the primed turn was assembled.
         turn(operator, earlier["id"], ("user", "earlier three"))
 
@@ -119,6 +122,8 @@ class OpenInLayoutTests:
         form = response.context["form"]
 
         assert form.data["prior_history"].splitlines() == [
+            "user: older two",
+            "user: older three",
             "user: earlier one",
             "user: earlier two",
         ]
