@@ -133,10 +133,36 @@
     var floor = target && target.closest("button[data-floor-axis]");
     if (floor) setToFloor(floor);
   });
+  // A live check answers with the Save button's row out of band. Swapping the button itself
+  // would lose a click pressed before the answer and released after it (pressing Save blurs
+  // the field whose change sends the check): the row's [data-keep] element stays, takes the
+  // new one's attributes, and only what is around it is replaced.
+  function keepPressedControls(event) {
+    var row = event.detail.target;
+    var fresh = event.detail.fragment.firstElementChild;
+    if (!fresh || fresh.id !== row.id) return;
+    var kept = row.querySelector("[data-keep][id]");
+    var next = kept && fresh.querySelector("#" + CSS.escape(kept.id));
+    if (!next) return;
+    Array.from(kept.attributes).forEach(function (a) {
+      if (!next.hasAttribute(a.name)) kept.removeAttribute(a.name);
+    });
+    Array.from(next.attributes).forEach(function (a) { kept.setAttribute(a.name, a.value); });
+    Array.from(row.childNodes).forEach(function (node) { if (node !== kept) node.remove(); });
+    var before = true;
+    Array.from(fresh.childNodes).forEach(function (node) {
+      if (node === next) before = false;
+      else if (before) row.insertBefore(node, kept);
+      else row.appendChild(node);
+    });
+    event.detail.shouldSwap = false;
+  }
+
   document.addEventListener("input", markPreviewStale);
   document.addEventListener("change", markPreviewStale);
   document.addEventListener("htmx:load", function (event) { showCopyButtons(event.target); });
   document.addEventListener("htmx:afterSettle", followErrorSlots);
+  document.addEventListener("htmx:oobBeforeSwap", keepPressedControls);
   document.addEventListener("htmx:beforeRequest", function (event) {
     var form = previewForm(event);
     if (form) form.previewSent = previewState(form);

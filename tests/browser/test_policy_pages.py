@@ -75,6 +75,62 @@ class WorkloadPolicyFormTests:
         assert page.locator("table.diff").get_by_text("sensitivityCeiling").is_visible()
         shot(page, "audit-event-policy")
 
+    def test_a_save_pressed_as_the_live_check_answers_still_saves(
+        self, page, live_server, login, editor, workload_a
+    ):
+        login(page, "eddie", "pw-eddie")
+        page.goto(f"{live_server.url}/w/team-a/workloads/{workload_a.pk}/policy/?environment=prod")
+        axis = page.locator("#axis-confidenceMin")
+        axis.get_by_label("Set for this workload").check()
+        page.locator("#form-status").filter(has_text="No problems found").wait_for()
+        axis.get_by_label("confidenceMin").fill("0.4")
+        press_as_the_check_answers(page, page.get_by_role("button", name="Save workload policy"))
+        page.get_by_role("status").filter(has_text="as version 1").wait_for()
+        saved = WorkloadPolicyVersion.objects.get(workload=workload_a)
+        assert saved.document == {"confidenceMin": 0.4}
+
+    def test_set_to_the_floor_pressed_as_the_live_check_answers_still_sets_it(
+        self, page, live_server, login, editor, workload_a
+    ):
+        login(page, "eddie", "pw-eddie")
+        page.goto(f"{live_server.url}/w/team-a/workloads/{workload_a.pk}/policy/?environment=prod")
+        axis = page.locator("#axis-totalTokenBudget")
+        axis.get_by_label("Set for this workload").check()
+        axis.get_by_label("totalTokenBudget").fill("5000")
+        axis.get_by_label("totalTokenBudget").press("Tab")
+        error = page.locator("#err-totalTokenBudget")
+        expect(error).to_contain_text("WORKLOAD_RELAXES_OPERATOR_FLOOR")
+        axis.get_by_label("totalTokenBudget").fill("6000")
+        press_as_the_check_answers(
+            page, error.get_by_role("button", name="Set to the floor's value")
+        )
+        expect(axis.get_by_label("totalTokenBudget")).to_have_value("3200")
+        expect(error).to_be_empty()
+
+
+def press_as_the_check_answers(page, button) -> None:
+    """Click ``button`` the slow way a person does, with the live check answering in between.
+
+    Pressing a button blurs the field just typed in, whose change sends the live check; its
+    answer swaps the button's part of the form. A click pressed before the swap and released
+    after it must still count (it did not when the swap replaced the button itself).
+    """
+    page.wait_for_load_state("networkidle")
+    button.evaluate("b => { b.scrollIntoView({block: 'center'}); window.pressed = b; }")
+
+    def pointer_on_button() -> None:
+        box = button.bounding_box()
+        page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+
+    pointer_on_button()
+    with page.expect_response(lambda r: r.request.method == "POST") as checked:
+        page.mouse.down()
+    assert "_validate=1" in (checked.value.request.post_data or "")
+    page.wait_for_load_state("networkidle")
+    assert button.evaluate("b => b === window.pressed"), "the swap replaced the pressed button"
+    pointer_on_button()  # the page below may have changed height: follow the button
+    page.mouse.up()
+
 
 class FloorPageTests:
     def test_an_operator_previews_the_impact_and_sees_non_compliant_workloads(

@@ -21,6 +21,9 @@ from recall.runtime import embedder_model
 from tests.recall.factories import memories
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
+SAVE_ON = (
+    '<button type="submit" class="primary" id="save-policy" data-keep>Save workload policy</button>'
+)
 
 
 # --- helpers: a policy document as the form would post it -------------------------------------
@@ -1035,17 +1038,17 @@ class WorkloadEnvironmentTests:
         bad = workload_post({"sensitivityCeiling": "restricted"}, _validate="1")
         html = client.post(workload_url(workload_a, "prod"), bad, **HTMX).content.decode()
         assert '<div class="actions" id="save-actions" hx-swap-oob="true">' in html
-        assert '<button type="submit" class="primary" disabled' in html
+        assert '<button type="submit" class="primary" id="save-policy" data-keep disabled' in html
         good = workload_post({"sensitivityCeiling": "internal"}, _validate="1")
         html = client.post(workload_url(workload_a, "prod"), good, **HTMX).content.decode()
-        assert '<button type="submit" class="primary">Save workload policy</button>' in html
+        assert SAVE_ON in html
         assert "disabled" not in html
         # The page itself never renders it off: without JavaScript the server decides.
         page = client.post(
             workload_url(workload_a, "prod"), workload_post({"sensitivityCeiling": "restricted"})
         )
         assert page.status_code == 422
-        assert '<button type="submit" class="primary">Save workload policy</button>' in (
+        assert SAVE_ON in (
             page.content.decode()
         )
 
