@@ -1048,9 +1048,7 @@ class WorkloadEnvironmentTests:
             workload_url(workload_a, "prod"), workload_post({"sensitivityCeiling": "restricted"})
         )
         assert page.status_code == 422
-        assert SAVE_ON in (
-            page.content.decode()
-        )
+        assert SAVE_ON in page.content.decode()
 
     def test_the_workload_page_query_count_does_not_grow_with_versions(
         self, editor, workload_a, django_assert_num_queries
