@@ -15,7 +15,7 @@ presenters share and the fallback.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -164,6 +164,12 @@ class Presenter:
         """A tooltip for the list's summary, if it needs one."""
         return ""
 
+    def listed(self, events: Sequence[AuditEvent]) -> dict[int, dict[str, Any]]:
+        """What the list's summaries of ``events`` (this presenter's, on one page) read
+        besides each event's payload, by event id, read at once for the page; each event's
+        is given to ``summary`` and ``row_hint`` over its payload. Nothing by default."""
+        return {}
+
     def first_version(self, shown: Shown) -> bool:
         return False
 
@@ -244,6 +250,20 @@ def presented_types() -> frozenset[str]:
 def summary(event: AuditEvent) -> str:
     """The list's one line about an event."""
     return presenter_for(event.type).summary(event, payload_of(event))
+
+
+def listed_payloads(events: Sequence[AuditEvent]) -> dict[int, Mapping[str, Any]]:
+    """Each event's payload as the list's summaries read it: with what its presenter reads
+    for the whole page (``Presenter.listed``), one read per presenter that needs any."""
+    by_presenter: dict[int, tuple[Presenter, list[AuditEvent]]] = {}
+    for event in events:
+        presenter = presenter_for(event.type)
+        by_presenter.setdefault(id(presenter), (presenter, []))[1].append(event)
+    payloads: dict[int, Mapping[str, Any]] = {e.pk: payload_of(e) for e in events}
+    for presenter, own in by_presenter.values():
+        for pk, extra in presenter.listed(own).items():
+            payloads[pk] = {**payloads[pk], **extra}
+    return payloads
 
 
 # --- the type filter ---------------------------------------------------------------------------

@@ -12,6 +12,7 @@ audit; they link to other apps' pages by URL name only.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from django.conf import settings
@@ -29,7 +30,7 @@ from audit.filtersets import EventTypesField
 from audit.keys import signing_key
 from audit.memory_events import memory_relation
 from audit.models import AuditEvent, EventType
-from audit.presenters import Shown, payload_of, presenter_for, type_groups
+from audit.presenters import Shown, listed_payloads, payload_of, presenter_for, type_groups
 from audit.selectors import audit_events
 from audit.services import audit_chain_check
 from portal.errors import ValidationFailed
@@ -70,8 +71,10 @@ class Row(NamedTuple):
     relation: str  # filtered by a memory: how the event concerns it ("in a context", "changed")
 
 
-def _row(event: AuditEvent, workloads: dict[Any, str], memory: bool) -> Row:
-    presenter, payload = presenter_for(event.type), payload_of(event)
+def _row(
+    event: AuditEvent, payload: Mapping[str, Any], workloads: dict[Any, str], memory: bool
+) -> Row:
+    presenter = presenter_for(event.type)
     return Row(
         event,
         workloads.get(event.workload_id),
@@ -103,10 +106,12 @@ def events(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     page = Paginator(queryset, PAGE_SIZE).get_page(request.GET.get("page"))
     query = _filter_query(request)
     memory = bool(request.GET.get("memory")) and not filter_errors
+    events = list(page.object_list)
+    payloads = listed_payloads(events)
     context = {
         **access.context(),
         "page": page,
-        "rows": [_row(e, workloads, memory) for e in page.object_list],
+        "rows": [_row(e, payloads[e.pk], workloads, memory) for e in events],
         "by_memory": memory,
         "filters": {name: request.GET.get(name, "") for name in FILTER_FIELDS},
         "filter_errors": filter_errors,

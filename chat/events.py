@@ -7,13 +7,13 @@ Registered with ``audit.presenters`` when the app is ready (``ChatConfig.ready``
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from django.urls import reverse
 
 from audit.models import AuditEvent, EventType
-from audit.presenters import Fact, Presenter, Shown, number, presenter_register
+from audit.presenters import Fact, Presenter, Shown, number, payload_of, presenter_register
 from chat.models import Session
 
 OUTCOME_WORDS: dict[str, str] = {
@@ -126,6 +126,26 @@ class SessionPresenter(Presenter):
             turns = payload.get("turns")
             text += f" after {number(turns)} turn{'s' if turns != 1 else ''}"
         return text
+
+    def listed(self, events: Sequence[AuditEvent]) -> dict[int, dict[str, Any]]:
+        """The external ids of the page's sessions still kept, read from them in one query
+        (an event recorded before ids left the payload holds its own)."""
+        asked = {
+            event.pk: (event.workspace_id, int(session))
+            for event in events
+            if "externalId" not in (payload := payload_of(event))
+            and (session := str(payload.get("sessionId", ""))).isdigit()
+        }
+        if not asked:
+            return {}
+        kept = {
+            (workspace, pk): external
+            for pk, workspace, external in Session.objects.filter(
+                pk__in={pk for _, pk in asked.values()},
+                workspace_id__in={workspace for workspace, _ in asked.values()},
+            ).values_list("pk", "workspace_id", "external_id")
+        }
+        return {event: {"externalId": kept[key]} for event, key in asked.items() if kept.get(key)}
 
     def facts(self, shown: Shown) -> list[Fact]:
         payload, slug, event = shown.payload, shown.workspace.slug, shown.event

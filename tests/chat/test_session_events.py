@@ -8,6 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from audit.models import AuditEvent, EventType
 from audit.services import audit_chain_verify
@@ -73,7 +75,22 @@ class SessionEventTests:
         for page in pages:
             assert f"/w/{operator.workspace.slug}/sessions/{session['id']}/" in page
             assert "conv-42" in page and "user:ada" in page and workload_a.name in page
-        assert f"session #{session['id']} of user:ada in prod after 0 turns" in listing
+        # The list reads the external id from the session too, while it is kept.
+        assert f"session #{session['id']} (conv-42) of user:ada in prod after 0 turns" in listing
+
+    def test_the_list_reads_the_external_ids_of_a_page_at_once(self, operator, workload_a):
+        client, url = operator.session(), f"/w/{operator.workspace.slug}/audit/"
+        started(operator, workload_a, externalId="conv-1")
+        client.get(url)
+        with CaptureQueriesContext(connection) as one:
+            client.get(url)
+        for n in (2, 3, 4):
+            started(operator, workload_a, externalId=f"conv-{n}")
+        with CaptureQueriesContext(connection) as four:
+            listing = client.get(url).content.decode()
+
+        assert len(four) == len(one)
+        assert all(f"(conv-{n}) of user:ada" in listing for n in (1, 2, 3, 4))
 
     def test_an_event_recorded_with_the_id_in_its_payload_still_shows_it(self, operator):
         from audit.services import audit_event_record
@@ -105,3 +122,6 @@ class SessionEventTests:
         for event in session_events(operator.workspace):
             page = client.get(f"/w/{operator.workspace.slug}/audit/{event.pk}/").content.decode()
             assert "not kept: the session was deleted" in page and "chat-with-ada" not in page
+        listing = client.get(f"/w/{operator.workspace.slug}/audit/").content.decode()
+        assert f"session #{session['id']} of user:ada" in listing
+        assert "chat-with-ada" not in listing
