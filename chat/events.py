@@ -128,24 +128,9 @@ class SessionPresenter(Presenter):
         return text
 
     def listed(self, events: Sequence[AuditEvent]) -> dict[int, dict[str, Any]]:
-        """The external ids of the page's sessions still kept, read from them in one query
-        (an event recorded before ids left the payload holds its own)."""
-        asked = {
-            event.pk: (event.workspace_id, int(session))
-            for event in events
-            if "externalId" not in (payload := payload_of(event))
-            and (session := str(payload.get("sessionId", ""))).isdigit()
-        }
-        if not asked:
-            return {}
-        kept = {
-            (workspace, pk): external
-            for pk, workspace, external in Session.objects.filter(
-                pk__in={pk for _, pk in asked.values()},
-                workspace_id__in={workspace for workspace, _ in asked.values()},
-            ).values_list("pk", "workspace_id", "external_id")
-        }
-        return {event: {"externalId": kept[key]} for event, key in asked.items() if kept.get(key)}
+        """The external ids of the page's sessions still kept, in one query."""
+        kept = _kept_external_ids(events)
+        return {pk: {"externalId": external} for pk, external in kept.items() if external}
 
     def facts(self, shown: Shown) -> list[Fact]:
         payload, slug, event = shown.payload, shown.workspace.slug, shown.event
@@ -157,7 +142,7 @@ class SessionPresenter(Presenter):
                 f"#{session}",
                 href=reverse("chat:session", args=[slug, session]) if session.isdigit() else "",
             ),
-            _external_id_fact(shown, session),
+            _external_id_fact(shown),
             Fact("Actor", event.actor_id or "—"),
             Fact("Workload", workload.name if workload is not None else "—"),
             Fact("Environment", event.environment or "—"),
@@ -167,20 +152,36 @@ class SessionPresenter(Presenter):
         return facts
 
 
-def _external_id_fact(shown: Shown, session: str) -> Fact:
-    """The session's external id, read from the session (an event recorded before ids left
-    the payload still holds it there); "none" without one, and said so once the session is
-    gone (ended long ago and swept, or its actor erased)."""
+def _kept_external_ids(events: Sequence[AuditEvent]) -> dict[int, str]:
+    """By event id, the external id ("" for none) of each event's session while the session
+    is kept, read in one query; an event recorded before ids left the payload holds its own
+    and is not asked for."""
+    asked = {
+        event.pk: (event.workspace_id, int(session))
+        for event in events
+        if "externalId" not in (payload := payload_of(event))
+        and (session := str(payload.get("sessionId", ""))).isdigit()
+    }
+    if not asked:
+        return {}
+    kept = {
+        (workspace, pk): external
+        for pk, workspace, external in Session.objects.filter(
+            pk__in={pk for _, pk in asked.values()},
+            workspace_id__in={workspace for workspace, _ in asked.values()},
+        ).values_list("pk", "workspace_id", "external_id")
+    }
+    return {event: kept[key] for event, key in asked.items() if key in kept}
+
+
+def _external_id_fact(shown: Shown) -> Fact:
+    """The session's external id, as the list reads it (``_kept_external_ids``); "none"
+    without one, and said so once the session is gone (ended long ago and swept, or its actor
+    erased)."""
     if "externalId" in shown.payload:
-        found = shown.payload["externalId"] or ""
-    elif session.isdigit():
-        found = (
-            Session.objects.filter(pk=session, workspace=shown.workspace)
-            .values_list("external_id", flat=True)
-            .first()
-        )
+        found: str | None = shown.payload["externalId"] or ""
     else:
-        found = None
+        found = _kept_external_ids([shown.event]).get(shown.event.pk)
     if found is None:
         return Fact("External id", "not kept: the session was deleted")
     return Fact("External id", str(found), code=True) if found else Fact("External id", "none")

@@ -13,12 +13,17 @@ from tests.recall import factories
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
+def open_prod_policy(page, login, live_server, workload) -> None:
+    """The workload's policy page in prod, as the editor Eddie."""
+    login(page, "eddie", "pw-eddie")
+    page.goto(f"{live_server.url}/w/team-a/workloads/{workload.pk}/policy/?environment=prod")
+
+
 class WorkloadPolicyFormTests:
     def test_an_editor_sees_a_relaxing_axis_flagged_at_once_and_cannot_save_it(
         self, page, live_server, login, editor, workload_a, shot
     ):
-        login(page, "eddie", "pw-eddie")
-        page.goto(f"{live_server.url}/w/team-a/workloads/{workload_a.pk}/policy/?environment=prod")
+        open_prod_policy(page, login, live_server, workload_a)
         axis = page.locator("#axis-sensitivityCeiling")
         axis.get_by_label("Set for this workload").check()
         axis.get_by_label("sensitivityCeiling").select_option("restricted")
@@ -51,8 +56,7 @@ class WorkloadPolicyFormTests:
     def test_a_saved_workload_policy_shows_up_in_the_audit_trail(
         self, page, live_server, login, editor, workload_a, shot
     ):
-        login(page, "eddie", "pw-eddie")
-        page.goto(f"{live_server.url}/w/team-a/workloads/{workload_a.pk}/policy/?environment=prod")
+        open_prod_policy(page, login, live_server, workload_a)
         axis = page.locator("#axis-sensitivityCeiling")
         axis.get_by_label("Set for this workload").check()
         axis.get_by_label("sensitivityCeiling").select_option("internal")
@@ -78,8 +82,7 @@ class WorkloadPolicyFormTests:
     def test_a_save_pressed_as_the_live_check_answers_still_saves(
         self, page, live_server, login, editor, workload_a
     ):
-        login(page, "eddie", "pw-eddie")
-        page.goto(f"{live_server.url}/w/team-a/workloads/{workload_a.pk}/policy/?environment=prod")
+        open_prod_policy(page, login, live_server, workload_a)
         axis = page.locator("#axis-confidenceMin")
         axis.get_by_label("Set for this workload").check()
         page.locator("#form-status").filter(has_text="No problems found").wait_for()
@@ -92,8 +95,7 @@ class WorkloadPolicyFormTests:
     def test_set_to_the_floor_pressed_as_the_live_check_answers_still_sets_it(
         self, page, live_server, login, editor, workload_a
     ):
-        login(page, "eddie", "pw-eddie")
-        page.goto(f"{live_server.url}/w/team-a/workloads/{workload_a.pk}/policy/?environment=prod")
+        open_prod_policy(page, login, live_server, workload_a)
         axis = page.locator("#axis-totalTokenBudget")
         axis.get_by_label("Set for this workload").check()
         axis.get_by_label("totalTokenBudget").fill("5000")
@@ -241,8 +243,7 @@ class WorkloadImpactTests:
         self, page, live_server, login, editor, workspace_a, workload_a
     ):
         factories.memories(workspace_a, {"content": "fact 1", "memory_type": "fact"})
-        login(page, "eddie", "pw-eddie")
-        page.goto(f"{live_server.url}/w/team-a/workloads/{workload_a.pk}/policy/?environment=prod")
+        open_prod_policy(page, login, live_server, workload_a)
         impact = page.locator("#impact")
         expect(impact).to_contain_text("Change an axis")
         # A slow network: the check's answer comes back after the next edit.
@@ -267,8 +268,7 @@ class WorkloadImpactTests:
             *({"content": f"fact {i}", "memory_type": "fact"} for i in range(5)),
             *({"content": f"decision {i}", "memory_type": "decision"} for i in range(2)),
         )
-        login(page, "eddie", "pw-eddie")
-        page.goto(f"{live_server.url}/w/team-a/workloads/{workload_a.pk}/policy/?environment=prod")
+        open_prod_policy(page, login, live_server, workload_a)
         impact = page.locator("#impact")
         expect(impact).to_contain_text("Change an axis")
         axis = page.locator("#axis-memoryTypeAllowed")
@@ -395,8 +395,7 @@ class PolicyWordsTests:
             document={"maxAgeSeconds": 7 * 86_400, "consentPolicyAllowed": ["explicit"]},
             author="user:eddie",
         )
-        login(page, "eddie", "pw-eddie")
-        page.goto(f"{live_server.url}/w/team-a/workloads/{workload_a.pk}/policy/?environment=prod")
+        open_prod_policy(page, login, live_server, workload_a)
         axis = page.locator("#axis-maxAgeSeconds")
         expect(axis.get_by_label("Maximum age")).to_have_value("7")
         expect(axis.get_by_label("Unit")).to_have_value("day")
