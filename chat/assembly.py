@@ -151,6 +151,7 @@ def turn_assemble(
         primed=primed,
         prompt=composed.prompt.messages,
         parts=[part.as_dict() for part in composed.prompt.parts],
+        prior_given=[[int(t.session_id), t.index] for t in prior],
         layout=composed.layout,
         recall={
             "envelopeId": envelope["envelopeId"],

@@ -150,6 +150,9 @@ class TurnContext(models.Model):
     prompt = models.JSONField()
     # Where each prompt message (and each line of the system message) came from: ids only.
     parts = models.JSONField(default=list)
+    # [[session id, turn index]]: the earlier sessions' turns its layout was given, oldest
+    # first, ids only (the Layout tab reads them again); null on a context recorded before.
+    prior_given = models.JSONField(null=True, blank=True)
     layout = models.JSONField()
     recall = models.JSONField()
     budget_status = models.JSONField()

@@ -148,10 +148,10 @@ def turn_layout_start(*, session: Session, context: TurnContext) -> LayoutStart:
     The configuration version it ran under (the workload's current one if that version is
     gone), the session's fixed costs, its current-session turns before the query (those no
     compaction had taken out of the history by then; at most the form's ``LINES_MAX``, the
-    newest), on a primed turn the prior-session turns as the earlier sessions held them then,
-    the memories its recall gave, each in its section with its recorded similarity (cut to
-    the sections' retrieval limits as the turn was), and the query. A memory deleted or
-    erased since is left out, and so is a session deleted since.
+    newest), the earlier sessions' turns it was given (``_prior_turns_given``), the memories
+    its recall gave, each in its section with its recorded similarity (cut to the sections'
+    retrieval limits as the turn was), and the query. A memory deleted or erased since is left
+    out, and so are the turns of a session deleted since.
     """
     config = _turn_config(session, context)
     query = session.turns.get(index=context.turn)
@@ -161,7 +161,7 @@ def turn_layout_start(*, session: Session, context: TurnContext) -> LayoutStart:
         .order_by("-index")
         .values_list("role", "content")[:LINES_MAX]
     )
-    prior = _prior_turns_then(session, config.priming, context.created_at) if context.primed else []
+    prior = _prior_turns_given(session, context, config.priming)
     ids = [str(pk) for pk in context.recall.get("memoryIds") or []]
     similarities = context.recall.get("similarities") or {}
     rows = memories_by_id(workspace=session.workspace, ids=[int(pk) for pk in ids])
@@ -203,11 +203,36 @@ def _reads_prior(priming: PrimingConfig) -> bool:
     return bool(priming.enabled and priming.previous_sessions and priming.previous_session_turns)
 
 
+def _prior_turns_given(
+    session: Session, context: TurnContext, priming: PrimingConfig
+) -> list[PastTurn]:
+    """The earlier sessions' turns the context's layout was given, as it recorded them, in one
+    query; those of a session deleted since are left out (none stands in for them). A context
+    recorded before they were kept has them worked out again (``_prior_turns_then``)."""
+    if context.prior_given is None:
+        return _prior_turns_then(session, priming, context.created_at)
+    if not context.prior_given:
+        return []
+    indexes: dict[int, list[int]] = {}
+    for session_id, index in context.prior_given:
+        indexes.setdefault(session_id, []).append(index)
+    wanted = Q()
+    for session_id, among in indexes.items():
+        wanted |= Q(session_id=session_id, index__in=among)
+    found = {
+        (session_id, index): PastTurn(str(session_id), index, role, content, tokens)
+        for session_id, index, role, content, tokens in Turn.objects.filter(
+            wanted, workspace_id=session.workspace_id
+        ).values_list("session_id", "index", "role", "content", "tokens")
+    }
+    return [found[key] for key in map(tuple, context.prior_given) if key in found]
+
+
 def _prior_turns_then(session: Session, priming: PrimingConfig, moment: datetime) -> list[PastTurn]:
     """The prior-session history as a turn assembled at ``moment`` was given it: the earlier
     sessions' turns written by then and not yet compacted (``turn_histories`` reads them as
     they are now; an earlier session may have gone on since). Two queries, however many
-    sessions the priming reads."""
+    sessions the priming reads; a session deleted since lets an older one stand in."""
     if not _reads_prior(priming):
         return []
     earlier = list(

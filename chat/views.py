@@ -197,7 +197,7 @@ def turn_layout(request: HtmxHttpRequest, slug: str, session_id: str, turn: int)
         "title": f"turn {turn} of session #{found.pk}",
         "href": reverse("chat:session", args=[slug, found.pk]) + f"#turn-{turn}",
         "config": f"version {version}" if version is not None else "the defaults",
-        "primed": context.primed,
+        "prior": bool(start.prior_history),
     }
     return layout_opened(request, access, start, opened_from=opened_from)
 

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
+from chat.models import Session, TurnContext
 from recall.models import MemoryRecord
 from tests.chat.helpers import layout, roomy_floor, started, turn
 from tests.recall import factories
@@ -118,16 +119,53 @@ class OpenInLayoutTests:
         # The earlier session goes on after the primed turn was assembled.
         turn(operator, earlier["id"], ("user", "earlier three"))
 
-        response = open_in_layout(operator, primed, 1)
-        form = response.context["form"]
-
-        assert form.data["prior_history"].splitlines() == [
+        given = [
             "user: older two",
             "user: older three",
             "user: earlier one",
             "user: earlier two",
         ]
-        assert "the earlier sessions' turns as they were then" in response.content.decode()
+
+        response = open_in_layout(operator, primed, 1)
+        # A context recorded before the turns given were kept: worked out as they were then.
+        TurnContext.objects.filter(session_id=primed["id"]).update(prior_given=None)
+        worked_out = open_in_layout(operator, primed, 1)
+
+        assert response.context["form"].data["prior_history"].splitlines() == given
+        assert worked_out.context["form"].data["prior_history"].splitlines() == given
+        assert "the earlier sessions' turns it was given" in response.content.decode()
+
+    def test_a_later_turn_gets_the_earlier_sessions_it_was_given_too(self, operator, workload_a):
+        layout(workload_a, {"priming": {"previous_session_turns": 2, "previous_sessions": 1}})
+        earlier = started(operator, workload_a)
+        for content in ("earlier one", "earlier two"):
+            turn(operator, earlier["id"], ("user", content))
+        current = started(operator, workload_a)
+        turn(operator, current["id"], ("user", "hello again"))
+        answer = turn(operator, current["id"], ("assistant", "hi"), ("user", "and then?"))
+        # Not primed, but given the earlier session's turns as every turn is.
+        assert not answer["primed"]
+        assert answer["layout"]["parts"]["priorSessionHistory"]["given"] == 2
+
+        form = open_in_layout(operator, current, 3).context["form"]
+
+        assert form.data["prior_history"].splitlines() == ["user: earlier one", "user: earlier two"]
+
+    def test_a_session_deleted_since_is_left_out_not_replaced(self, operator, workload_a):
+        layout(workload_a, {"priming": {"previous_session_turns": 1, "previous_sessions": 1}})
+        older = started(operator, workload_a)
+        turn(operator, older["id"], ("user", "older one"))
+        earlier = started(operator, workload_a)
+        turn(operator, earlier["id"], ("user", "earlier one"))
+        primed = started(operator, workload_a)
+        turn(operator, primed["id"], ("user", "hello again"))
+        Session.objects.filter(pk=earlier["id"]).delete()  # as retention deletes it
+
+        response = open_in_layout(operator, primed, 1)
+
+        # The turn was given the earlier session, not the older one, which must not stand in.
+        assert response.context["form"].data["prior_history"] == ""
+        assert "older one" not in response.content.decode()
 
     def test_a_memory_erased_since_is_left_out(self, operator, session):
         erased = MemoryRecord.objects.get(content__contains=CANARY)
