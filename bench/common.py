@@ -68,6 +68,16 @@ def configure(size_label: str, *, embedder: str | None = None) -> Path:
     from portal.db.scope import scope_all_by_default
 
     scope_all_by_default()
+    model = json.loads(marker.read_text()).get("embeddingModel") if marker.exists() else None
+    if model is not None:
+        from recall.runtime import embedder_model
+
+        if model != embedder_model():
+            raise SystemExit(
+                f"Dataset {size_label} ({marker.relative_to(ROOT)}) holds vectors of {model},"
+                f" and {chosen} now embeds as {embedder_model()}: remove"
+                f" {pgdata.relative_to(ROOT)} and {marker.name} to generate it again."
+            )
     return pgdata
 
 

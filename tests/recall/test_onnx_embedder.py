@@ -18,6 +18,7 @@ import sys
 import textwrap
 import threading
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -43,6 +44,7 @@ from recall.embedding_onnx import (
     minilm_session,
     session_options,
 )
+from recall.onnx_int8 import int8_matmuls
 
 ROOT = Path(__file__).resolve().parents[2]
 LABELLED = ROOT / "bench" / "labelled_queries.json"
@@ -85,7 +87,7 @@ def labelled_quality(memories: np.ndarray, queries: np.ndarray) -> dict[str, flo
 
 class MiniLMOnnxEmbedderTests:
     def test_it_names_its_model_and_dimensions(self, onnx: MiniLMOnnxEmbedder) -> None:
-        assert onnx.model_name == MODEL_NAME == "all-MiniLM-L6-v2-onnx-int8"
+        assert onnx.model_name == MODEL_NAME == "all-MiniLM-L6-v2-onnx-int8-dynamic"
         assert onnx.dimensions == 384
         assert onnx.threads == 1
 
@@ -115,7 +117,7 @@ class MiniLMOnnxEmbedderTests:
     def test_it_returns_nothing_for_no_texts(self, onnx: MiniLMOnnxEmbedder) -> None:
         assert onnx.embed([]) == []
 
-    def test_a_text_has_the_same_vector_alone_and_padded_in_a_batch(
+    def test_a_text_has_the_same_vector_alone_and_in_a_batch(
         self, onnx: MiniLMOnnxEmbedder
     ) -> None:
         text = "Ada prefers meetings before noon."
@@ -186,6 +188,16 @@ class MiniLMOnnxEmbedderTests:
             MiniLMOnnxEmbedder(384, threads=0)
 
 
+def default_session(model: bytes) -> Any:
+    """onnxruntime's session of ``model`` with its default options, on one thread."""
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.log_severity_level = 3
+    return onnxruntime.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+
+
 class MiniLMOnnxSessionTests:
     """The session's graph optimisations make a query faster and leave its vector as it was."""
 
@@ -198,24 +210,29 @@ class MiniLMOnnxSessionTests:
         optimised = (tmp_path / "optimised.onnx").read_bytes()
         assert b"LayerNormalization" in optimised
         assert b"SkipLayerNormalization" not in optimised
+        assert b"DynamicQuantizeMatMul" in optimised
 
-    def test_its_vectors_are_those_of_onnxruntimes_default_session(
+    def test_its_vectors_are_near_those_of_onnxruntimes_default_session_of_the_int8_model(
         self, onnx: MiniLMOnnxEmbedder
     ) -> None:
-        import onnxruntime
+        # The fused kernels round a little differently, and an activation quantised to the
+        # neighbouring step carries on through the layers: 0.993 in cosine at worst here.
+        default = default_session(int8_matmuls(default_model_path().read_bytes()))
+        as_default = _Loaded(default, onnx.loaded().tokenizer, onnx.loaded().inputs)
+        texts = labelled_texts()
+        mine = np.array(onnx.embed(texts))
+        theirs = np.array([_embed_chunk(as_default, [text])[0] for text in texts])
+        assert (mine * theirs).sum(axis=1).min() >= 0.99
 
-        options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = 1
-        options.log_severity_level = 3
-        default = onnxruntime.InferenceSession(
-            default_model_path().read_bytes(), options, providers=["CPUExecutionProvider"]
-        )
-        loaded = onnx.loaded()
-        as_default = _Loaded(default, loaded.tokenizer, loaded.inputs)
-        for text in labelled_texts():
-            assert onnx.embed([text])[0] == pytest.approx(
-                _embed_chunk(as_default, [text])[0], abs=1e-5
-            ), text
+    def test_its_int8_products_keep_the_vectors_of_the_files_fp32_products(
+        self, onnx: MiniLMOnnxEmbedder
+    ) -> None:
+        fp32 = default_session(default_model_path().read_bytes())
+        as_fp32 = _Loaded(fp32, onnx.loaded().tokenizer, onnx.loaded().inputs)
+        texts = labelled_texts()
+        mine = np.array(onnx.embed(texts))
+        theirs = np.array([_embed_chunk(as_fp32, [text])[0] for text in texts])
+        assert 0.985 <= (mine * theirs).sum(axis=1).min() < 0.9999
 
     def test_a_batch_gives_each_labelled_text_the_vector_it_has_alone(
         self, onnx: MiniLMOnnxEmbedder

@@ -34,7 +34,7 @@ class QueryVectorCacheTests:
     def test_another_embedder_never_gets_the_vector(self) -> None:
         cache, embed = QueryVectorCache(8), Counting()
         cache.vector("hashing-v2-384", "same text", embed)
-        cache.vector("all-MiniLM-L6-v2-onnx-int8", "same text", embed)
+        cache.vector("all-MiniLM-L6-v2-onnx-int8-dynamic", "same text", embed)
         assert embed.calls == ["same text", "same text"]
 
     def test_the_text_is_the_key_exactly(self) -> None:
