@@ -3,7 +3,7 @@
     python bench/generate.py --memories 100000 [--large-actor 100000] [--embedder cluster]
 
 Each memory's vector comes from ``--embedder``: ``minilm-onnx`` (the default, the portal's
-own: the memory's text embedded by all-MiniLM-L6-v2 on onnxruntime, ~4 ms a memory on one
+own: the memory's text embedded by all-MiniLM-L6-v2 on onnxruntime, ~2.5 ms a memory on one
 core) or ``cluster`` (``bench/embedder.py``'s clustered stand-in, instant). The dataset's
 record (``bench/data/<label>.json``) names it, and a dataset of another embedder is refused,
 never reused (``bench.common.configure``).
