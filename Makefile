@@ -19,7 +19,7 @@ TEST_STAMP := $(VENV)/.installed-test
 SEMANTIC_STAMP := $(VENV)/.installed-semantic
 LOAD_STAMP := $(VENV)/.installed-load
 
-.PHONY: run serve test test-thorough install test-install lint bench bench-turns bench-maintenance bench-provenance bench-docs clean-db browser-deps \
+.PHONY: run serve test test-thorough shots install test-install lint bench bench-turns bench-maintenance bench-provenance bench-docs clean-db browser-deps \
 	redis-deps test-external-db worker beat install-semantic test-semantic load
 
 $(PY):
@@ -70,6 +70,12 @@ test: test-install browser-deps redis-deps
 	$(PY) -m mypy
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal --durations=15 --cov --cov-report=
 	@echo "Coverage: $$($(PY) -m coverage report --format=total --precision=2)% of the application's lines"
+
+# The browser tests alone, each page they look at saved as tests/artifacts/<name>.png for a
+# person to look at (make test takes none, but of a failed test).
+shots: test-install browser-deps
+	BROWSER_SHOTS=1 $(PY) -m pytest -q -n $(TEST_WORKERS) -m browser tests/browser
+	@echo "Screenshots: tests/artifacts/"
 
 # The suite with every property test's full count of examples (tests/properties.py) and every
 # case of the API fuzz's coverage phase (tests/portal/test_api_fuzz.py): make test tries a

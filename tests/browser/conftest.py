@@ -2,7 +2,8 @@
 
 No browser is downloaded: Playwright launches ``/usr/bin/chromium`` (``make test`` installs
 Debian's package). Each test gets a fresh context; ``shot`` saves full-page screenshots
-under ``tests/artifacts/`` (git-ignored) for a human to look at.
+under ``tests/artifacts/`` (git-ignored) for a human to look at, when asked for
+(``make shots``); a failed test's page is saved there always.
 """
 
 from __future__ import annotations
@@ -66,16 +67,40 @@ def page(browser: Any) -> Iterator[Any]:
     context.close()
 
 
+# Full-page screenshots cost the browser ~0.3 CPU-seconds each (100 a run): taken when asked
+# (BROWSER_SHOTS=1, as `make shots` runs the browser tests), and of any browser test that fails.
+SHOTS = os.environ.get("BROWSER_SHOTS") == "1"
+
+
 @pytest.fixture
 def shot() -> Any:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    """``shot(page, name)``: the page as it stands, saved as ``tests/artifacts/<name>.png``
+    when screenshots are asked for (``BROWSER_SHOTS=1``); None otherwise."""
 
-    def take(page: Any, name: str) -> Path:
+    def take(page: Any, name: str) -> Path | None:
+        if not SHOTS:
+            return None
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
         path = ARTIFACTS / f"{name}.png"
         page.screenshot(path=str(path), full_page=True)
         return path
 
     return take
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: Any, call: Any) -> Any:
+    """A failed browser test leaves its page as it was: ``tests/artifacts/failed-<test>.png``."""
+    report = yield
+    page = getattr(item, "funcargs", {}).get("page")
+    if report.failed and report.when == "call" and page is not None:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        name = "".join(c if c.isalnum() or c in "-_." else "-" for c in item.name)
+        try:
+            page.screenshot(path=str(ARTIFACTS / f"failed-{name}.png"), full_page=True)
+        except Exception as exc:  # the page or browser may be gone: the report says why
+            report.sections.append(("screenshot", f"no screenshot of the failure: {exc}"))
+    return report
 
 
 @pytest.fixture
