@@ -114,8 +114,11 @@ class MemoryRecord(models.Model):
     )
     expires_at = models.DateTimeField(null=True, blank=True)
     # When the decay sweep (or an edit) made the memory stale; the retention sweep counts from
-    # here. Cleared whenever the memory leaves the stale status.
+    # here. Cleared whenever the memory leaves the stale status for another than suppressed.
     stale_since = models.DateTimeField(null=True, blank=True)
+    # While suppressed: the status it had when it was suppressed, if not active (stale,
+    # expired, disabled), which restoring it gives back (recall.services.memory_set_status).
+    suppressed_from = models.CharField(max_length=20, blank=True, default="", db_default="")
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField(auto_now=True)
     last_accessed_at = models.DateTimeField(null=True, blank=True)

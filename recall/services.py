@@ -286,12 +286,11 @@ def memory_update(*, memory: MemoryRecord, changes: dict[str, Any], author: str)
         return memory
     if "lifecycle_status" in changed:
         _check_status_change(memory, changed["lifecycle_status"])
-    for field, value in changed.items():
-        setattr(memory, field, value)
-    columns = [*changed, "updated_at"]
+    columns = [f for f in changed if f != "lifecycle_status"] + ["updated_at"]
+    for field in columns[:-1]:
+        setattr(memory, field, changed[field])
     if "lifecycle_status" in changed:
-        memory.stale_since = timezone.now() if memory.lifecycle_status == "stale" else None
-        columns.append("stale_since")
+        columns += _status_set(memory, changed["lifecycle_status"])
     if "content" in changed:
         # The old vector describes the old content: the memory waits for its embedding job.
         memory.embedding = None
@@ -329,13 +328,35 @@ def memory_set_status(
     _check_status_change(memory, status)
     reason = suppress_reason_clean(reason)
     if memory.lifecycle_status != status:
-        memory.lifecycle_status = status
-        memory.stale_since = None  # neither suppressed nor active is stale
-        memory.save(update_fields=["lifecycle_status", "stale_since", "updated_at"])
+        columns = _status_set(memory, status)
+        memory.save(update_fields=[*columns, "updated_at"])
         action = "suppressed" if status == "suppressed" else "restored"
-        extra = {"reason": reason} if reason else None
+        extra: dict[str, Any] = {"reason": reason} if reason else {}
+        if action == "suppressed" and memory.suppressed_from:
+            extra["previousStatus"] = memory.suppressed_from
+        if action == "restored" and memory.lifecycle_status != "active":
+            extra["restoredTo"] = memory.lifecycle_status
         _memory_event(memory, action, author, [], extra)
     return memory
+
+
+def _status_set(memory: MemoryRecord, status: str) -> list[str]:
+    """Put ``memory`` in ``status`` (``_check_status_change`` allowed it); the columns set.
+
+    A suppression notes the status it hides when that is not active, and restoring gives it
+    back: a stale or expired memory suppressed and restored is stale or expired again (its
+    retention clock, ``stale_since``, kept), so suppressing cannot stand in for an operator's
+    reactivation. Any other status clears the retention clock, but stale, which starts it."""
+    previous = memory.lifecycle_status
+    if status == "active" and previous == "suppressed":
+        status = memory.suppressed_from or "active"
+    memory.lifecycle_status = status
+    memory.suppressed_from = previous if status == "suppressed" and previous != "active" else ""
+    if status == "stale":
+        memory.stale_since = memory.stale_since or timezone.now()
+    elif status != "suppressed":
+        memory.stale_since = None
+    return ["lifecycle_status", "suppressed_from", "stale_since"]
 
 
 class ExpiryPast(DomainError):

@@ -254,7 +254,15 @@ class MemorySuppressView(ApiView):
 
 
 class MemoryRestoreView(ApiView):
-    @extend_schema(request=None, responses=MemorySerializer)
+    @extend_schema(
+        request=None,
+        responses=MemorySerializer,
+        summary="Undo a memory's suppression",
+        description="The memory gets back the status it had when it was suppressed: active, "
+        "or stale, expired or disabled as it was then (a stale one keeps its retention clock; "
+        "an operator reactivates it). One `memory.changed` event, action `restored`, with "
+        "`restoredTo` when that is not active. Only a suppressed memory can be restored (409).",
+    )
     def post(self, request: Request, memory_id: int) -> Response:
         caller = self.caller(request)
         memory = memory_for(caller, memory_id, required=Role.EDITOR)

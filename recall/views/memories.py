@@ -338,7 +338,7 @@ def _status_apply(
             services.memory_reactivate(memory=memory, author=author)
         else:
             status = LifecycleStatus.SUPPRESSED if action == "suppress" else LifecycleStatus.ACTIVE
-            services.memory_set_status(
+            memory = services.memory_set_status(
                 memory=memory, status=status, author=author, reason=form.cleaned_data["reason"]
             )
     except DomainError as exc:
@@ -348,6 +348,16 @@ def _status_apply(
             error=f"Could not {action} memory {memory.pk}: {exc.message}", status=code
         )
     verb = {"suppress": "Suppressed", "restore": "Restored", "reactivate": "Reactivated"}
+    if action == "restore" and memory.lifecycle_status != LifecycleStatus.ACTIVE:
+        then = (
+            "an operator may reactivate it"
+            if memory.lifecycle_status in services.REACTIVATABLE
+            else ""
+        )
+        return StatusOutcome(
+            done=f"Restored memory {memory.pk}: it is {memory.lifecycle_status} again, as it was"
+            f" when it was suppressed{f' ({then})' if then else ''}."
+        )
     return StatusOutcome(done=f"{verb[action]} memory {memory.pk}.")
 
 

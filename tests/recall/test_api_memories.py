@@ -702,6 +702,56 @@ class MemoryAccessTests:
 
 
 class MemoryStatusRulesTests:
+    @pytest.mark.parametrize("status", ["stale", "expired", "disabled"])
+    def test_a_memory_suppressed_and_restored_gets_back_the_status_it_had(self, editor, status):
+        """An editor cannot make a stale or expired memory active (operators reactivate it)
+        by suppressing and restoring it; its retention clock is kept."""
+        from tests.recall import factories
+
+        since = timezone.now() - timedelta(days=3)
+        memory = factories.memory(editor.workspace, "gone", lifecycle_status=status)
+        MemoryRecord.objects.filter(pk=memory.pk).update(
+            stale_since=since if status == "stale" else None
+        )
+
+        suppressed = editor.api().post(memory_url(memory, "suppress"))
+        assert suppressed.json()["lifecycleStatus"] == "suppressed", suppressed.content
+        assert last_event(editor.workspace).payload["previousStatus"] == status
+        restored = editor.api().post(memory_url(memory, "restore"))
+
+        assert restored.status_code == 200, restored.content
+        assert restored.json()["lifecycleStatus"] == status
+        memory.refresh_from_db()
+        assert (memory.lifecycle_status, memory.suppressed_from) == (status, "")
+        assert memory.stale_since == (since if status == "stale" else None)
+        payload = last_event(editor.workspace).payload
+        assert (payload["action"], payload["restoredTo"]) == ("restored", status)
+
+    def test_a_patched_suppression_is_undone_the_same_way(self, editor):
+        from tests.recall import factories
+
+        memory = factories.memory(editor.workspace, "gone stale", lifecycle_status="stale")
+        for status in ("suppressed", "active"):
+            response = editor.api().patch(
+                memory_url(memory), {"lifecycleStatus": status}, format="json"
+            )
+            assert response.status_code == 200, response.content
+        memory.refresh_from_db()
+        assert memory.lifecycle_status == "stale" and memory.stale_since is not None
+
+    def test_an_active_memory_suppressed_and_restored_is_active_and_notes_nothing(
+        self, editor, assorted
+    ):
+        memory = assorted["Base fact about Ada"]
+        editor.api().post(memory_url(memory, "suppress"))
+        assert "previousStatus" not in last_event(editor.workspace).payload
+        editor.api().post(memory_url(memory, "restore"))
+        memory.refresh_from_db()
+        assert (memory.lifecycle_status, memory.suppressed_from, memory.stale_since) == (
+            "active", "", None,
+        )  # fmt: skip
+        assert "restoredTo" not in last_event(editor.workspace).payload
+
     def test_only_a_suppressed_memory_can_be_restored(self, editor):
         from tests.recall import factories
 

@@ -1115,6 +1115,32 @@ class MemoryStatusPageTests:
         assert memory.lifecycle_status == "stale"
         assert not AuditEvent.objects.filter(type=EventType.MEMORY_CHANGED).exists()
 
+    def test_restoring_a_memory_suppressed_while_stale_says_it_is_stale_again(
+        self, editor, workspace_a
+    ):
+        from tests.recall import factories
+
+        memory = factories.memory(workspace_a, "old", lifecycle_status="stale")
+        client = client_for(editor)
+        back = "/w/team-a/memories/?actor=user:ada"
+        status = f"/w/team-a/memories/{memory.pk}/status/"
+        client.post(status, {"action": "suppress", "reason": "checking", "next": back})
+        page = client.get(f"/w/team-a/memories/{memory.pk}/").content.decode()
+        assert (
+            "It becomes stale again, as it was when it was suppressed: an operator may then"
+            " reactivate it." in page
+        )
+        assert "stale when suppressed (stale since " in page
+        client.post(status, {"action": "restore", "next": back})
+
+        html = client.get(back).content.decode()
+        assert (
+            f"<li>Restored memory {memory.pk}: it is stale again, as it was when it was"
+            " suppressed (an operator may reactivate it).</li>" in html
+        )
+        memory.refresh_from_db()
+        assert memory.lifecycle_status == "stale"
+
     def test_htmx_gets_the_row_back_with_the_reason_next_to_it(self, editor, workspace_a):
         from tests.recall import factories
 
