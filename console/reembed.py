@@ -48,7 +48,8 @@ def memories_reembed(
         return []
     write(
         f"Embedding again with {embedder_model()} (RECALL_EMBEDDER) the memories another"
-        " embedder embedded: recall leaves them out until then."
+        " embedder, or an earlier version of it, embedded: recall leaves out those it cannot"
+        " compare until then."
     )
     runs = []
     for workspace, count in pending.items():

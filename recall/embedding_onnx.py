@@ -43,6 +43,9 @@ from recall.onnx_int8 import int8_matmuls
 # "-dynamic": int8 products with the activations quantised dynamically (``int8_matmuls``);
 # "all-MiniLM-L6-v2-onnx-int8" named the same file's vectors by fp32 products.
 MODEL_NAME = "all-MiniLM-L6-v2-onnx-int8-dynamic"
+# Earlier vectors of the same file that a query's may be compared with (cosine 0.99 between
+# the two): recall keeps their memories while the ``reembed`` sweep embeds them again.
+COMPATIBLE_MODELS = ("all-MiniLM-L6-v2-onnx-int8",)
 DIMENSIONS = 384
 # sentence-transformers' max_seq_length for all-MiniLM-L6-v2: longer texts are cut there.
 MAX_TOKENS = 256
@@ -178,6 +181,7 @@ class MiniLMOnnxEmbedder:
             raise EmbedderUnavailable(f"the ONNX embedder needs at least 1 thread, got {threads}")
         self.dimensions = dimensions
         self.model_name = MODEL_NAME
+        self.compatible_models = COMPATIBLE_MODELS
         self.threads = threads
         self.model_path = model_path or default_model_path()
 

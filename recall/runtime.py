@@ -48,6 +48,15 @@ def embedder_model() -> str:
     return embedder().model_name
 
 
+def recallable_models() -> list[str]:
+    """The names of the vectors recall compares with a query's: the configured embedder's, and
+    those of earlier versions of it whose vectors it declares comparable
+    (``compatible_models``), which stay recallable until the ``reembed`` sweep has embedded
+    them again."""
+    model = embedder()
+    return [model.model_name, *getattr(model, "compatible_models", ())]
+
+
 @cache
 def query_vector_cache() -> QueryVectorCache:
     return QueryVectorCache(settings.RECALL_QUERY_CACHE_SIZE)

@@ -22,7 +22,7 @@ from portal.api.fields import (
 from portal.api.strict import StrictSerializer
 from recall.assembly import TOP_K_MAX
 from recall.models import LifecycleStatus, MemoryRecord, Tier
-from recall.runtime import embedder_model
+from recall.runtime import recallable_models
 from recall.services import ACTOR_KEY
 
 MEMORY_BATCH_MAX = 1000
@@ -162,14 +162,15 @@ class MemorySerializer(serializers.ModelSerializer):
     tokenCount = serializers.IntegerField(source="token_count")
     embeddingModel = serializers.CharField(source="embedding_model")
     embeddingPending = serializers.SerializerMethodField(
-        help_text="True until the configured embedder has embedded the memory: until then it "
-        "is not recalled (counted as embedding_pending)."
+        help_text="True until the configured embedder has embedded the memory (or an earlier "
+        "version of it whose vectors it still compares): until then it is not recalled "
+        "(counted as embedding_pending)."
     )
     staleSince = serializers.DateTimeField(source="stale_since", allow_null=True)
     id = serializers.CharField()
 
     def get_embeddingPending(self, memory: MemoryRecord) -> bool:
-        return memory.embedding_model != embedder_model()
+        return memory.embedding_model not in recallable_models()
 
     class Meta:
         model = MemoryRecord

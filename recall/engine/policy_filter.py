@@ -31,7 +31,7 @@ from django.db.models.expressions import RawSQL
 
 from policies.axes import PolicyDocument
 from policies.vocabulary import CONFIDENCE_GATED, SEGMENT_KINDS, SENSITIVITY_ORDER
-from recall.runtime import embedder_model
+from recall.runtime import recallable_models
 
 # Every column the filter reads: the covering index (``memory_recall_cover_idx``) includes
 # them all, so the funnel and the exact search's filter never touch the wide heap rows; the
@@ -62,8 +62,10 @@ FAIL_CLOSED_WHY = (
 
 # A memory not embedded yet (its embedding job has not run) or embedded by another embedder
 # (RECALL_EMBEDDER changed; the re-embed sweep catches up) has no vector comparable with the
-# query: counted as ``embedding_pending``, never listed, like lifecycle-excluded rows.
-EMBEDDED = "{m}embedding_model = {model}"
+# query: counted as ``embedding_pending``, never listed, like lifecycle-excluded rows. The
+# embedder's own name, or an earlier version's whose vectors it declares comparable
+# (``recall.runtime.recallable_models``), makes a memory recallable.
+EMBEDDED = "{m}embedding_model = ANY({models})"
 
 # ``confidenceMin`` holds inferred and observed memories only (``CONFIDENCE_GATED``, seed
 # 001); every other confirmation status passes it whatever its confidence. A NULL confirmation
@@ -182,8 +184,8 @@ def policy_params(policy: PolicyDocument, now: datetime, *, suffix: str = "") ->
         "max_age_seconds": max_age,
         # checked when ranking (SIMILARITY_CHECK), never by the funnel
         "similarity_min": policy["similarityMin"],
-        # the name the configured embedder stores on the memories it embeds (EMBEDDED)
-        "model": embedder_model(),
+        # the names of the vectors recall compares with the query's (EMBEDDED)
+        "models": recallable_models(),
     }
     return {f"{name}{suffix}": value for name, value in values.items()}
 

@@ -45,8 +45,9 @@ class ReembedOnStartTests:
         assert memories_pending_by_workspace() == {}
         model = embedder_model()
         assert lines[0] == (
-            f"Embedding again with {model} (RECALL_EMBEDDER) the memories another embedder"
-            " embedded: recall leaves them out until then."
+            f"Embedding again with {model} (RECALL_EMBEDDER) the memories another embedder,"
+            " or an earlier version of it, embedded: recall leaves out those it cannot compare"
+            " until then."
         )
         assert lines[1:4] == ["  team-a: 5 memories", "    2 of 5", "    4 of 5"]
         assert re.fullmatch(
