@@ -35,7 +35,8 @@ def configure(size_label: str, *, embedder: str | None = None) -> Path:
     """Point Django at this dataset's own embedded server and the embedder its rows were
     embedded with: the one its record names, else ``embedder`` (a dataset about to be
     generated), else the default. A dataset generated with another embedder than
-    ``embedder`` is refused, never reused."""
+    ``embedder`` is refused, never reused; an existing one is migrated to the checkout's
+    schema."""
     DATA.mkdir(parents=True, exist_ok=True)
     pgdata = DATA / f"pg-{size_label}"
     marker = DATA / f"{size_label}.json"
@@ -68,6 +69,10 @@ def configure(size_label: str, *, embedder: str | None = None) -> Path:
     from portal.db.scope import scope_all_by_default
 
     scope_all_by_default()
+    if marker.exists():
+        from django.core.management import call_command
+
+        call_command("migrate", verbosity=0)  # the checkout's schema may have moved since
     model = json.loads(marker.read_text()).get("embeddingModel") if marker.exists() else None
     if model is not None:
         from recall.runtime import embedder_model

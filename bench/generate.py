@@ -40,10 +40,7 @@ def main() -> None:
     label = args.label or f"{args.memories // 1000}k"
     pgdata = configure(label, embedder=args.embedder)
     marker = pgdata.parent / f"{label}.json"
-    if marker.exists():
-        from django.core.management import call_command
-
-        call_command("migrate", verbosity=0)  # the checkout's schema may have moved since
+    if marker.exists():  # migrated by configure
         print(f"dataset {label} already loaded: {marker.read_text()}")
         return
     load(args.memories, args.large_actor, label, marker, args.embedder)
