@@ -40,7 +40,8 @@ def configure(size_label: str, *, embedder: str | None = None) -> Path:
     DATA.mkdir(parents=True, exist_ok=True)
     pgdata = DATA / f"pg-{size_label}"
     marker = DATA / f"{size_label}.json"
-    recorded = dataset_embedder(json.loads(marker.read_text())) if marker.exists() else None
+    record = json.loads(marker.read_text()) if marker.exists() else None
+    recorded = dataset_embedder(record) if record is not None else None
     if recorded is not None and embedder is not None and recorded != embedder:
         raise SystemExit(
             f"Dataset {size_label} ({marker.relative_to(ROOT)}) was embedded with {recorded},"
@@ -69,11 +70,11 @@ def configure(size_label: str, *, embedder: str | None = None) -> Path:
     from portal.db.scope import scope_all_by_default
 
     scope_all_by_default()
-    if marker.exists():
+    if record is not None:
         from django.core.management import call_command
 
         call_command("migrate", verbosity=0)  # the checkout's schema may have moved since
-    model = json.loads(marker.read_text()).get("embeddingModel") if marker.exists() else None
+    model = record.get("embeddingModel") if record is not None else None
     if model is not None:
         from recall.runtime import embedder_model
 

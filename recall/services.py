@@ -286,11 +286,13 @@ def memory_update(*, memory: MemoryRecord, changes: dict[str, Any], author: str)
         return memory
     if "lifecycle_status" in changed:
         _check_status_change(memory, changed["lifecycle_status"])
-    columns = [f for f in changed if f != "lifecycle_status"] + ["updated_at"]
-    for field in columns[:-1]:
+    status = changed.get("lifecycle_status")
+    columns = [field for field in changed if field != "lifecycle_status"]
+    for field in columns:
         setattr(memory, field, changed[field])
-    if "lifecycle_status" in changed:
-        columns += _status_set(memory, changed["lifecycle_status"])
+    columns.append("updated_at")
+    if status is not None:
+        columns += _status_set(memory, status)
     if "content" in changed:
         # The old vector describes the old content: the memory waits for its embedding job.
         memory.embedding = None

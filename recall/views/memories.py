@@ -270,6 +270,8 @@ def _state_context(
         "verdict": _verdict(access.workspace, memory, scope),
         "status_form": form or MemoryStatusForm(),
         "reactivatable": memory.lifecycle_status in services.REACTIVATABLE,
+        # suppressed: a restore gives back a status an operator may then reactivate
+        "restores_reactivatable": memory.suppressed_from in services.REACTIVATABLE,
     }
 
 
@@ -348,15 +350,12 @@ def _status_apply(
             error=f"Could not {action} memory {memory.pk}: {exc.message}", status=code
         )
     verb = {"suppress": "Suppressed", "restore": "Restored", "reactivate": "Reactivated"}
-    if action == "restore" and memory.lifecycle_status != LifecycleStatus.ACTIVE:
-        then = (
-            "an operator may reactivate it"
-            if memory.lifecycle_status in services.REACTIVATABLE
-            else ""
-        )
+    now = memory.lifecycle_status
+    if action == "restore" and now != LifecycleStatus.ACTIVE:
+        operator = " (an operator may reactivate it)" if now in services.REACTIVATABLE else ""
         return StatusOutcome(
-            done=f"Restored memory {memory.pk}: it is {memory.lifecycle_status} again, as it was"
-            f" when it was suppressed{f' ({then})' if then else ''}."
+            done=f"Restored memory {memory.pk}: it is {now} again, as it was when it was"
+            f" suppressed{operator}."
         )
     return StatusOutcome(done=f"{verb[action]} memory {memory.pk}.")
 

@@ -49,7 +49,8 @@ def memories(editor: Any) -> dict[str, MemoryRecord]:
 
 
 @pytest.fixture(autouse=True)
-def renamed(settings: Any) -> Iterator[None]:
+def embedder_built_again(settings: Any) -> Iterator[None]:
+    """The process's embedder and query cache built again after the test (it renames)."""
     yield
     runtime.embedder.cache_clear()
     runtime.query_vector_cache.cache_clear()
