@@ -37,6 +37,7 @@ from drf_spectacular.renderers import OpenApiJsonRenderer
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.core.parameters import ParameterLocation
+from schemathesis.generation.hypothesis import builder
 from schemathesis.generation.meta import CoverageScenario, TestPhase
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
@@ -81,6 +82,30 @@ CONFIG = schemathesis.Config.from_dict(
 )
 schema = schemathesis.openapi.from_dict(_openapi(), config=CONFIG)
 schema.app = get_wsgi_application()
+
+# Schemathesis builds each operation's coverage cases when it collects the test: ~13 s of a
+# start-up in every xdist worker, though each operation runs in one. The cases are Hypothesis
+# explicit examples attached to the test function itself; they are attached instead when the
+# operation's test is set up (``coverage_cases``), in the worker that runs it, the same cases
+# in the same order.
+_add_coverage = builder.add_coverage
+_COVERAGE_LATER = "_coverage_cases_later"
+
+
+def _add_coverage_later(test: Any, *args: Any, **kwargs: Any) -> Any:
+    setattr(test, _COVERAGE_LATER, (args, kwargs))
+    return test
+
+
+builder.add_coverage = _add_coverage_later
+
+
+@pytest.fixture(autouse=True)
+def coverage_cases(request: pytest.FixtureRequest) -> None:
+    later = request.function.__dict__.pop(_COVERAGE_LATER, None)
+    if later is not None:
+        args, kwargs = later
+        _add_coverage(request.function, *args, **kwargs)
 
 
 def error_shape(ctx: Any, response: Any, case: Any) -> bool | None:
