@@ -11,6 +11,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -256,11 +257,8 @@ def support_bot(workspace: Workspace) -> Workload:
     return workload_create(workspace=workspace, name="support-bot", author="system:test")
 
 
-@pytest.fixture(scope="module")
-def module_db(django_db_setup: Any, django_db_blocker: Any) -> Iterator[None]:
-    """Data a module's tests share, made once: module-scoped fixtures that ask for this write
-    inside a transaction rolled back after the module's last test, and each test runs in a
-    savepoint inside it (pytest-django's ``db``), so no test sees another's writes."""
+@contextmanager
+def _rolled_back(django_db_blocker: Any) -> Iterator[None]:
     from django.db import transaction
     from django.test import override_settings
 
@@ -272,6 +270,22 @@ def module_db(django_db_setup: Any, django_db_blocker: Any) -> Iterator[None]:
         finally:
             transaction.set_rollback(True)
             atomic.__exit__(None, None, None)
+
+
+@pytest.fixture(scope="module")
+def module_db(django_db_setup: Any, django_db_blocker: Any) -> Iterator[None]:
+    """Data a module's tests share, made once: module-scoped fixtures that ask for this write
+    inside a transaction rolled back after the module's last test, and each test runs in a
+    savepoint inside it (pytest-django's ``db``), so no test sees another's writes."""
+    with _rolled_back(django_db_blocker):
+        yield
+
+
+@pytest.fixture(scope="class")
+def class_db(django_db_setup: Any, django_db_blocker: Any) -> Iterator[None]:
+    """``module_db`` for the tests of one class: rolled back after the class's last test."""
+    with _rolled_back(django_db_blocker):
+        yield
 
 
 @pytest.fixture

@@ -48,9 +48,14 @@ def event_counts(workspace: Workspace) -> dict[str, int]:
     return dict(workspace.audit_events.values_list("type").annotate(n=Count("id")).order_by("type"))
 
 
-@pytest.fixture
-def demo(db: Any) -> Workspace:
+@pytest.fixture(scope="class")
+def demo_loaded(class_db: None) -> None:
+    """The demo, loaded once for the class's tests (each runs in a savepoint of its own)."""
     call_command("load_demo", stdout=StringIO())
+
+
+@pytest.fixture
+def demo(demo_loaded: None, db: Any) -> Workspace:
     return Workspace.objects.get(slug="acme")
 
 
