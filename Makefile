@@ -62,9 +62,10 @@ redis-deps:
 
 # The suite runs in TEST_WORKERS processes (pytest-xdist), each on its own throw-away
 # database, with coverage; a worker that runs out of tests takes some of another's
-# (worksteal: the last long tests do not leave one core idle). The slowest tests, the count
-# and the coverage are printed last.
-TEST_WORKERS ?= 2
+# (worksteal: the last long tests do not leave one core idle). Three on two cores: the
+# browser, Celery and server tests mostly wait on other processes, and a third worker keeps
+# both cores busy meanwhile. The slowest tests, the count and the coverage are printed last.
+TEST_WORKERS ?= 3
 test: test-install browser-deps redis-deps
 	$(PY) -m ruff check .
 	$(PY) -m mypy
