@@ -105,7 +105,9 @@ def coverage_cases(request: pytest.FixtureRequest) -> None:
     later = request.function.__dict__.pop(_COVERAGE_LATER, None)
     if later is not None:
         args, kwargs = later
-        _add_coverage(request.function, *args, **kwargs)
+        # The cases are attached to the function it is given: any other would not be run.
+        attached = _add_coverage(request.function, *args, **kwargs)
+        assert attached is request.function, "Schemathesis no longer adds coverage in place"
 
 
 def error_shape(ctx: Any, response: Any, case: Any) -> bool | None:
