@@ -129,6 +129,26 @@ class FloorPinsAForbiddenKindTests:
         )
 
 
+class WorkloadPinsAndForbidsAKindTests:
+    def test_forbidden_wins_and_the_conflict_says_so(self) -> None:
+        policy = {
+            **default_floor(),
+            "pinned": ["system_policy", "tool_result"],
+            "forbiddenSegmentKinds": ["tool_result"],
+        }
+
+        found = conflicts.settle_pins(default_floor(), policy)
+
+        assert (policy["pinned"], policy["forbiddenSegmentKinds"]) == (
+            ["system_policy"],
+            ["tool_result"],
+        )
+        assert codes(found) == [("WORKLOAD_PINS_FORBIDDEN_KIND", "pinned", "tool_result")]
+        assert found[0].message == (
+            "The workload policy both pins and forbids tool_result: forbidden wins."
+        )
+
+
 class FloorRaisesAPinnedReservationTests:
     def test_past_the_workloads_total_the_unpinned_reservations_are_cut_in_drop_order(
         self,

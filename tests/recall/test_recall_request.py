@@ -94,6 +94,7 @@ class RecallRequestPlainTests:
     def test_what_it_leaves_to_the_serializer(self):
         for changed in (
             {"query": " release"},
+            {"query": "release \ud800"},  # a lone surrogate: no UTF-8 for it
             {"workloadId": WORKLOAD.upper()},
             {"topK": True},
             {"policyOverride": {"sensitivityCeiling": "public"}},
