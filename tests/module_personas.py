@@ -1,20 +1,27 @@
 """The personas and workloads of tests/conftest.py, made once per module (``module_db``).
 
-A module whose tests only call and read (the permission matrix, the isolation tests) takes
-the fixtures it needs from here, under their names, overriding conftest's per-test ones:
+A module takes the fixtures it needs from here, under their names, overriding conftest's
+per-test ones, and an autouse fixture that gives each test its savepoint (``db``) and makes
+them all before the module's first test:
 
-    workspace_a, operator = module_scoped("workspace_a", "operator")
+    workspace_a, operator, made_first = module_scoped("workspace_a", "operator")
 
-Each test still runs in its own savepoint, so its writes are rolled back at its end.
+Made first, every test of the module sees the same rows, whichever of its tests ran before it
+in its worker (xdist may share a module's tests among workers). Each test still runs in its
+own savepoint, so its writes are rolled back at its end; a test must not change the fixtures'
+objects in memory either.
 """
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import pytest
 
+from policies import selectors
 from policies.models import Workload
+from portal import tokens
 from portal.models import Role, Workspace
 from tests.conftest import Persona, agent_persona, persona, support_bot, team_a, team_b
 
@@ -59,7 +66,28 @@ def workload_a(workspace_a: Workspace) -> Workload:
     return support_bot(workspace_a)
 
 
+def forget_what_the_process_remembers() -> None:
+    """The token lookups, policy contexts and token uses this process remembers are keyed by
+    the ids of rows the module's tests share: each test starts without them, as a test with
+    rows of its own does."""
+    tokens._remembered.clear()
+    selectors._remembered.clear()
+    with tokens._used_lock:
+        tokens._used.clear()
+        tokens._used_since = None
+
+
 def module_scoped(*names: str) -> tuple[Any, ...]:
-    """The fixtures of this module with these names, to be bound under them in a test module
-    (an assignment, not an import: a fixture's parameter then shadows no unused import)."""
-    return tuple(globals()[name] for name in names)
+    """The fixtures of this module with these names, then the autouse fixture that makes them
+    first, to be bound under their names in a test module (an assignment, not an import: a
+    fixture's parameter then shadows no unused import)."""
+
+    def made_first(**_: Any) -> None:
+        forget_what_the_process_remembers()
+
+    # The fixtures named as its parameters: pytest then makes the module-scoped ones before
+    # the test's savepoint (``db``), as it makes every fixture of a wider scope first.
+    made_first.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY) for name in ("db", *names)]
+    )
+    return (*(globals()[name] for name in names), pytest.fixture(autouse=True)(made_first))

@@ -12,6 +12,12 @@ from audit.models import AuditEvent, EventType
 from audit.services import audit_event_record
 from policies.services import workload_policy_save
 from tests.helpers import database_owner, error_of
+from tests.module_personas import module_scoped
+
+# The personas and workload the tests here act as and on, made once per module.
+workspace_a, operator, viewer, workload_a, made_first = module_scoped(
+    "workspace_a", "operator", "viewer", "workload_a"
+)
 
 EVENTS_URL = "/v1/audit/events/"
 EVENT_KEYS = {

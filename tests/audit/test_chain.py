@@ -24,6 +24,10 @@ from audit.models import AuditChainHead, AuditCheckpoint, AuditEvent
 from audit.services import audit_chain_check, audit_chain_verify
 from policies.services import workload_create, workload_policy_save
 from tests.helpers import once_the_walk_begins, owner_execute
+from tests.module_personas import module_scoped
+
+# The personas the tests here act as, made once per module.
+workspace_a, operator, made_first = module_scoped("workspace_a", "operator")
 
 KEY = ChainKey("k1", b"a secret of the chain, never in the database")
 KEYS = {KEY.id: KEY}

@@ -33,7 +33,13 @@ from recall.services import memory_delete, memory_update
 from team.services import api_token_revoke
 from tests.audit.test_pages import assembled
 from tests.helpers import QUERY, recall
+from tests.module_personas import module_scoped
 from tests.recall import factories
+
+# The personas and workload the tests here act as and on, made once per module.
+workspace_a, editor, viewer, workload_a, made_first = module_scoped(
+    "workspace_a", "editor", "viewer", "workload_a"
+)
 
 pytestmark = pytest.mark.django_db
 

@@ -23,6 +23,10 @@ from audit.models import AuditChainHead, AuditEvent
 from audit.services import _hashed_fields, audit_chain_verify
 from policies.services import workload_policy_save
 from tests.helpers import database_owner, owner_execute
+from tests.module_personas import module_scoped
+
+# The personas the tests here act as, made once per module.
+workspace_a, operator, made_first = module_scoped("workspace_a", "operator")
 
 pytestmark = pytest.mark.django_db
 

@@ -18,6 +18,12 @@ from recall.models import MemoryRecord
 from recall.services import memory_set_status, memory_update
 from tests.helpers import recall
 from tests.maintenance.helpers import ago
+from tests.module_personas import module_scoped
+
+# The personas and workload the tests here act as and on, made once per module.
+workspace_a, operator, editor, viewer, workload_a, made_first = module_scoped(
+    "workspace_a", "operator", "editor", "viewer", "workload_a"
+)
 
 pytestmark = pytest.mark.django_db
 

@@ -20,6 +20,10 @@ from console.views import volume_chart
 from policies.services import workload_policy_save
 from portal.models import Workspace
 from tests.helpers import database_owner
+from tests.module_personas import module_scoped
+
+# The personas and workload the tests here act as and on, made once per module.
+workspace_a, viewer, workload_a, made_first = module_scoped("workspace_a", "viewer", "workload_a")
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 

@@ -15,8 +15,14 @@ from audit.models import AuditEvent, EventType, Injection
 from recall.models import MemoryRecord
 from recall.services import memory_delete, memory_set_status
 from tests.helpers import recall
+from tests.module_personas import module_scoped
 from tests.recall import factories
 from tests.recall.test_recall import set_floor, set_workload
+
+# The personas and workload the tests here act as and on, made once per module.
+workspace_a, operator, editor, viewer, workload_a, made_first = module_scoped(
+    "workspace_a", "operator", "editor", "viewer", "workload_a"
+)
 
 pytestmark = pytest.mark.django_db
 

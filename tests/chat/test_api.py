@@ -13,7 +13,13 @@ from chat.models import Session, Turn, TurnContext
 from policies.services import workload_archive
 from tests.chat.helpers import post_turns, start, started, turn
 from tests.helpers import csrf_session, error_of
+from tests.module_personas import module_scoped
 from tests.recall import factories
+
+# The personas and workload the tests here act as and on, made once per module.
+workspace_a, editor, viewer, workload_a, made_first = module_scoped(
+    "workspace_a", "editor", "viewer", "workload_a"
+)
 
 pytestmark = pytest.mark.django_db
 

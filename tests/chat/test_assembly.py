@@ -14,7 +14,11 @@ from chat.models import Turn
 from policies.services import workload_policy_save
 from recall.models import MemoryRecord
 from tests.chat.helpers import layout, prompt_text, roomy_floor, started, turn
+from tests.module_personas import module_scoped
 from tests.recall import factories
+
+# The personas and workload the tests here act as and on, made once per module.
+workspace_a, editor, workload_a, made_first = module_scoped("workspace_a", "editor", "workload_a")
 
 pytestmark = pytest.mark.django_db
 

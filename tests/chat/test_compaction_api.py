@@ -10,6 +10,12 @@ import pytest
 
 from chat.models import CompactionRun, Session
 from tests.chat.helpers import in_flight, layout, started, turn
+from tests.module_personas import module_scoped
+
+# The personas and workload the tests here act as and on, made once per module.
+workspace_a, editor, viewer, workload_a, made_first = module_scoped(
+    "workspace_a", "editor", "viewer", "workload_a"
+)
 
 pytestmark = pytest.mark.django_db
 

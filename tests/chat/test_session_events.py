@@ -15,6 +15,12 @@ from audit.models import AuditEvent, EventType
 from audit.services import audit_chain_verify
 from chat.models import Session
 from tests.chat.helpers import start, started, turn
+from tests.module_personas import module_scoped
+
+# The personas and workload the tests here act as and on, made once per module.
+workspace_a, operator, editor, workload_a, made_first = module_scoped(
+    "workspace_a", "operator", "editor", "workload_a"
+)
 
 pytestmark = pytest.mark.django_db
 

@@ -24,6 +24,10 @@ from portal.errors import ConflictError, NotFoundError, ValidationFailed
 from recall.erasure import actor_erase
 from recall.models import Actor
 from recall.tokens import estimate_tokens
+from tests.module_personas import module_scoped
+
+# The workspace and workload the tests here act on, made once per module.
+workspace_a, workload_a, made_first = module_scoped("workspace_a", "workload_a")
 
 pytestmark = pytest.mark.django_db
 

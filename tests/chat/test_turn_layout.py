@@ -13,7 +13,13 @@ from django.test import Client
 from chat.models import Session, TurnContext
 from recall.models import MemoryRecord
 from tests.chat.helpers import layout, roomy_floor, started, turn
+from tests.module_personas import module_scoped
 from tests.recall import factories
+
+# The personas and workload the tests here act as and on, made once per module.
+workspace_a, operator, editor, workload_a, made_first = module_scoped(
+    "workspace_a", "operator", "editor", "workload_a"
+)
 
 pytestmark = pytest.mark.django_db
 

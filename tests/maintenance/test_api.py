@@ -13,6 +13,12 @@ from maintenance.models import MaintenanceRun
 from recall.models import MemoryRecord
 from tests.helpers import error_of
 from tests.maintenance.helpers import ago, memory, snapshot
+from tests.module_personas import module_scoped
+
+# The personas the tests here act as, made once per module.
+workspace_a, operator, editor, viewer, made_first = module_scoped(
+    "workspace_a", "operator", "editor", "viewer"
+)
 
 pytestmark = pytest.mark.django_db
 

@@ -20,6 +20,10 @@ from recall.models import FunnelCache, MemoryRecord
 from tests.helpers import error_of, recall
 from tests.maintenance.helpers import SNAPSHOT_FIELDS, ago, memory, snapshot
 from tests.maintenance.test_pages import text_of
+from tests.module_personas import module_scoped
+
+# The personas the tests here act as, made once per module.
+workspace_a, operator, made_first = module_scoped("workspace_a", "operator")
 
 pytestmark = pytest.mark.django_db
 

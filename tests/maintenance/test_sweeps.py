@@ -16,6 +16,10 @@ from maintenance import archives, schedule, selectors, services
 from maintenance.models import ArchiveChunk, MaintenanceItem, MaintenanceRun
 from recall.models import MemoryRecord
 from tests.maintenance.helpers import ago, memory, snapshot
+from tests.module_personas import module_scoped
+
+# The workspace the tests here act on, made once per module.
+workspace_a, made_first = module_scoped("workspace_a")
 
 pytestmark = pytest.mark.django_db
 

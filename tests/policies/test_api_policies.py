@@ -16,6 +16,12 @@ from policies.models import WorkloadPolicyVersion
 from policies.services import workload_policy_save, workspace_policy_save
 from portal.models import Environment
 from tests.helpers import database_owner, error_of
+from tests.module_personas import module_scoped
+
+# The personas and workload the tests here act as and on, made once per module.
+workspace_a, editor, viewer, workload_a, made_first = module_scoped(
+    "workspace_a", "editor", "viewer", "workload_a"
+)
 
 
 def state(workspace: Any) -> dict[str, Any]:

@@ -11,6 +11,13 @@ from audit.models import AuditEvent, EventType
 from policies.models import Workload, WorkloadPolicyVersion
 from policies.services import workload_create, workload_policy_save
 from tests.helpers import csrf_session, error_of
+from tests.module_personas import module_scoped
+
+# The personas the tests here act as, made once per module (a workload is made per test:
+# some tests count the workspace's workloads).
+workspace_a, operator, editor, viewer, made_first = module_scoped(
+    "workspace_a", "operator", "editor", "viewer"
+)
 
 LIST_URL = "/v1/workspaces/team-a/workloads/"
 

@@ -15,6 +15,12 @@ from policies.models import WorkspacePolicyVersion
 from policies.services import workspace_create, workspace_policy_save
 from portal.models import Membership, Role, Workspace
 from tests.helpers import csrf_session, error_of
+from tests.module_personas import module_scoped
+
+# The personas the tests here act as, made once per module.
+workspace_a, operator, editor, viewer, made_first = module_scoped(
+    "workspace_a", "operator", "editor", "viewer"
+)
 
 FLOOR_URL = "/v1/workspaces/team-a/policy"
 VERSIONS_URL = "/v1/workspaces/team-a/policy/versions/"

@@ -17,8 +17,14 @@ from policies.selectors import workload_compliance, workspace_policy_current
 from policies.services import workload_policy_save, workspace_policy_save
 from portal.models import Workspace
 from tests.helpers import post_recall
+from tests.module_personas import module_scoped
 from tests.policies.test_pages import HTMX, floor_post
 from tests.recall import factories
+
+# The personas and workload the tests here act as and on, made once per module.
+workspace_a, operator, editor, viewer, workload_a, made_first = module_scoped(
+    "workspace_a", "operator", "editor", "viewer", "workload_a"
+)
 
 FORBID_TOOLS = {"forbiddenSegmentKinds": ["tool_result"]}
 RAISE_SYSTEM = {"perSegmentReservation": {"system_policy": 1500, "memory": 800, "retrieval": 900}}

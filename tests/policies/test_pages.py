@@ -18,7 +18,14 @@ from policies.services import workload_create, workload_policy_save, workspace_p
 from portal.models import Workspace
 from recall.models import Actor, MemoryRecord
 from recall.runtime import embedder_model
+from tests.module_personas import module_scoped
 from tests.recall.factories import memories
+
+# The personas the tests here act as, made once per module (a workload is made per test:
+# the impact preview's tests count the workspace's workloads).
+workspace_a, operator, editor, viewer, made_first = module_scoped(
+    "workspace_a", "operator", "editor", "viewer"
+)
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 SAVE_ON = (

@@ -22,6 +22,10 @@ from policies.services import workload_policy_save
 from portal.models import ApiToken, Workspace
 from team.services import api_token_create, api_token_revoke
 from tests.helpers import csrf_session, error_of
+from tests.module_personas import module_scoped
+
+# The personas the tests here act as, made once per module.
+workspace_a, operator, editor, made_first = module_scoped("workspace_a", "operator", "editor")
 
 
 def state(workspace: Workspace) -> dict[str, Any]:

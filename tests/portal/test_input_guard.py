@@ -5,6 +5,11 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
+from tests.module_personas import module_scoped
+
+# The personas the tests here act as, made once per module.
+workspace_a, operator, made_first = module_scoped("workspace_a", "operator")
+
 pytestmark = pytest.mark.django_db
 
 GETS = [

@@ -205,7 +205,17 @@ def schema_operations() -> set[tuple[str, str]]:
 
 # The ~350 tests here each make one call: what they call on is made once per module, each
 # test's writes rolled back at its end, as every test's are.
-workspace_a, workspace_b, operator, editor, viewer, outsider, agent, workload_a = module_scoped(
+(
+    workspace_a,
+    workspace_b,
+    operator,
+    editor,
+    viewer,
+    outsider,
+    agent,
+    workload_a,
+    made_first,
+) = module_scoped(
     "workspace_a", "workspace_b", "operator", "editor", "viewer", "outsider", "agent", "workload_a"
 )
 

@@ -124,7 +124,7 @@ def _populate(persona: Any, workload: Any) -> None:
 
 # Both workspaces are populated once for the module; each test's writes are rolled back at
 # its end, the connection's scope with them.
-workspace_a, workspace_b, operator, outsider = module_scoped(
+workspace_a, workspace_b, operator, outsider, made_first = module_scoped(
     "workspace_a", "workspace_b", "operator", "outsider"
 )
 

@@ -20,7 +20,11 @@ from portal.models import ApiToken, Role
 from recall.models import MemoryRecord
 from team.services import api_token_create, api_token_revoke, api_token_rotate
 from tests.helpers import error_of, recall_body
+from tests.module_personas import module_scoped
 from tests.recall import factories
+
+# The personas and workload the tests here act as and on, made once per module.
+workspace_a, agent, workload_a, made_first = module_scoped("workspace_a", "agent", "workload_a")
 
 RECALL = "/v1/memory/actors/user:ada/recall"
 MEMORIES = "/v1/memory/actors/user:ada/memories"

@@ -13,6 +13,10 @@ from recall.layout.config import SEED_CHAT_FRAGMENT, SEED_COMPACTION_FRAGMENT
 from recall.layout.services import layout_config_save
 from recall.models import WorkloadLayoutConfigVersion
 from tests.helpers import csrf_session, error_of
+from tests.module_personas import module_scoped
+
+# The personas and workload the tests here act as and on, made once per module.
+workspace_a, viewer, workload_a, made_first = module_scoped("workspace_a", "viewer", "workload_a")
 
 URL = "/v1/context/layout"
 

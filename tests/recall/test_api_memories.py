@@ -19,7 +19,11 @@ from audit.models import AuditEvent, EventType
 from recall.models import Actor, MemoryRecord
 from recall.runtime import embedder, embedder_model
 from tests.helpers import csrf_session, error_of
+from tests.module_personas import module_scoped
 from tests.recall import factories
+
+# The personas the tests here act as, made once per module.
+workspace_a, editor, viewer, made_first = module_scoped("workspace_a", "editor", "viewer")
 
 ADA = "/v1/memory/actors/user:ada/memories"
 MEMORY_KEYS = {

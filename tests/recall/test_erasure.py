@@ -25,8 +25,14 @@ from recall.models import Actor, FunnelCache, MemoryChange, MemoryRecord
 from tests.chat.helpers import started, turn
 from tests.helpers import recall
 from tests.maintenance.helpers import ago
+from tests.module_personas import module_scoped
 from tests.recall import factories
 from tests.recall.test_api_memories import new_memory
+
+# The personas and workload the tests here act as and on, made once per module.
+workspace_a, operator, editor, workload_a, made_first = module_scoped(
+    "workspace_a", "operator", "editor", "workload_a"
+)
 
 pytestmark = pytest.mark.django_db
 

@@ -16,6 +16,12 @@ from recall.layout.config import parse_memory_config as layout_config_parse
 from recall.layout.services import layout_config_current, layout_config_save
 from recall.models import WorkloadLayoutConfigVersion
 from tests.helpers import csrf_session, error_of
+from tests.module_personas import module_scoped
+
+# The personas and workload the tests here act as and on, made once per module.
+workspace_a, editor, viewer, workload_a, made_first = module_scoped(
+    "workspace_a", "editor", "viewer", "workload_a"
+)
 
 SEED_FRAGMENT = """
 memory:

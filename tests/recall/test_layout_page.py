@@ -12,7 +12,11 @@ from django.test import Client
 from audit.models import AuditEvent
 from recall.layout.services import layout_config_save
 from recall.models import WorkloadLayoutConfigVersion
+from tests.module_personas import module_scoped
 from tests.recall.test_pages import HTMX, client_for
+
+# The personas and workload the tests here act as and on, made once per module.
+workspace_a, editor, workload_a, made_first = module_scoped("workspace_a", "editor", "workload_a")
 
 URL = "/w/team-a/sandbox/layout/"
 PRESSURE_STAGES = [

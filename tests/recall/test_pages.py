@@ -17,6 +17,11 @@ from policies.algebra import default_floor
 from policies.services import workload_policy_save, workspace_policy_save
 from recall.models import MemoryRecord
 from recall.services import actor_get_or_create, memory_create_many
+from tests.module_personas import module_scoped
+
+# The personas the tests here act as, made once per module (a workload is made per test:
+# some tests need a workspace without one).
+workspace_a, editor, viewer, made_first = module_scoped("workspace_a", "editor", "viewer")
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 PASSING: dict[str, Any] = {

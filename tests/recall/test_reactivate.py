@@ -17,6 +17,10 @@ from recall.engine import read as recall_read
 from recall.models import FunnelCache, MemoryRecord
 from tests.helpers import error_of, recall
 from tests.maintenance.helpers import ago, memory
+from tests.module_personas import module_scoped
+
+# The personas the tests here act as, made once per module.
+workspace_a, operator, made_first = module_scoped("workspace_a", "operator")
 
 pytestmark = pytest.mark.django_db
 

@@ -34,7 +34,11 @@ from recall.envelope import (
 from recall.hits import hits_fold
 from recall.models import MemoryRecord
 from tests.helpers import csrf_session, error_of, post_recall, recall, recall_body
+from tests.module_personas import module_scoped
 from tests.recall import factories
+
+# The personas and workload the tests here act as and on, made once per module.
+workspace_a, editor, workload_a, made_first = module_scoped("workspace_a", "editor", "workload_a")
 
 RECALL = "/v1/memory/actors/user:ada/recall"
 EVERYTHING = {

@@ -24,7 +24,13 @@ from recall.engine import read
 from recall.models import FunnelCache
 from team.services import api_token_revoke
 from tests.helpers import error_of, recall_body
+from tests.module_personas import module_scoped
 from tests.recall import factories
+
+# The personas and workload the tests here act as and on, made once per module.
+workspace_a, editor, viewer, workload_a, made_first = module_scoped(
+    "workspace_a", "editor", "viewer", "workload_a"
+)
 
 RECALL = "/v1/memory/actors/user:ada/recall"
 TOKEN_LOOKUP = f"set_config('{SETTING}', w.id::text, false)"

@@ -17,8 +17,12 @@ from recall.models import MemoryRecord
 from recall.services import memory_delete, memory_set_status, memory_update
 from tests.chat.helpers import layout, roomy_floor, started, turn
 from tests.helpers import QUERY, error_of, recall
+from tests.module_personas import module_scoped
 from tests.recall import factories
 from tests.recall.test_recall import set_floor
+
+# The personas and workload the tests here act as and on, made once per module.
+workspace_a, editor, workload_a, made_first = module_scoped("workspace_a", "editor", "workload_a")
 
 pytestmark = pytest.mark.django_db
 

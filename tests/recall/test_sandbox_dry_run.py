@@ -16,8 +16,12 @@ from policies.services import workload_policy_save
 from recall.hits import RANKED_HITS_SQL, hits_fold
 from recall.models import MemoryRecord
 from tests import helpers
+from tests.module_personas import module_scoped
 from tests.recall import factories
 from tests.recall.test_pages import HTMX, client_for, recall_form
+
+# The personas and workload the tests here act as and on, made once per module.
+workspace_a, editor, workload_a, made_first = module_scoped("workspace_a", "editor", "workload_a")
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("hits_fold_unasked")]
 

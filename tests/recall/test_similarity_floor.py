@@ -24,8 +24,14 @@ from recall.engine.policy_filter import policy_params
 from recall.models import FunnelCache, MemoryRecord
 from recall.runtime import query_embedding
 from tests.helpers import QUERY, error_of, post_recall, recall
+from tests.module_personas import module_scoped
 from tests.recall import factories
 from tests.recall.test_recall import set_floor
+
+# The personas and workload the tests here act as and on, made once per module.
+workspace_a, operator, editor, workload_a, made_first = module_scoped(
+    "workspace_a", "operator", "editor", "workload_a"
+)
 
 # Share the query's words: similar to it (0.5 or more with the hashing embedder).
 SIMILAR = "Ada's release summary preferences, note {n}"

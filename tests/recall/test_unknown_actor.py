@@ -18,7 +18,11 @@ from policies.services import workspace_policy_save
 from recall import erasure
 from recall.models import Actor, MemoryRecord
 from tests.helpers import QUERY, error_of, post_recall, recall
+from tests.module_personas import module_scoped
 from tests.recall import factories
+
+# The personas and workload the tests here act as and on, made once per module.
+workspace_a, editor, workload_a, made_first = module_scoped("workspace_a", "editor", "workload_a")
 
 NOBODY = "user:nobody"
 ZERO = {"candidates": 0, "afterPolicy": 0, "afterRanking": 0, "afterBudgetAllocation": 0}

@@ -11,7 +11,13 @@ import pytest
 from audit.models import AuditEvent, EventType
 from portal.models import ApiToken, Membership, hash_token
 from tests.helpers import csrf_session, error_of, recall_body
+from tests.module_personas import module_scoped
 from tests.recall import factories
+
+# The personas and workload the tests here act as and on, made once per module.
+workspace_a, operator, editor, viewer, agent, workload_a, made_first = module_scoped(
+    "workspace_a", "operator", "editor", "viewer", "agent", "workload_a"
+)
 
 pytestmark = pytest.mark.django_db
 

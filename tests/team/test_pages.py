@@ -11,6 +11,12 @@ import pytest
 from audit.models import AuditEvent, EventType
 from portal.models import ApiToken, Membership, hash_token
 from tests.helpers import csrf_session
+from tests.module_personas import module_scoped
+
+# The personas the tests here act as, made once per module.
+workspace_a, operator, editor, viewer, agent, made_first = module_scoped(
+    "workspace_a", "operator", "editor", "viewer", "agent"
+)
 
 pytestmark = pytest.mark.django_db
 
