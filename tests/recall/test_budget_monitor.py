@@ -256,6 +256,12 @@ def test_trend_window_shorter_than_three_never_trends() -> None:
     assert not monitor.should_compact()
 
 
+def test_a_trend_window_of_zero_looks_at_no_turn() -> None:
+    monitor = monitor_with(61.0, 70.0, 80.0, compaction_threshold=0.6, trend_window=0)
+    assert monitor.trend_window_utilization() == []
+    assert not monitor.should_compact()
+
+
 # --- properties of the monitor ----------------------------------------------------------
 
 
