@@ -54,7 +54,14 @@ from portal import throttling
 from portal.api.versioning import IF_MATCH_PARAM
 from portal.models import Membership
 from team.services import api_token_create
+from tests.module_personas import module_scoped
 from tests.properties import THOROUGH
+
+# The operator, its workspace and workload, and the data seeded in them are made once for the
+# module: each operation's examples run in savepoints rolled back at their end.
+workspace_a, operator, workload_a, made_first = module_scoped(
+    "workspace_a", "operator", "workload_a"
+)
 
 SEED = 20261203
 # The fuzzing phase's examples per operation. They are given to Hypothesis's settings below:
@@ -224,7 +231,7 @@ def app_in_test_transaction() -> Any:
     signals.request_finished.connect(close_old_connections)
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def seeded(operator, workload_a) -> dict[str, str]:
     # A fuzzer run deletes and rewrites what it finds: never anything but a test database.
     assert connection.settings_dict["NAME"].startswith("test_"), connection.settings_dict["NAME"]
@@ -327,9 +334,9 @@ def aim_at_the_seeded_data(case: Any, seeded: dict[str, str]) -> None:
 # and the token operations are aimed at a spare token, never at the persona's own.
 @pytest.mark.django_db
 @schema.parametrize()
-# The fixtures are set up once per operation on purpose: each example runs in a savepoint
-# rolled back at its end, so every example sees the same seeded data. Generation may be slow
-# on a loaded machine (a large request schema): that says nothing of the API's answers.
+# The seeded data is made once for the module: each example runs in a savepoint rolled back
+# at its end, so every example sees the same data. Generation may be slow on a loaded
+# machine (a large request schema): that says nothing of the API's answers.
 @settings(
     max_examples=MAX_EXAMPLES,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
