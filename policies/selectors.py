@@ -230,6 +230,11 @@ def effective_policy_for(
     return effective
 
 
+def remembered_policies_forget() -> None:
+    """Forget the effective policies remembered (tests start each case afresh)."""
+    _remembered.clear()
+
+
 def effective_policy_remembered(
     *, workload: Workload, environment: str
 ) -> tuple[str, EffectivePolicy] | None:

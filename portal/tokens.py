@@ -114,6 +114,11 @@ def token_lookup(key_hash: str) -> ApiToken | None:
     return None if looked is None else _token(looked.row, key_hash)
 
 
+def token_lookups_forget() -> None:
+    """Forget the lookups remembered (tests start each case afresh)."""
+    _remembered.clear()
+
+
 def _looked_up(key_hash: str) -> _Looked | None:
     """The lookup, remembered (or forgotten, if the token is gone)."""
     row = _TOKEN_SQL.fetchone({"hash": key_hash})

@@ -230,15 +230,21 @@ def server_tmp() -> Iterator[Path]:
 
 @pytest.fixture(autouse=True)
 def fresh_throttles() -> Any:
-    """Each test starts with no throttle counts (they live in the process's cache), and no
-    token use noted and not written yet (whose write a later test's call would make)."""
+    """Each test starts with no throttle counts (they live in the process's cache), no token
+    use noted and not written yet (whose write a later test's call would make), and no token
+    lookup or effective policy remembered (keyed by ids that module-scoped rows share)."""
+    from policies import selectors
     from portal import throttling, tokens
 
-    throttling.reset()
-    tokens.token_uses_forget()
+    def forget() -> None:
+        throttling.reset()
+        tokens.token_uses_forget()
+        tokens.token_lookups_forget()
+        selectors.remembered_policies_forget()
+
+    forget()
     yield
-    throttling.reset()
-    tokens.token_uses_forget()
+    forget()
 
 
 # Personas have passwords; the default hasher would cost every test ~0.2 s per persona. Set

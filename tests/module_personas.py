@@ -19,9 +19,7 @@ from typing import Any
 
 import pytest
 
-from policies import selectors
 from policies.models import Workload
-from portal import tokens
 from portal.models import Role, Workspace
 from tests.conftest import Persona, agent_persona, persona, support_bot, team_a, team_b
 
@@ -66,24 +64,13 @@ def workload_a(workspace_a: Workspace) -> Workload:
     return support_bot(workspace_a)
 
 
-def forget_what_the_process_remembers() -> None:
-    """The token lookups, policy contexts and token uses this process remembers are keyed by
-    the ids of rows the module's tests share: each test starts without them, as a test with
-    rows of its own does."""
-    tokens._remembered.clear()
-    selectors._remembered.clear()
-    with tokens._used_lock:
-        tokens._used.clear()
-        tokens._used_since = None
-
-
 def module_scoped(*names: str) -> tuple[Any, ...]:
     """The fixtures of this module with these names, then the autouse fixture that makes them
     first, to be bound under their names in a test module (an assignment, not an import: a
     fixture's parameter then shadows no unused import)."""
 
     def made_first(**_: Any) -> None:
-        forget_what_the_process_remembers()
+        """Nothing to do: its parameters are the point."""
 
     # The fixtures named as its parameters: pytest then makes the module-scoped ones before
     # the test's savepoint (``db``), as it makes every fixture of a wider scope first.

@@ -7,6 +7,7 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
+from bench.embedder_quality import cosine
 from recall.embedding import HashingEmbedder
 
 EMBEDDER = HashingEmbedder(384)
@@ -35,9 +36,6 @@ def test_the_same_text_gets_the_same_vector_and_shared_words_bring_texts_closer(
         ["Ada prefers short release notes", "Ada prefers short release notes",
          "release notes for Ada, short", "the invoice was paid in March"]
     )  # fmt: skip
-
-    def cosine(a: list[float], b: list[float]) -> float:
-        return sum(x * y for x, y in zip(a, b, strict=True))
 
     assert ada == same
     assert cosine(ada, near) > cosine(ada, far)

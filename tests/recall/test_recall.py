@@ -1045,7 +1045,7 @@ class RecallQueryCountTests:
         before = plans()
         for _ in range(5):
             # as every recall would if none remembered the policy: the context is read too
-            policy_selectors._remembered.clear()
+            policy_selectors.remembered_policies_forget()
             response = client.post(RECALL, recall_body(workload_a), format="json")
             assert response.status_code == 200, response.content
 
