@@ -21,8 +21,9 @@ import pytest
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.color import no_style
-from django.db import connections
+from django.db import OperationalError, connections
 from django.test import TransactionTestCase
+from psycopg.errors import DeadlockDetected
 from rest_framework.test import APIClient
 
 from policies.models import Workload
@@ -260,14 +261,27 @@ settings.PASSWORD_HASHERS = FAST_HASHERS
 # then the post_migrate signal makes the content types and permissions again, ~70 ms of a
 # ~165 ms flush. Those two tables are kept instead: they hold what the signal would make.
 FLUSH_KEEPS = {"django_content_type", "auth_permission"}
+# The live server may still be answering a request of a page the test has closed: its
+# transaction and the flush's TRUNCATE can each wait for a lock the other holds. PostgreSQL then
+# ends one of them; if it is the flush, the request has gone on and the flush is made again.
+FLUSH_ATTEMPTS = 3
 
 
 def _flush_keeping_content_types(self: TransactionTestCase) -> None:
     for name in self._databases_names(include_mirrors=False):
         connection = connections[name]
-        tables = connection.introspection.django_table_names(only_existing=True)
+        tables = connection.introspection.django_table_names(
+            only_existing=True, include_views=False
+        )
         emptied = [table for table in tables if table not in FLUSH_KEEPS]
-        connection.ops.execute_sql_flush(connection.ops.sql_flush(no_style(), emptied))
+        statements = connection.ops.sql_flush(no_style(), emptied)
+        for attempt in range(1, FLUSH_ATTEMPTS + 1):
+            try:
+                connection.ops.execute_sql_flush(statements)
+                break
+            except OperationalError as exc:
+                if attempt == FLUSH_ATTEMPTS or not isinstance(exc.__cause__, DeadlockDetected):
+                    raise
 
 
 TransactionTestCase._fixture_teardown = _flush_keeping_content_types  # type: ignore[method-assign]
