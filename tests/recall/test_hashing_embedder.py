@@ -13,16 +13,12 @@ from recall.embedding import HashingEmbedder
 EMBEDDER = HashingEmbedder(384)
 
 
-def norm(vector: list[float]) -> float:
-    return math.sqrt(sum(v * v for v in vector))
-
-
 @given(st.text(max_size=200))
 def test_any_text_gets_a_unit_vector_of_its_dimensions(text: str) -> None:
     vector = EMBEDDER.embed_one(text)
 
     assert len(vector) == 384
-    assert math.isclose(norm(vector), 1.0, rel_tol=1e-9)
+    assert math.isclose(math.hypot(*vector), 1.0, rel_tol=1e-9)
 
 
 def test_a_text_without_words_gets_the_first_axis_rather_than_no_direction() -> None:
